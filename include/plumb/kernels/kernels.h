@@ -1,0 +1,53 @@
+// The kernel interface that model code calls. One entry point per op; behind it, the implementation that
+// suits the shape (OpenMP over rows or heads, OpenBLAS for GEMM). Each is tested against its scalar
+// definition in kernels/scalar.h. Model code never sees SIMD, BLAS or threading.
+#pragma once
+
+#include <cstdint>
+
+#include "plumb/kernels/matrix.h"
+
+namespace plumb::kernels {
+
+// Threads used by every kernel below: OpenMP's pool (OpenBLAS runs single-threaded inside it). n <= 0 means
+// all cores.
+void SetNumThreads(int n);
+int NumThreads();
+
+// y[W.rows] = W · x[W.cols]. Decode's projection: one token, so every weight is read once and used once
+// (arithmetic intensity ≈ 2 FLOPs per 4-byte weight): bandwidth-bound. OpenMP over output rows; each row is
+// one scalar::Dot, so the result is bitwise the same for any thread count.
+void Gemv(const MatrixF32& W, const float* x, float* y);
+
+// Y[m][W.rows] = X[m][W.cols] · Wᵀ. Prefill's projection: m prompt tokens share every weight read, so it is
+// a GEMM (intensity grows with m): OpenMP splits W's rows, each thread calls OpenBLAS's cblas_sgemm.
+void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
+
+// RMSNorm of `rows` independent vectors of length n (OpenMP over rows when there are several).
+void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);
+
+// RoPE (rotate-half) on `rows` token vectors, row r at position first_pos + r; each row is
+// [n_heads][head_dim].
+void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta);
+
+// out = silu(gate) ⊙ up over n elements.
+void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);
+
+// Causal grouped-query attention of `rows` query tokens at positions first_pos .. first_pos+rows-1 over a
+// cache that already holds their keys and values: query token r attends to positions [0, first_pos + r].
+//   q, out:        [rows][n_heads][head_dim]
+//   keys, values:  one layer of the cache, [n_kv_heads][max_positions][head_dim]
+// Query head h reads KV head h / (n_heads / n_kv_heads). OpenMP over (row, head) pairs; each pair is one
+// scalar::AttendOneHead, so the result does not depend on the thread count.
+// scratch must hold AttentionScratchFloats(rows, first_pos) floats (one score row per thread).
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int max_positions = 0;
+};
+std::int64_t AttentionScratchFloats(int rows, int first_pos);
+void CausalAttention(const float* q, const float* keys, const float* values, const AttentionShape& shape,
+                     int rows, int first_pos, float* out, float* scratch);
+
+}  // namespace plumb::kernels

@@ -1,0 +1,48 @@
+// The scalar reference kernels: the *definition* of every op plumb computes.
+//
+// Plain loops, one thread, FP32 storage. Every faster variant (OpenMP, BLAS, later AVX2/NEON) is tested
+// against these on awkward shapes. Where the accumulation order matters it is stated, because a CUDA kernel
+// validated against plumb needs to know what "the same result" means.
+#pragma once
+
+#include <cstdint>
+
+namespace plumb::kernels::scalar {
+
+// Dot product of a[0..n) and b[0..n) in FP32, in this exact order (each product rounded, then added; no FMA):
+//   lane[j] = Σ over i ≡ j (mod 8), ascending i, of a[i]·b[i]          for j = 0..7
+//   result  = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))
+// i.e. what an 8-wide SIMD accumulator followed by the usual halving reduction computes.
+float Dot(const float* a, const float* b, int n);
+
+// y[r] = Dot(W row r, x) for r in [row_begin, row_end). W is [n_rows][k] row-major.
+void GemvRows(const float* W, const float* x, float* y, int k, int row_begin, int row_end);
+
+// Y[m][n] = X[m][k] · W[n][k]^T, every element a Dot() of a row of X and a row of W.
+void Gemm(const float* X, const float* W, float* Y, int m, int n, int k);
+
+// out = x / sqrt(mean(x²) + eps) ⊙ weight; the mean of squares accumulated in FP32 left to right.
+void RmsNorm(const float* x, const float* weight, float* out, int n, float eps);
+
+// Rotary position embedding, Hugging Face "rotate-half" pairing, applied in place to each of n_heads
+// vectors of length head_dim in x ([n_heads][head_dim]). For i in [0, head_dim/2):
+//   inv_freq_i = theta^(-2i/head_dim), angle = pos · inv_freq_i  (both in double, then cos/sin rounded to
+//   float) x'[i]            = x[i]·cos − x[i + head_dim/2]·sin x'[i+head_dim/2] = x[i + head_dim/2]·cos +
+//   x[i]·sin
+// GGUF files pair adjacent elements (2i, 2i+1) instead; see docs/formats.md ("RoPE pairing").
+void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta);
+
+// In-place softmax over x[0..n): subtract the max, exponentiate, divide by the FP32 left-to-right sum.
+void Softmax(float* x, int n);
+
+// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)).
+void SwiGlu(const float* gate, const float* up, float* out, int n);
+
+// Attention of one query head over the first n_ctx positions of one KV head:
+//   scores[t] = (q · k_t) / sqrt(head_dim),  p = softmax(scores),  out = Σ_t p[t] · v_t
+// keys/values point at position 0 of that KV head, positions `stride` floats apart (the cache layout).
+// scores must hold n_ctx floats (scratch).
+void AttendOneHead(const float* q, const float* keys, const float* values, std::int64_t stride, int head_dim,
+                   int n_ctx, float* scores, float* out);
+
+}  // namespace plumb::kernels::scalar

@@ -1,0 +1,113 @@
+// The kernel interface (include/plumb/kernels/kernels.h): threading and BLAS around the scalar definitions.
+#include "plumb/kernels/kernels.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "plumb/kernels/scalar.h"
+
+namespace plumb::kernels {
+
+// One thread pool only: OpenMP's. OpenBLAS always runs single-threaded, inside OpenMP's threads (see Gemm),
+// because its own pthread pool and OpenMP's spinning workers starve each other: on 2 cores, letting both
+// run made a 2-thread decode 30x slower than a 1-thread one.
+void SetNumThreads(int n) {
+  if (n <= 0) n = omp_get_num_procs();
+  omp_set_num_threads(n);
+  openblas_set_num_threads(1);
+}
+
+int NumThreads() {
+  return omp_get_max_threads();
+}
+
+void Gemv(const MatrixF32& W, const float* x, float* y) {
+  const int n = W.rows;
+  const int k = W.cols;
+  const float* w = W.values.data();
+  // Static chunks of contiguous rows: each thread streams its own slice of W.
+#pragma omp parallel
+  {
+    const int threads = omp_get_num_threads();
+    const int t = omp_get_thread_num();
+    const int begin = static_cast<int>(static_cast<std::int64_t>(n) * t / threads);
+    const int end = static_cast<int>(static_cast<std::int64_t>(n) * (t + 1) / threads);
+    scalar::GemvRows(w, x, y, k, begin, end);
+  }
+}
+
+void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
+  // Row-major Y[m][n] = X[m][k] · W[n][k]ᵀ. Each OpenMP thread takes a slice of W's rows (Y's columns) and
+  // runs a single-threaded cblas_sgemm on it, so a thread streams only its own part of the weights.
+  const int n = W.rows;
+  const int k = W.cols;
+  constexpr int kColumnAlign = 16;  // keep slices a multiple of OpenBLAS's micro-tile widths
+  static const bool blas_single_threaded = (openblas_set_num_threads(1), true);  // even without SetNumThreads
+  (void)blas_single_threaded;
+#pragma omp parallel
+  {
+    const int threads = omp_get_num_threads();
+    const int per_thread = ((n + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
+    const int begin = std::min(n, omp_get_thread_num() * per_thread);
+    const int end = std::min(n, begin + per_thread);
+    if (end > begin) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k, W.Row(begin), k,
+                  0.0f, Y + begin, n);
+    }
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
+#pragma omp parallel for schedule(static) if (rows > 1)
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t offset = static_cast<std::size_t>(r) * n;
+    scalar::RmsNorm(x + offset, weight, out + offset, n, eps);
+  }
+}
+
+void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta) {
+#pragma omp parallel for schedule(static) if (rows > 1)
+  for (int r = 0; r < rows; ++r) {
+    scalar::RopeRotateHalf(x + static_cast<std::size_t>(r) * n_heads * head_dim, n_heads, head_dim,
+                           first_pos + r, theta);
+  }
+}
+
+void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
+  constexpr std::int64_t kChunk = 4096;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t begin = c * kChunk;
+    const std::int64_t count = (n - begin < kChunk) ? n - begin : kChunk;
+    scalar::SwiGlu(gate + begin, up + begin, out + begin, static_cast<int>(count));
+  }
+}
+
+std::int64_t AttentionScratchFloats(int rows, int first_pos) {
+  return static_cast<std::int64_t>(NumThreads()) * (first_pos + rows);
+}
+
+void CausalAttention(const float* q, const float* keys, const float* values, const AttentionShape& shape,
+                     int rows, int first_pos, float* out, float* scratch) {
+  const int group = shape.n_heads / shape.n_kv_heads;  // query heads per KV head
+  const std::int64_t head_stride = static_cast<std::int64_t>(shape.max_positions) * shape.head_dim;
+  const std::int64_t row_floats = static_cast<std::int64_t>(shape.n_heads) * shape.head_dim;
+  const std::int64_t scratch_per_thread = first_pos + rows;
+  const int pairs = rows * shape.n_heads;
+#pragma omp parallel for schedule(static)
+  for (int pair = 0; pair < pairs; ++pair) {
+    const int r = pair / shape.n_heads;
+    const int h = pair % shape.n_heads;
+    const int kv_head = h / group;
+    const std::int64_t offset = r * row_floats + static_cast<std::int64_t>(h) * shape.head_dim;
+    scalar::AttendOneHead(q + offset, keys + kv_head * head_stride, values + kv_head * head_stride,
+                          shape.head_dim, shape.head_dim, first_pos + r + 1,
+                          scratch + omp_get_thread_num() * scratch_per_thread, out + offset);
+  }
+}
+
+}  // namespace plumb::kernels
