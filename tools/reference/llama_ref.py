@@ -1,0 +1,392 @@
+"""Reference forward pass for Llama-family decoder-only transformers, in NumPy.
+
+This is the oracle the C++ implementation is tested against, so it is written to be
+read, not to be fast: every step is the textbook formula, one function per idea.
+It shares no code with the C++.
+
+The model (Llama 2/3, Qwen2 and friends), for a sequence of token ids:
+
+    x = embed_tokens[ids]                                     # [n, d]
+    for each layer:
+        x = x + o_proj(attention(rmsnorm(x)))                 # grouped-query causal attention, RoPE
+        x = x + down_proj(silu(gate_proj(h)) * up_proj(h))    # with h = rmsnorm(x)
+    logits = lm_head(rmsnorm(x))                              # lm_head = embed_tokens when tied
+
+The default precision is float64: with float32 weights and float64 arithmetic the
+reference's own rounding error (~1e-16 relative) is negligible next to that of any
+float32 implementation. The same code also runs in float32 (the `dtype` argument);
+that mode exists only to measure how far a float32 implementation legitimately
+drifts from the float64 result, which is what the test thresholds are derived from.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+# ----------------------------------------------------------------------------------
+# Configuration and weights
+# ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The hyper-parameters the forward pass needs, read from a Hugging Face config.json."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    tie_word_embeddings: bool
+
+    @classmethod
+    def from_hf(cls, hf):
+        """Build from a config.json dict. head_dim defaults to hidden_size / num_attention_heads
+        (older configs and Qwen2 do not store it); num_key_value_heads defaults to
+        num_attention_heads (plain multi-head attention)."""
+        num_heads = hf["num_attention_heads"]
+        num_kv_heads = hf.get("num_key_value_heads", num_heads)
+        head_dim = hf.get("head_dim") or hf["hidden_size"] // num_heads
+        if num_heads % num_kv_heads != 0:
+            raise ValueError("num_key_value_heads must divide num_attention_heads")
+        if head_dim % 2 != 0:
+            raise ValueError("RoPE needs an even head_dim")
+        return cls(
+            vocab_size=hf["vocab_size"],
+            hidden_size=hf["hidden_size"],
+            intermediate_size=hf["intermediate_size"],
+            num_layers=hf["num_hidden_layers"],
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+            rms_norm_eps=hf["rms_norm_eps"],
+            rope_theta=hf.get("rope_theta", 10000.0),
+            tie_word_embeddings=hf.get("tie_word_embeddings", False),
+        )
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer. Linear weights are [out_features, in_features] as in Hugging Face."""
+
+    input_norm: np.ndarray
+    q_proj: np.ndarray
+    k_proj: np.ndarray
+    v_proj: np.ndarray
+    o_proj: np.ndarray
+    q_bias: np.ndarray | None
+    k_bias: np.ndarray | None
+    v_bias: np.ndarray | None
+    post_attention_norm: np.ndarray
+    gate_proj: np.ndarray
+    up_proj: np.ndarray
+    down_proj: np.ndarray
+
+
+@dataclass
+class ModelWeights:
+    embed_tokens: np.ndarray  # [vocab, d]
+    layers: list
+    final_norm: np.ndarray  # [d]
+    lm_head: np.ndarray  # [vocab, d]; the same array as embed_tokens when tied
+
+
+def weights_from_hf(config, tensors, dtype):
+    """Pick the Hugging Face-named tensors out of `tensors` and convert them to `dtype`.
+
+    The q/k/v biases are optional (Qwen2 has them, Llama does not); lm_head.weight must be
+    absent exactly when the embeddings are tied.
+    """
+
+    def get(name):
+        return np.asarray(tensors[name], dtype=dtype)
+
+    def get_optional(name):
+        return get(name) if name in tensors else None
+
+    layers = []
+    for layer in range(config.num_layers):
+        p = f"model.layers.{layer}."
+        layers.append(
+            LayerWeights(
+                input_norm=get(p + "input_layernorm.weight"),
+                q_proj=get(p + "self_attn.q_proj.weight"),
+                k_proj=get(p + "self_attn.k_proj.weight"),
+                v_proj=get(p + "self_attn.v_proj.weight"),
+                o_proj=get(p + "self_attn.o_proj.weight"),
+                q_bias=get_optional(p + "self_attn.q_proj.bias"),
+                k_bias=get_optional(p + "self_attn.k_proj.bias"),
+                v_bias=get_optional(p + "self_attn.v_proj.bias"),
+                post_attention_norm=get(p + "post_attention_layernorm.weight"),
+                gate_proj=get(p + "mlp.gate_proj.weight"),
+                up_proj=get(p + "mlp.up_proj.weight"),
+                down_proj=get(p + "mlp.down_proj.weight"),
+            )
+        )
+    embed = get("model.embed_tokens.weight")
+    if config.tie_word_embeddings:
+        if "lm_head.weight" in tensors:
+            raise ValueError("tie_word_embeddings is true but lm_head.weight is present")
+        lm_head = embed
+    else:
+        lm_head = get("lm_head.weight")
+    return ModelWeights(embed_tokens=embed, layers=layers, final_norm=get("model.norm.weight"), lm_head=lm_head)
+
+
+# ----------------------------------------------------------------------------------
+# The building blocks, each straight from its formula
+# ----------------------------------------------------------------------------------
+
+
+def matmul_blas(a, b):
+    """a @ b, as NumPy does it (BLAS: blocked, vectorised accumulation)."""
+    return a @ b
+
+
+def matmul_sequential(a, b):
+    """a @ b with every dot product accumulated left to right, one term at a time, in the
+    arrays' own precision: the order of the most naive C++ loop. Used only in float32 to
+    see how much the rounding error depends on the accumulation order."""
+    a_moved = np.moveaxis(a, -1, 0)  # [k, ..., n]
+    b_moved = np.moveaxis(b, -2, 0)  # [k, ..., m]
+    total = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), dtype=a.dtype)
+    for a_k, b_k in zip(a_moved, b_moved):
+        total = total + a_k[..., :, None] * b_k[..., None, :]
+    return total
+
+
+def rms_norm(x, weight, eps):
+    """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight."""
+    mean_square = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(mean_square + eps) * weight
+
+
+def silu(z):
+    """SiLU (a.k.a. swish): z * sigmoid(z) = z / (1 + exp(-z))."""
+    return z / (1 + np.exp(-z))
+
+
+def softmax(scores):
+    """Softmax over the last axis; the max is subtracted first so exp never overflows
+    (masked entries are -inf and become exactly 0)."""
+    shifted = scores - np.max(scores, axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def rope_cos_sin(positions, head_dim, theta, dtype):
+    """cos and sin tables, each [len(positions), head_dim / 2], for rotary position embedding.
+
+    Pair i (i < head_dim / 2) rotates at frequency inv_freq_i = theta^(-2i / head_dim), so at
+    position p its angle is p * inv_freq_i.
+    """
+    i = np.arange(head_dim // 2, dtype=dtype)
+    inv_freq = dtype(theta) ** (-2 * i / dtype(head_dim))
+    angles = np.asarray(positions, dtype=dtype)[:, None] * inv_freq[None, :]
+    return np.cos(angles), np.sin(angles)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate x [..., n, head_dim] in the Hugging Face "rotate-half" convention.
+
+    Element i is paired with element i + head_dim/2 (not with its neighbour 2i+1), and the
+    pair is rotated by the angle of pair i:
+        out[i]          = x[i] cos - x[i + hd/2] sin
+        out[i + hd/2]   = x[i + hd/2] cos + x[i] sin
+    """
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def causal_attention(q, k, v, q_positions, k_positions, matmul):
+    """Grouped-query causal attention.
+
+    q: [n_heads, n, hd]; k, v: [n_kv_heads, T, hd]. Query head h reads kv head
+    h // (n_heads / n_kv_heads). A query at position p attends to the keys at positions
+    <= p, with scores q.k / sqrt(hd). Returns [n_heads, n, hd].
+    """
+    n_heads, _, head_dim = q.shape
+    n_kv_heads = k.shape[0]
+    group_size = n_heads // n_kv_heads
+    kv_head_of = np.arange(n_heads) // group_size
+    k_per_head = k[kv_head_of]  # [n_heads, T, hd]
+    v_per_head = v[kv_head_of]
+
+    scores = matmul(q, np.swapaxes(k_per_head, -1, -2)) / np.sqrt(q.dtype.type(head_dim))  # [n_heads, n, T]
+    future = np.asarray(k_positions)[None, :] > np.asarray(q_positions)[:, None]  # [n, T]
+    scores = np.where(future, q.dtype.type(-np.inf), scores)
+    return matmul(softmax(scores), v_per_head)
+
+
+# ----------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------
+
+
+class KVCache:
+    """Keys (after RoPE) and values of every position seen so far, per layer,
+    each [n_kv_heads, T, head_dim]. Positions are 0 .. T-1 in order."""
+
+    def __init__(self, config, dtype):
+        empty = np.zeros((config.num_kv_heads, 0, config.head_dim), dtype=dtype)
+        self.keys = [empty] * config.num_layers
+        self.values = [empty] * config.num_layers
+
+    @property
+    def length(self):
+        return self.keys[0].shape[1]
+
+    def append(self, layer, k, v):
+        self.keys[layer] = np.concatenate([self.keys[layer], k], axis=1)
+        self.values[layer] = np.concatenate([self.values[layer], v], axis=1)
+
+
+class LlamaModel:
+    """A Llama-family decoder-only transformer evaluated in one precision (`dtype`).
+
+    `sequential_dots=True` accumulates every dot product term by term (see matmul_sequential);
+    it is only meaningful, and only used, for the float32 error measurements.
+    """
+
+    def __init__(self, config, tensors, dtype=np.float64, sequential_dots=False):
+        self.config = config
+        self.dtype = np.dtype(dtype).type
+        self.weights = weights_from_hf(config, tensors, self.dtype)
+        self.matmul = matmul_sequential if sequential_dots else matmul_blas
+
+    def new_cache(self):
+        return KVCache(self.config, self.dtype)
+
+    def linear(self, x, weight, bias=None):
+        """y = x W^T (+ b), for x [n, in] and W [out, in]."""
+        y = self.matmul(x, weight.T)
+        return y if bias is None else y + bias
+
+    def attention_block(self, x, layer, layer_index, positions, cache):
+        """Project to q/k/v, rotate q and k, append k/v to the cache, attend, project back."""
+        c = self.config
+        n = x.shape[0]
+        h = rms_norm(x, layer.input_norm, self.dtype(c.rms_norm_eps))
+
+        def split_heads(y, heads):  # [n, heads*hd] -> [heads, n, hd]
+            return y.reshape(n, heads, c.head_dim).transpose(1, 0, 2)
+
+        q = split_heads(self.linear(h, layer.q_proj, layer.q_bias), c.num_heads)
+        k = split_heads(self.linear(h, layer.k_proj, layer.k_bias), c.num_kv_heads)
+        v = split_heads(self.linear(h, layer.v_proj, layer.v_bias), c.num_kv_heads)
+
+        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+
+        cache.append(layer_index, k, v)
+        all_positions = np.arange(cache.keys[layer_index].shape[1])
+        attended = causal_attention(
+            q, cache.keys[layer_index], cache.values[layer_index], positions, all_positions, self.matmul
+        )
+        merged = attended.transpose(1, 0, 2).reshape(n, c.num_heads * c.head_dim)
+        return self.linear(merged, layer.o_proj)
+
+    def mlp_block(self, x, layer):
+        """SwiGLU feed-forward: down(silu(gate(h)) * up(h)) with h = rmsnorm(x)."""
+        h = rms_norm(x, layer.post_attention_norm, self.dtype(self.config.rms_norm_eps))
+        return self.linear(silu(self.linear(h, layer.gate_proj)) * self.linear(h, layer.up_proj), layer.down_proj)
+
+    def forward(self, token_ids, cache, trace=None):
+        """Run `token_ids` (the next positions after what `cache` holds) through the model.
+
+        Works for a whole prompt (prefill, empty cache) and for one token at a time
+        (decode). Appends the new keys/values to `cache` and returns the logits
+        [len(token_ids), vocab]. If `trace` is a dict, the intermediate activations are
+        stored in it under their golden-file names.
+        """
+        w = self.weights
+        start = cache.length
+        positions = np.arange(start, start + len(token_ids))
+
+        x = w.embed_tokens[np.asarray(token_ids)]
+        if trace is not None:
+            trace["embedding.output"] = x
+        for index, layer in enumerate(w.layers):
+            x = x + self.attention_block(x, layer, index, positions, cache)
+            x = x + self.mlp_block(x, layer)
+            if trace is not None:
+                trace[f"layer.{index}.output"] = x
+        x = rms_norm(x, w.final_norm, self.dtype(self.config.rms_norm_eps))
+        logits = self.linear(x, w.lm_head)
+        if trace is not None:
+            trace["final_norm.output"] = x
+            trace["logits"] = logits
+        # NumPy promotes silently; make sure the requested precision held throughout.
+        assert logits.dtype == self.dtype, f"computation drifted to {logits.dtype}"
+        return logits
+
+
+# ----------------------------------------------------------------------------------
+# What the golden files record
+# ----------------------------------------------------------------------------------
+
+
+def prefill(model, prompt_ids):
+    """Run the prompt from an empty cache. Returns (trace dict, cache): the trace holds the
+    per-stage activations, and the KV cache contents are added as kv.layer.{l}.k / .v."""
+    cache = model.new_cache()
+    trace = {}
+    model.forward(prompt_ids, cache, trace)
+    for layer in range(model.config.num_layers):
+        trace[f"kv.layer.{layer}.k"] = cache.keys[layer]
+        trace[f"kv.layer.{layer}.v"] = cache.values[layer]
+    return trace, cache
+
+
+def greedy_decode(model, prompt_ids, steps):
+    """Greedy continuation through the KV cache, EOS not applied.
+
+    Returns (ids [steps], logits [steps, vocab]). Row 0 is the last prompt position's
+    logits; row i (i >= 1) comes from feeding ids[i-1], alone, at position P + i - 1, so
+    every row after the first is genuinely produced by incremental decoding.
+    """
+    cache = model.new_cache()
+    logits = model.forward(prompt_ids, cache)[-1]
+    ids, rows = [], []
+    for step in range(steps):
+        if step > 0:
+            logits = model.forward([ids[-1]], cache)[-1]
+        rows.append(logits)
+        ids.append(int(np.argmax(logits)))
+    return np.array(ids, dtype=np.int32), np.stack(rows)
+
+
+def max_relative_error(actual, reference):
+    """max |actual - reference| / max |reference|: the metric of every float golden tensor."""
+    reference = np.asarray(reference, dtype=np.float64)
+    scale = np.max(np.abs(reference))
+    return float(np.max(np.abs(np.asarray(actual, dtype=np.float64) - reference)) / scale)
+
+
+def check_decode_matches_reprefill(model, prompt_ids, greedy_ids, greedy_logits, tolerance):
+    """Every incremental-decode row must equal the last row of a fresh prefill over
+    prompt + the tokens fed so far: the KV cache path and the full-sequence path are two
+    computations of the same function. Returns the worst relative difference."""
+    worst = 0.0
+    for step in range(len(greedy_ids)):
+        sequence = list(prompt_ids) + [int(t) for t in greedy_ids[:step]]
+        full = model.forward(sequence, model.new_cache())[-1]
+        error = max_relative_error(greedy_logits[step], full)
+        if error > tolerance:
+            raise AssertionError(f"decode step {step}: cache path differs from re-prefill by {error:.3e}")
+        worst = max(worst, error)
+    return worst
+
+
+def top1_top2_gap(logits_row):
+    """Distance between the largest and second-largest logit: how far the greedy choice is
+    from a tie (a float32 implementation must not be able to flip it)."""
+    top_two = np.sort(logits_row)[-2:]
+    return float(top_two[1] - top_two[0])

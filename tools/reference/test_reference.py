@@ -1,0 +1,290 @@
+"""Sanity checks of the reference itself: the oracle has to be right before the C++ is judged by it.
+
+Each test pins down one property that follows from the math alone (RoPE at position 0 is the
+identity, attention over a single position returns its value, ...), so a mistake in
+llama_ref.py or safetensors_io.py shows up here rather than as a "bug" in the C++.
+
+    python3 tools/reference/test_reference.py          # also run by check_fixtures.py
+"""
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import llama_ref  # noqa: E402
+import safetensors_io  # noqa: E402
+
+
+def small_config(num_kv_heads=2, head_dim=None):
+    hf = {
+        "vocab_size": 40,
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": num_kv_heads,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    }
+    if head_dim is not None:
+        hf["head_dim"] = head_dim
+    return llama_ref.ModelConfig.from_hf(hf)
+
+
+def random_weights(config, seed, with_bias=False):
+    """Arbitrary weights with Hugging Face names (scale 1/sqrt(fan_in) to keep values O(1))."""
+    rng = np.random.default_rng(seed)
+    d, hd = config.hidden_size, config.head_dim
+    q_out, kv_out, ffn = config.num_heads * hd, config.num_kv_heads * hd, config.intermediate_size
+
+    def linear(out_features, in_features):
+        return rng.standard_normal((out_features, in_features)) / np.sqrt(in_features)
+
+    w = {"model.embed_tokens.weight": rng.standard_normal((config.vocab_size, d))}
+    for layer in range(config.num_layers):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(d)
+        w[p + "self_attn.q_proj.weight"] = linear(q_out, d)
+        w[p + "self_attn.k_proj.weight"] = linear(kv_out, d)
+        w[p + "self_attn.v_proj.weight"] = linear(kv_out, d)
+        w[p + "self_attn.o_proj.weight"] = linear(d, q_out)
+        if with_bias:
+            w[p + "self_attn.q_proj.bias"] = 0.3 * rng.standard_normal(q_out)
+            w[p + "self_attn.k_proj.bias"] = 0.3 * rng.standard_normal(kv_out)
+            w[p + "self_attn.v_proj.bias"] = 0.3 * rng.standard_normal(kv_out)
+        w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * rng.standard_normal(d)
+        w[p + "mlp.gate_proj.weight"] = linear(ffn, d)
+        w[p + "mlp.up_proj.weight"] = linear(ffn, d)
+        w[p + "mlp.down_proj.weight"] = linear(d, ffn)
+    w["model.norm.weight"] = 1 + 0.1 * rng.standard_normal(d)
+    w["lm_head.weight"] = linear(config.vocab_size, d)
+    return w
+
+
+# ----------------------------------------------------------------------------------
+# Building blocks
+# ----------------------------------------------------------------------------------
+
+
+def test_rope_is_identity_at_position_zero():
+    x = np.random.default_rng(0).standard_normal((3, 1, 16))
+    cos, sin = llama_ref.rope_cos_sin([0], 16, 10000.0, np.float64)
+    assert np.array_equal(llama_ref.apply_rope(x, cos, sin), x)
+
+
+def test_rope_pairs_i_with_i_plus_half():
+    """Hand-computed rotate-half example, head_dim 4 at position 1: pair (0, 2) turns by
+    1 * theta^0 = 1 radian, pair (1, 3) by 1 * theta^(-1/2) radians."""
+    theta = 100.0
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    cos, sin = llama_ref.rope_cos_sin([1], 4, theta, np.float64)
+    a0, a1 = 1.0, theta**-0.5
+    expected = np.array(
+        [
+            1 * np.cos(a0) - 3 * np.sin(a0),
+            2 * np.cos(a1) - 4 * np.sin(a1),
+            3 * np.cos(a0) + 1 * np.sin(a0),
+            4 * np.cos(a1) + 2 * np.sin(a1),
+        ]
+    )
+    assert np.allclose(llama_ref.apply_rope(x[None, :], cos, sin)[0], expected, rtol=0, atol=1e-15)
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    """The point of RoPE: q at position m dotted with k at position n depends on m - n only."""
+    rng = np.random.default_rng(1)
+    q, k = rng.standard_normal(16), rng.standard_normal(16)
+
+    def score(m, n):
+        cos, sin = llama_ref.rope_cos_sin([m, n], 16, 10000.0, np.float64)
+        rq = llama_ref.apply_rope(q[None, :], cos[:1], sin[:1])[0]
+        rk = llama_ref.apply_rope(k[None, :], cos[1:], sin[1:])[0]
+        return rq @ rk
+
+    assert abs(score(7, 3) - score(24, 20)) < 1e-12
+    assert abs(score(7, 3) - score(3, 7)) > 1e-6  # and it is not symmetric in m, n
+
+
+def test_attention_over_one_position_returns_its_value():
+    """softmax over a single score is 1, so each query head gets its kv head's value,
+    with query head h reading kv head h // (n_heads / n_kv_heads)."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((6, 1, 8))
+    k = rng.standard_normal((2, 1, 8))
+    v = rng.standard_normal((2, 1, 8))
+    out = llama_ref.causal_attention(q, k, v, [0], [0], llama_ref.matmul_blas)
+    for head in range(6):
+        assert np.allclose(out[head], v[head // 3], rtol=0, atol=1e-15)
+
+
+def test_attention_is_causal():
+    """A query never sees keys at later positions: changing them changes nothing."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 4, 8))
+    k = rng.standard_normal((1, 4, 8))
+    v = rng.standard_normal((1, 4, 8))
+    out = llama_ref.causal_attention(q, k, v, np.arange(4), np.arange(4), llama_ref.matmul_blas)
+    k2, v2 = k.copy(), v.copy()
+    k2[:, 3] += 5.0
+    v2[:, 3] -= 5.0
+    out2 = llama_ref.causal_attention(q, k2, v2, np.arange(4), np.arange(4), llama_ref.matmul_blas)
+    assert np.allclose(out[:, :3], out2[:, :3], rtol=0, atol=1e-14)
+    assert not np.allclose(out[:, 3], out2[:, 3])
+
+
+def test_rms_norm_of_constant_vector():
+    """For x = c (every element), mean(x^2) = c^2, so the result is c / sqrt(c^2 + eps) * w."""
+    w = np.linspace(0.5, 1.5, 8)
+    for c in (-3.0, 0.25, 2.0):
+        out = llama_ref.rms_norm(np.full(8, c), w, 1e-5)
+        assert np.allclose(out, c / np.sqrt(c * c + 1e-5) * w, rtol=1e-15, atol=0)
+    assert np.array_equal(llama_ref.rms_norm(np.zeros(8), w, 1e-5), np.zeros(8))
+
+
+def test_softmax_and_silu_values():
+    p = llama_ref.softmax(np.array([[1.0, 2.0, -np.inf, 0.5]]))
+    assert abs(p.sum() - 1) < 1e-15 and p[0, 2] == 0.0 and np.argmax(p) == 1
+    assert llama_ref.silu(np.array(0.0)) == 0.0
+    assert abs(llama_ref.silu(np.array(1.0)) - 1 / (1 + np.exp(-1.0))) < 1e-16
+    assert abs(llama_ref.silu(np.array(30.0)) - 30.0) < 1e-10
+
+
+def test_sequential_matmul_is_a_matmul():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 5, 7)), rng.standard_normal((3, 7, 2))
+    assert np.allclose(llama_ref.matmul_sequential(a, b), a @ b, rtol=0, atol=1e-13)
+
+
+def test_head_dim_from_config_or_derived():
+    assert small_config().head_dim == 8  # 32 / 4
+    assert small_config(head_dim=16).head_dim == 16  # explicit value wins, even if != hidden / heads
+
+
+# ----------------------------------------------------------------------------------
+# Whole model
+# ----------------------------------------------------------------------------------
+
+
+def test_gqa_equals_mha_with_duplicated_kv_heads():
+    """GQA with 2 kv heads for 4 query heads is exactly MHA whose kv heads 0,1 are copies of kv
+    head 0 and heads 2,3 copies of kv head 1 (mapping h // 2, not h % 2)."""
+    gqa_config = small_config(num_kv_heads=2)
+    mha_config = small_config(num_kv_heads=4)
+    weights = random_weights(gqa_config, seed=5, with_bias=True)
+    mha_weights = dict(weights)
+    hd = gqa_config.head_dim
+    for layer in range(gqa_config.num_layers):
+        for kind in ("k_proj", "v_proj"):
+            for suffix in ("weight", "bias"):
+                name = f"model.layers.{layer}.self_attn.{kind}.{suffix}"
+                per_head = weights[name].reshape((2, hd) + weights[name].shape[1:])
+                mha_weights[name] = np.repeat(per_head, 2, axis=0).reshape((4 * hd,) + weights[name].shape[1:])
+    ids = [3, 14, 15, 9, 2, 6]
+    gqa = llama_ref.LlamaModel(gqa_config, weights).forward(ids, llama_ref.KVCache(gqa_config, np.float64))
+    mha = llama_ref.LlamaModel(mha_config, mha_weights).forward(ids, llama_ref.KVCache(mha_config, np.float64))
+    assert llama_ref.max_relative_error(gqa, mha) < 1e-13
+
+
+def test_chunked_prefill_and_decode_match_one_prefill():
+    """Feeding tokens through the cache in any split gives the same logits as one pass."""
+    config = small_config()
+    model = llama_ref.LlamaModel(config, random_weights(config, seed=6, with_bias=True))
+    ids = [5, 1, 33, 8, 21, 13, 2, 39]
+    whole = model.forward(ids, model.new_cache())
+    cache = model.new_cache()
+    pieces = [model.forward(ids[:3], cache), model.forward(ids[3:4], cache), model.forward(ids[4:], cache)]
+    assert cache.length == len(ids)
+    assert llama_ref.max_relative_error(np.concatenate(pieces), whole) < 1e-12
+
+
+def test_earlier_logits_ignore_later_tokens():
+    config = small_config()
+    model = llama_ref.LlamaModel(config, random_weights(config, seed=7))
+    a = model.forward([4, 8, 15, 16], model.new_cache())
+    b = model.forward([4, 8, 15, 23], model.new_cache())
+    assert np.allclose(a[:3], b[:3], rtol=0, atol=1e-13) and not np.allclose(a[3], b[3])
+
+
+def test_float32_mode_stays_float32_and_close():
+    config = small_config()
+    weights = {k: v.astype(np.float32) for k, v in random_weights(config, seed=8, with_bias=True).items()}
+    ids = [1, 2, 3, 4, 5]
+    f64 = llama_ref.LlamaModel(config, weights, np.float64).forward(ids, llama_ref.KVCache(config, np.float64))
+    f32 = llama_ref.LlamaModel(config, weights, np.float32).forward(ids, llama_ref.KVCache(config, np.float32))
+    assert f32.dtype == np.float32
+    assert 0 < llama_ref.max_relative_error(f32, f64) < 1e-5
+
+
+def test_tied_embeddings_use_embed_tokens_as_head():
+    config = llama_ref.ModelConfig(**{**small_config().__dict__, "tie_word_embeddings": True})
+    weights = random_weights(config, seed=9)
+    del weights["lm_head.weight"]
+    model = llama_ref.LlamaModel(config, weights)
+    assert model.weights.lm_head is model.weights.embed_tokens
+
+
+# ----------------------------------------------------------------------------------
+# safetensors reader / writer
+# ----------------------------------------------------------------------------------
+
+
+def test_safetensors_round_trip_and_layout():
+    tensors = {
+        "b.f64": np.arange(6, dtype=np.float64).reshape(2, 3) / 7,
+        "a.i32": np.array([1, -2, 3], dtype=np.int32),
+        "c.f32": np.ones((2, 2, 1), dtype=np.float32),
+        "d.scalar": np.float32(2.5),
+    }
+    blob = safetensors_io.serialize(tensors, metadata={"k": "v"})
+    assert blob == safetensors_io.serialize(dict(reversed(list(tensors.items()))), metadata={"k": "v"})
+    header_len = int.from_bytes(blob[:8], "little")
+    assert header_len % 8 == 0
+    header, _ = safetensors_io.parse_header(blob)
+    assert header["a.i32"]["data_offsets"] == [0, 12]  # sorted-name order: a.i32 comes first
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.safetensors")
+        safetensors_io.save_file(path, tensors, metadata={"k": "v"})
+        loaded, metadata = safetensors_io.load_file(path)
+    assert metadata == {"k": "v"} and sorted(loaded) == sorted(tensors)
+    for name, array in tensors.items():
+        assert loaded[name].dtype == np.asarray(array).dtype and np.array_equal(loaded[name], array)
+
+
+def test_safetensors_reader_rejects_bad_offsets():
+    blob = bytearray(safetensors_io.serialize({"x": np.zeros(4, dtype=np.float32)}))
+    truncated = bytes(blob[:-4])
+    try:
+        safetensors_io.parse_header(truncated)
+    except ValueError:
+        return
+    raise AssertionError("a truncated data section was accepted")
+
+
+def all_tests():
+    return [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
+
+
+def run_all():
+    """Run every test; return a list of (name, passed, message)."""
+    results = []
+    for name, fn in all_tests():
+        try:
+            fn()
+            results.append((name, True, ""))
+        except Exception as error:  # report every failure, do not stop at the first
+            results.append((name, False, f"{type(error).__name__}: {error}"))
+    return results
+
+
+if __name__ == "__main__":
+    outcomes = run_all()
+    for name, passed, message in outcomes:
+        print(f"{'PASS' if passed else 'FAIL'} {name}{': ' + message if message else ''}")
+    failed = sum(not passed for _, passed, _ in outcomes)
+    print(f"{len(outcomes) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
