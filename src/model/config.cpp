@@ -1,0 +1,142 @@
+// config.json → ModelConfig. Field names are those of Hugging Face's LlamaConfig / Qwen2Config.
+#include "plumb/model/config.h"
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "plumb/core/error.h"
+
+namespace plumb {
+namespace {
+
+using nlohmann::json;
+
+const json* Find(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+int RequireInt(const json& object, const char* key, const std::string& source) {
+  const json* value = Find(object, key);
+  if (value == nullptr) throw MakeError(source, ": missing required field \"", key, "\"");
+  if (!value->is_number_integer())
+    throw MakeError(source, ": field \"", key, "\" must be an integer, got ", value->dump());
+  const auto number = value->get<long long>();
+  if (number < 0 || number > std::numeric_limits<int>::max()) {
+    throw MakeError(source, ": field \"", key, "\" = ", number, " is out of range");
+  }
+  return static_cast<int>(number);
+}
+
+int OptionalInt(const json& object, const char* key, int fallback, const std::string& source) {
+  return Find(object, key) ? RequireInt(object, key, source) : fallback;
+}
+
+float OptionalFloat(const json& object, const char* key, float fallback, const std::string& source) {
+  const json* value = Find(object, key);
+  if (value == nullptr) return fallback;
+  if (!value->is_number())
+    throw MakeError(source, ": field \"", key, "\" must be a number, got ", value->dump());
+  return value->get<float>();
+}
+
+bool OptionalBool(const json& object, const char* key, bool fallback, const std::string& source) {
+  const json* value = Find(object, key);
+  if (value == nullptr) return fallback;
+  if (!value->is_boolean())
+    throw MakeError(source, ": field \"", key, "\" must be true or false, got ", value->dump());
+  return value->get<bool>();
+}
+
+}  // namespace
+
+ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw MakeError(source, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  }
+  if (!root.is_object()) throw MakeError(source, ": expected a JSON object at the top level");
+
+  ModelConfig c;
+  if (const json* type = Find(root, "model_type"); type != nullptr && type->is_string()) {
+    c.model_type = type->get<std::string>();
+  }
+  c.hidden_size = RequireInt(root, "hidden_size", source);
+  c.intermediate_size = RequireInt(root, "intermediate_size", source);
+  c.num_layers = RequireInt(root, "num_hidden_layers", source);
+  c.num_heads = RequireInt(root, "num_attention_heads", source);
+  c.num_kv_heads = OptionalInt(root, "num_key_value_heads", c.num_heads, source);
+  c.head_dim = c.num_heads > 0 ? OptionalInt(root, "head_dim", c.hidden_size / c.num_heads, source) : 0;
+  c.rms_norm_eps = OptionalFloat(root, "rms_norm_eps", 1e-6f, source);
+  c.rope_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);
+  c.vocab_size = RequireInt(root, "vocab_size", source);
+  c.max_position_embeddings = RequireInt(root, "max_position_embeddings", source);
+  c.tie_word_embeddings = OptionalBool(root, "tie_word_embeddings", false, source);
+  // Qwen2 has Q/K/V biases without saying so in config.json; Llama may say attention_bias.
+  c.attention_bias = OptionalBool(root, "attention_bias", c.model_type == "qwen2", source);
+  c.bos_token_id = OptionalInt(root, "bos_token_id", -1, source);
+  if (const json* eos = Find(root, "eos_token_id"); eos != nullptr) {
+    if (eos->is_array()) {
+      for (std::size_t i = 0; i < eos->size(); ++i) {
+        const json& id = (*eos)[i];
+        if (!id.is_number_integer() || id.get<long long>() < 0) {
+          throw MakeError(source, ": eos_token_id[", i, "] must be a non-negative integer, got ", id.dump());
+        }
+        c.eos_token_ids.push_back(id.get<int>());
+      }
+    } else {
+      c.eos_token_ids.push_back(RequireInt(root, "eos_token_id", source));
+    }
+  }
+  if (const json* scaling = Find(root, "rope_scaling"); scaling != nullptr) {
+    // Llama-3.1-style frequency scaling changes RoPE's numerics; refusing beats being silently wrong.
+    throw MakeError(source, ": rope_scaling ", scaling->dump(), " is not supported yet");
+  }
+  ValidateConfig(c, source);
+  return c;
+}
+
+void ValidateConfig(const ModelConfig& c, const std::string& source) {
+  auto require_positive = [&](int value, const char* field) {
+    if (value <= 0) throw MakeError(source, ": field \"", field, "\" must be positive, got ", value);
+  };
+  require_positive(c.hidden_size, "hidden_size");
+  require_positive(c.intermediate_size, "intermediate_size");
+  require_positive(c.num_layers, "num_hidden_layers");
+  require_positive(c.num_heads, "num_attention_heads");
+  require_positive(c.num_kv_heads, "num_key_value_heads");
+  require_positive(c.head_dim, "head_dim");
+  require_positive(c.vocab_size, "vocab_size");
+  require_positive(c.max_position_embeddings, "max_position_embeddings");
+  if (c.num_heads % c.num_kv_heads != 0) {
+    throw MakeError(source, ": num_key_value_heads = ", c.num_kv_heads,
+                    " does not divide num_attention_heads = ", c.num_heads);
+  }
+  if (c.head_dim % 2 != 0) throw MakeError(source, ": head_dim = ", c.head_dim, " must be even for RoPE");
+  if (!(c.rms_norm_eps > 0.0f))
+    throw MakeError(source, ": rms_norm_eps = ", c.rms_norm_eps, " must be positive");
+  if (!(c.rope_theta > 0.0f)) throw MakeError(source, ": rope_theta = ", c.rope_theta, " must be positive");
+  if (c.bos_token_id >= c.vocab_size) {
+    throw MakeError(source, ": bos_token_id = ", c.bos_token_id, " is not below vocab_size = ", c.vocab_size);
+  }
+  for (int eos : c.eos_token_ids) {
+    if (eos >= c.vocab_size) {
+      throw MakeError(source, ": eos_token_id = ", eos, " is not below vocab_size = ", c.vocab_size);
+    }
+  }
+}
+
+ModelConfig LoadConfigJson(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw MakeError(path, ": cannot open config file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return ParseConfigJson(text.str(), path);
+}
+
+}  // namespace plumb

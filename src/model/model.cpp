@@ -1,0 +1,266 @@
+// The forward pass of a Llama-family decoder, written to read like the math:
+//
+//   x = embed[token]
+//   for each layer:   x += o_proj(attention(rope(q_proj(rmsnorm(x))), rope(k_proj(·)), v_proj(·)))
+//                     x += down_proj(silu(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x)))
+//   logits = lm_head(rmsnorm(x))
+//
+// Prefill and Decode below are the same math with different shapes, kept as two functions on purpose: the
+// shape decides the cost (see include/plumb/model/model.h), and a reader should see the split in the code.
+#include "plumb/model/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "plumb/core/error.h"
+#include "plumb/kernels/kernels.h"
+
+namespace plumb {
+namespace {
+
+namespace fs = std::filesystem;
+
+// x[r][i] += bias[i] for each of `rows` rows; no-op for a model without biases.
+void AddBias(float* x, int rows, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  const int n = static_cast<int>(bias.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < n; ++i) x[static_cast<std::size_t>(r) * n + i] += bias[i];
+  }
+}
+
+void AddInPlace(float* x, const float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// Copies the keys and values of `rows` tokens ([rows][n_kv_heads][hd]) into the cache at positions
+// first_pos.. of `layer`, whose layout is [kv_head][position][hd].
+void WriteToCache(ContiguousKvCache& cache, int layer, const float* k, const float* v, int rows,
+                  int first_pos) {
+  const int heads = cache.n_kv_heads();
+  const int hd = cache.head_dim();
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const std::size_t src = (static_cast<std::size_t>(r) * heads + h) * hd;
+      std::memcpy(cache.Key(layer, h, first_pos + r), k + src, hd * sizeof(float));
+      std::memcpy(cache.Value(layer, h, first_pos + r), v + src, hd * sizeof(float));
+    }
+  }
+}
+
+kernels::AttentionShape AttentionShapeOf(const ModelConfig& c, const ContiguousKvCache& cache) {
+  return {c.num_heads, c.num_kv_heads, c.head_dim, cache.max_positions()};
+}
+
+// The safetensors files of a checkpoint directory: the shards named by the index, or model.safetensors.
+std::vector<std::string> SafetensorsFilesIn(const fs::path& dir) {
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    nlohmann::json root;
+    try {
+      root = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw MakeError(index.string(), ": invalid JSON: ", e.what());
+    }
+    if (!root.contains("weight_map") || !root["weight_map"].is_object()) {
+      throw MakeError(index.string(), ": missing object \"weight_map\"");
+    }
+    std::set<std::string> shards;
+    for (const auto& [tensor, file] : root["weight_map"].items()) {
+      if (!file.is_string())
+        throw MakeError(index.string(), ": weight_map[\"", tensor, "\"] is not a file name");
+      shards.insert((dir / file.get<std::string>()).string());
+    }
+    return {shards.begin(), shards.end()};
+  }
+  const fs::path single = dir / "model.safetensors";
+  if (!fs::exists(single))
+    throw MakeError(dir.string(), ": no model.safetensors or model.safetensors.index.json");
+  return {single.string()};
+}
+
+}  // namespace
+
+Model::Model(ModelConfig config, ModelWeights weights)
+    : config_(std::move(config)), weights_(std::move(weights)) {
+  const ModelConfig& c = config_;
+  decode_.x.resize(c.hidden_size);
+  decode_.x_norm.resize(c.hidden_size);
+  decode_.q.resize(c.QueryDim());
+  decode_.k.resize(c.KvDim());
+  decode_.v.resize(c.KvDim());
+  decode_.attention.resize(c.QueryDim());
+  decode_.projected.resize(c.hidden_size);
+  decode_.gate.resize(c.intermediate_size);
+  decode_.up.resize(c.intermediate_size);
+  decode_.logits.resize(c.vocab_size);
+}
+
+Model Model::Load(const std::string& path) {
+  const fs::path p(path);
+  if (!fs::exists(p)) throw MakeError(path, ": model path does not exist");
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path)) throw MakeError(path, ": no config.json in ", dir.string());
+  ModelConfig config = LoadConfigJson(config_path.string());
+  std::vector<std::string> files =
+      fs::is_directory(p) ? SafetensorsFilesIn(p) : std::vector<std::string>{path};
+  ModelWeights weights = LoadSafetensorsWeights(config, files);
+  return Model(std::move(config), std::move(weights));
+}
+
+ContiguousKvCache Model::NewKvCache(int max_positions) const {
+  if (max_positions <= 0) max_positions = config_.max_position_embeddings;
+  return ContiguousKvCache(config_.num_layers, config_.num_kv_heads, max_positions, config_.head_dim);
+}
+
+void Model::CheckTokens(std::span<const int> tokens, const ContiguousKvCache& cache) const {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
+      throw MakeError("token id ", tokens[i], " at index ", i, " is outside the vocabulary [0, ",
+                      config_.vocab_size, ")");
+    }
+  }
+  const std::size_t end = static_cast<std::size_t>(cache.length()) + tokens.size();
+  if (end > static_cast<std::size_t>(cache.max_positions())) {
+    throw MakeError("context overflow: ", cache.length(), " cached + ", tokens.size(),
+                    " new tokens exceed the ", cache.max_positions(), "-position KV cache");
+  }
+  if (cache.n_layers() != config_.num_layers || cache.n_kv_heads() != config_.num_kv_heads ||
+      cache.head_dim() != config_.head_dim) {
+    throw MakeError("KV cache shape does not match the model");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Prefill: P tokens, every projection a GEMM [P, in] × [in, out]. A weight fetched from memory is reused P
+// times, so for long prompts the step is limited by arithmetic, not by memory traffic.
+// ---------------------------------------------------------------------------------------------------------
+std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache& cache, PrefillLogits which,
+                                  PrefillTrace* trace) {
+  if (tokens.empty()) throw MakeError("prefill needs at least one token");
+  CheckTokens(tokens, cache);
+  const ModelConfig& c = config_;
+  const int P = static_cast<int>(tokens.size());
+  const int first_pos = cache.length();
+  const int d = c.hidden_size;
+  const auto rows = [P](int width) { return static_cast<std::size_t>(P) * width; };
+
+  std::vector<float> x(rows(d));                       // [P][d] residual stream
+  std::vector<float> x_norm(rows(d));                  // [P][d]
+  std::vector<float> q(rows(c.QueryDim()));            // [P][n_heads·hd]
+  std::vector<float> k(rows(c.KvDim()));               // [P][n_kv_heads·hd]
+  std::vector<float> v(rows(c.KvDim()));               // [P][n_kv_heads·hd]
+  std::vector<float> attention(rows(c.QueryDim()));    // [P][n_heads·hd]
+  std::vector<float> projected(rows(d));               // [P][d]
+  std::vector<float> gate(rows(c.intermediate_size));  // [P][ffn]
+  std::vector<float> up(rows(c.intermediate_size));    // [P][ffn]
+  std::vector<float> scores(kernels::AttentionScratchFloats(P, first_pos));
+
+  for (int r = 0; r < P; ++r) {
+    std::memcpy(&x[static_cast<std::size_t>(r) * d], weights_.token_embedding.Row(tokens[r]),
+                d * sizeof(float));
+  }
+  if (trace) trace->embedding = x;
+
+  const kernels::AttentionShape shape = AttentionShapeOf(c, cache);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+
+    // Attention block.
+    kernels::RmsNorm(x.data(), w.attn_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+    kernels::Gemm(x_norm.data(), P, w.wq, q.data());
+    kernels::Gemm(x_norm.data(), P, w.wk, k.data());
+    kernels::Gemm(x_norm.data(), P, w.wv, v.data());
+    AddBias(q.data(), P, w.bq);
+    AddBias(k.data(), P, w.bk);
+    AddBias(v.data(), P, w.bv);
+    kernels::RopeRotateHalf(q.data(), P, c.num_heads, c.head_dim, first_pos, c.rope_theta);
+    kernels::RopeRotateHalf(k.data(), P, c.num_kv_heads, c.head_dim, first_pos, c.rope_theta);
+    WriteToCache(cache, l, k.data(), v.data(), P, first_pos);
+    kernels::CausalAttention(q.data(), cache.LayerKeys(l), cache.LayerValues(l), shape, P, first_pos,
+                             attention.data(), scores.data());
+    kernels::Gemm(attention.data(), P, w.wo, projected.data());
+    AddInPlace(x.data(), projected.data(), rows(d));
+
+    // MLP block.
+    kernels::RmsNorm(x.data(), w.mlp_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+    kernels::Gemm(x_norm.data(), P, w.w_gate, gate.data());
+    kernels::Gemm(x_norm.data(), P, w.w_up, up.data());
+    kernels::SwiGlu(gate.data(), up.data(), gate.data(),
+                    static_cast<std::int64_t>(rows(c.intermediate_size)));
+    kernels::Gemm(gate.data(), P, w.w_down, projected.data());
+    AddInPlace(x.data(), projected.data(), rows(d));
+
+    if (trace) trace->layer_outputs.push_back(x);
+  }
+  cache.set_length(first_pos + P);
+
+  kernels::RmsNorm(x.data(), weights_.final_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+  if (trace) trace->final_norm = x_norm;
+
+  const int logit_rows = which == PrefillLogits::kAllRows ? P : 1;
+  const float* head_input = x_norm.data() + static_cast<std::size_t>(P - logit_rows) * d;
+  std::vector<float> logits(static_cast<std::size_t>(logit_rows) * c.vocab_size);
+  kernels::Gemm(head_input, logit_rows, weights_.LmHead(), logits.data());
+  return logits;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Decode: one token, every projection a GEMV [out, in] · [in]. Each weight is read once and used for one
+// multiply-add, so the step is limited by how fast memory delivers the weights (and the KV cache).
+// ---------------------------------------------------------------------------------------------------------
+std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
+  const int one_token[] = {token};
+  CheckTokens(one_token, cache);
+  const ModelConfig& c = config_;
+  const int pos = cache.length();
+  const int d = c.hidden_size;
+  DecodeBuffers& b = decode_;
+  const auto scratch = static_cast<std::size_t>(kernels::AttentionScratchFloats(1, pos));
+  if (b.scores.size() < scratch)
+    b.scores.resize(std::max(scratch, static_cast<std::size_t>(cache.max_positions())));
+
+  std::memcpy(b.x.data(), weights_.token_embedding.Row(token), d * sizeof(float));
+
+  const kernels::AttentionShape shape = AttentionShapeOf(c, cache);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+
+    // Attention block.
+    kernels::RmsNorm(b.x.data(), w.attn_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+    kernels::Gemv(w.wq, b.x_norm.data(), b.q.data());
+    kernels::Gemv(w.wk, b.x_norm.data(), b.k.data());
+    kernels::Gemv(w.wv, b.x_norm.data(), b.v.data());
+    AddBias(b.q.data(), 1, w.bq);
+    AddBias(b.k.data(), 1, w.bk);
+    AddBias(b.v.data(), 1, w.bv);
+    kernels::RopeRotateHalf(b.q.data(), 1, c.num_heads, c.head_dim, pos, c.rope_theta);
+    kernels::RopeRotateHalf(b.k.data(), 1, c.num_kv_heads, c.head_dim, pos, c.rope_theta);
+    WriteToCache(cache, l, b.k.data(), b.v.data(), 1, pos);
+    kernels::CausalAttention(b.q.data(), cache.LayerKeys(l), cache.LayerValues(l), shape, 1, pos,
+                             b.attention.data(), b.scores.data());
+    kernels::Gemv(w.wo, b.attention.data(), b.projected.data());
+    AddInPlace(b.x.data(), b.projected.data(), d);
+
+    // MLP block.
+    kernels::RmsNorm(b.x.data(), w.mlp_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+    kernels::Gemv(w.w_gate, b.x_norm.data(), b.gate.data());
+    kernels::Gemv(w.w_up, b.x_norm.data(), b.up.data());
+    kernels::SwiGlu(b.gate.data(), b.up.data(), b.gate.data(), c.intermediate_size);
+    kernels::Gemv(w.w_down, b.gate.data(), b.projected.data());
+    AddInPlace(b.x.data(), b.projected.data(), d);
+  }
+  cache.set_length(pos + 1);
+
+  kernels::RmsNorm(b.x.data(), weights_.final_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+  kernels::Gemv(weights_.LmHead(), b.x_norm.data(), b.logits.data());
+  return b.logits;
+}
+
+}  // namespace plumb
