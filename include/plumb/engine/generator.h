@@ -1,0 +1,44 @@
+// Generate: prefill a prompt, then sample and decode one token at a time until a stop id or the token limit.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plumb/kv/contiguous_kv_cache.h"
+#include "plumb/model/model.h"
+#include "plumb/sample/sampler.h"
+
+namespace plumb {
+
+struct GenerationOptions {
+  int max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int> stop_ids;  // generation ends after emitting one of these (usually the EOS ids)
+};
+
+struct GenerationStats {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double prefill_seconds = 0;      // the prompt's forward pass
+  double time_to_first_token = 0;  // prefill plus sampling the first token
+  double decode_seconds = 0;       // every Decode() call after the first token
+  int decode_steps = 0;            // number of Decode() calls
+  std::string stop_reason;         // "stop id" or "max tokens"
+
+  double PrefillTokensPerSecond() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
+  double DecodeTokensPerSecond() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }
+};
+
+// Throws plumb::Error if the prompt is empty, holds an id outside the vocabulary, or if prompt plus
+// max_new_tokens does not fit in the cache's free positions.
+void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
+                         int max_new_tokens);
+
+// Runs the prompt through model.Prefill, then emits up to max_new_tokens tokens, calling on_token for each
+// as soon as it is sampled. The cache continues from its current length (a chat keeps it between turns).
+GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
+                         const GenerationOptions& options, const std::function<void(int)>& on_token);
+
+}  // namespace plumb

@@ -1,0 +1,30 @@
+// Top-level command dispatch for build/plumb.
+#include "plumb/cli/commands.h"
+#include "plumb/core/error.h"
+
+namespace plumb::cli {
+
+namespace {
+constexpr const char* kMainUsage =
+    "usage: plumb COMMAND [flags]\n"
+    "plumb: a plain C++ reference implementation of Llama-family transformers on the CPU.\n\n"
+    "commands:\n"
+    "  generate   prefill a prompt of token ids and generate a continuation (plumb generate --help)\n\n"
+    "  plumb --help | --version\n";
+}  // namespace
+
+int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    (args.empty() ? err : out) << kMainUsage;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    out << "plumb 0.1.0\n";
+    return 0;
+  }
+  const std::span<const std::string> rest = args.subspan(1);
+  if (args[0] == "generate") return RunGenerate(rest, out, err);
+  throw MakeError("unknown command '", args[0], "' (commands: generate; see plumb --help)");
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,74 @@
+#include "plumb/engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "plumb/core/error.h"
+
+namespace plumb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
+                         int max_new_tokens) {
+  const int vocab = model.config().vocab_size;
+  if (prompt.empty()) throw MakeError("the prompt is empty: give at least one token");
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      throw MakeError("prompt token id ", prompt[i], " at index ", i, " is outside the vocabulary [0, ",
+                      vocab, ")");
+    }
+  }
+  if (max_new_tokens < 1) throw MakeError("max new tokens must be at least 1, got ", max_new_tokens);
+  const long long needed =
+      static_cast<long long>(cache.length()) + static_cast<long long>(prompt.size()) + max_new_tokens;
+  if (needed > cache.max_positions()) {
+    throw MakeError("prompt (", prompt.size(), " tokens",
+                    cache.length() ? " after " + std::to_string(cache.length()) + " cached" : std::string(),
+                    ") + max tokens (", max_new_tokens, ") = ", needed, " exceeds the context of ",
+                    cache.max_positions(), " positions");
+  }
+}
+
+GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
+                         const GenerationOptions& options, const std::function<void(int)>& on_token) {
+  CheckGenerationFits(model, cache, prompt, options.max_new_tokens);
+  Sampler sampler(options.sampling);
+  GenerationStats stats;
+  stats.prompt_tokens = static_cast<int>(prompt.size());
+  const auto is_stop = [&](int token) {
+    return std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end();
+  };
+
+  const Clock::time_point start = Clock::now();
+  const std::vector<float> logits = model.Prefill(prompt, cache);
+  stats.prefill_seconds = SecondsSince(start);
+  int token = sampler.Sample(logits);
+  stats.time_to_first_token = SecondsSince(start);
+
+  stats.stop_reason = "max tokens";
+  for (;;) {
+    ++stats.generated_tokens;
+    on_token(token);
+    if (is_stop(token)) {
+      stats.stop_reason = "stop id";
+      break;
+    }
+    if (stats.generated_tokens == options.max_new_tokens) break;
+    const Clock::time_point step = Clock::now();
+    const std::span<const float> next_logits = model.Decode(token, cache);
+    token = sampler.Sample(next_logits);
+    stats.decode_seconds += SecondsSince(step);
+    ++stats.decode_steps;
+  }
+  return stats;
+}
+
+}  // namespace plumb

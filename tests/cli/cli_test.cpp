@@ -1,0 +1,129 @@
+// The CLI, in process (RunMain) and as a real process (build/plumb): output, help, and one clear error
+// line with a non-zero exit code for every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+#include <sstream>
+
+#include "plumb/cli/commands.h"
+#include "plumb/cli/flags.h"
+#include "plumb/core/error.h"
+#include "support/golden.h"
+
+namespace plumb {
+namespace {
+
+const std::string kModel = testing::FixtureDir("tiny-llama");
+
+std::string Join(const std::vector<int>& ids, const char* separator) {
+  std::string text;
+  for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? separator : "") + std::to_string(ids[i]);
+  return text;
+}
+
+struct ProcessResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+ProcessResult RunPlumb(const std::string& args) {
+  const std::string command = std::string(PLUMB_BINARY_DIR) + "/plumb " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST(Cli, GeneratePrintsTheReferenceGreedyIdsAndTiming) {
+  const testing::GoldenFixture golden(kModel);
+  const std::vector<std::string> args = {
+      "generate",     "--model", kModel,        "--prompt-ids", Join(golden.prompt_ids(), ","),
+      "--max-tokens", "16",      "--ignore-eos"};
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::RunMain(args, out, err), 0);
+  EXPECT_EQ(out.str(), Join(golden.Ids("greedy.ids"), " ") + "\n");
+  for (const char* field : {"prompt: 11 tokens", "time to first token", "prefill:", "decode:", "tok/s"}) {
+    EXPECT_NE(err.str().find(field), std::string::npos) << field << " missing from: " << err.str();
+  }
+}
+
+TEST(Cli, HelpListsEveryFlag) {
+  std::ostringstream out, err;
+  const std::vector<std::string> args = {"generate", "--help"};
+  EXPECT_EQ(cli::RunMain(args, out, err), 0);
+  for (const char* flag : {"--model", "--prompt-ids", "--max-tokens", "--temp", "--top-k", "--top-p",
+                           "--min-p", "--seed", "--threads", "--ctx", "--ignore-eos"}) {
+    EXPECT_NE(out.str().find(flag), std::string::npos) << flag;
+  }
+  const ProcessResult top = RunPlumb("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.output.find("generate"), std::string::npos);
+}
+
+TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
+  const std::string ok = "generate --model " + kModel + " --prompt-ids 1,2,3";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"frobnicate", "unknown command 'frobnicate'"},
+      {ok + " --bogus 1", "unknown flag --bogus"},
+      {ok + " --max-tokens", "flag --max-tokens needs a value"},
+      {ok + " --max-tokens 0", "--max-tokens: 0 is outside [1,"},
+      {ok + " --max-tokens many", "--max-tokens: 'many' is not an integer"},
+      {ok + " --temp -1", "--temp: -1"},
+      {ok + " --top-p 1.5", "--top-p: 1.5 is outside [0, 1]"},
+      {ok + " --threads x", "--threads: 'x' is not an integer"},
+      {ok + " --seed -3", "--seed: '-3' is not a non-negative integer"},
+      {"generate --model /nonexistent/model --prompt-ids 1", "/nonexistent/model: model path does not exist"},
+      {"generate --prompt-ids 1", "missing required flag --model"},
+      {"generate --model " + kModel, "missing required flag --prompt-ids"},
+      {"generate --model " + kModel + " --prompt-ids 1,320",
+       "token id 320 at index 1 is outside the vocabulary"},
+      {"generate --model " + kModel + " --prompt-ids 1,,2", "--prompt-ids item 1: '' is not an integer"},
+      {"generate --model " + kModel + " --prompt-ids 1,2 --max-tokens 127", "exceeds the context of 128"},
+      {"generate --model " + kModel + " --prompt-ids 1,2 --ctx 10 --max-tokens 9",
+       "exceeds the context of 10"},
+      {"generate --model " + kModel + " --prompt-ids 1 --ctx 129", "--ctx: 129 exceeds the model's"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const ProcessResult result = RunPlumb(args);
+    EXPECT_EQ(result.exit_code, 1) << args << "\n" << result.output;
+    EXPECT_NE(result.output.find("plumb: error: "), std::string::npos) << args << "\n" << result.output;
+    EXPECT_NE(result.output.find(expected), std::string::npos)
+        << "wanted '" << expected << "' for: " << args << "\ngot: " << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+        << "one line: " << result.output;
+  }
+}
+
+TEST(Flags, ParsesValuesSwitchesAndDefaults) {
+  cli::Flags flags;
+  flags.AddValue("n", "N", "a number", "4");
+  flags.AddValue("ids", "IDS", "ids");
+  flags.AddValue("x", "X", "a float");
+  flags.AddSwitch("fast", "go fast");
+  const std::vector<std::string> args = {"--ids=5,6,7", "--fast", "--x", "0.25"};
+  flags.Parse(args);
+  EXPECT_EQ(flags.Int("n", 0, 10), 4);
+  EXPECT_EQ(flags.IntList("ids"), (std::vector<int>{5, 6, 7}));
+  EXPECT_FLOAT_EQ(flags.Float("x", 0, 1), 0.25f);
+  EXPECT_TRUE(flags.Switch("fast"));
+  EXPECT_TRUE(flags.IsSet("ids"));
+  EXPECT_FALSE(flags.IsSet("n"));
+
+  cli::Flags twice;
+  twice.AddValue("n", "N", "n");
+  const std::vector<std::string> repeated = {"--n", "1", "--n", "2"};
+  EXPECT_THROW(twice.Parse(repeated), Error);
+  cli::Flags positional;
+  const std::vector<std::string> stray = {"model.bin"};
+  EXPECT_THROW(positional.Parse(stray), Error);
+  EXPECT_THROW(cli::ParseInteger("99999999999999999999", 0, 10, "n"), Error);
+  EXPECT_THROW(cli::ParseInteger("12abc", 0, 100, "n"), Error);
+}
+
+}  // namespace
+}  // namespace plumb

@@ -1,0 +1,79 @@
+// The generation loop: greedy output equals the reference's, stop ids end it, the token limit holds,
+// seeded sampling is reproducible, and a prompt that does not fit is refused before any work.
+#include <gtest/gtest.h>
+
+#include "plumb/engine/generator.h"
+#include "support/golden.h"
+
+namespace plumb {
+namespace {
+
+class Generation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    golden_ = std::make_unique<testing::GoldenFixture>(testing::FixtureDir("tiny-llama"));
+    model_ = std::make_unique<Model>(Model::Load(golden_->dir()));
+  }
+  std::vector<int> Run(const GenerationOptions& options, GenerationStats* stats = nullptr) {
+    ContiguousKvCache cache = model_->NewKvCache();
+    std::vector<int> tokens;
+    const GenerationStats s =
+        Generate(*model_, cache, golden_->prompt_ids(), options, [&](int t) { tokens.push_back(t); });
+    if (stats) *stats = s;
+    return tokens;
+  }
+  std::unique_ptr<testing::GoldenFixture> golden_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(Generation, GreedyEqualsTheReferenceContinuation) {
+  GenerationOptions options;
+  options.max_new_tokens = golden_->greedy_steps();
+  GenerationStats stats;
+  EXPECT_EQ(Run(options, &stats), golden_->Ids("greedy.ids"));
+  EXPECT_EQ(stats.generated_tokens, golden_->greedy_steps());
+  EXPECT_EQ(stats.decode_steps, golden_->greedy_steps() - 1);
+  EXPECT_EQ(stats.prompt_tokens, static_cast<int>(golden_->prompt_ids().size()));
+  EXPECT_EQ(stats.stop_reason, "max tokens");
+}
+
+TEST_F(Generation, StopsRightAfterEmittingAStopId) {
+  const std::vector<int> expected = golden_->Ids("greedy.ids");
+  GenerationOptions options;
+  options.max_new_tokens = 16;
+  options.stop_ids = {expected[4]};
+  GenerationStats stats;
+  const std::vector<int> tokens = Run(options, &stats);
+  const std::vector<int> until_stop(expected.begin(),
+                                    std::find(expected.begin(), expected.end(), expected[4]) + 1);
+  EXPECT_EQ(tokens, until_stop);
+  EXPECT_EQ(stats.stop_reason, "stop id");
+}
+
+TEST_F(Generation, SeededSamplingIsReproducibleAndSeedsDiffer) {
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.sampling = {.temperature = 1.5f, .top_k = 50, .top_p = 0.95f, .min_p = 0.0f, .seed = 7};
+  const std::vector<int> first = Run(options), again = Run(options);
+  EXPECT_EQ(first, again);
+  options.sampling.seed = 8;
+  EXPECT_NE(Run(options), first);
+}
+
+TEST_F(Generation, RefusesWhatDoesNotFit) {
+  ContiguousKvCache cache = model_->NewKvCache(20);
+  const std::vector<int>& prompt = golden_->prompt_ids();  // 11 tokens
+  try {
+    CheckGenerationFits(*model_, cache, prompt, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the context of 20"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(CheckGenerationFits(*model_, cache, prompt, 9));
+  EXPECT_THROW(CheckGenerationFits(*model_, cache, std::vector<int>{}, 1), Error);
+  EXPECT_THROW(CheckGenerationFits(*model_, cache, std::vector<int>{1, 320}, 1), Error);
+  EXPECT_THROW(CheckGenerationFits(*model_, cache, prompt, 0), Error);
+}
+
+}  // namespace
+}  // namespace plumb
