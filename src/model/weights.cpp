@@ -66,6 +66,12 @@ std::size_t ModelWeights::Bytes() const {
   return bytes;
 }
 
+std::size_t ModelWeights::BytesReadPerDecodeStep() const {
+  if (lm_head.rows == 0) return Bytes();  // the tied head reads the whole embedding matrix
+  const std::size_t one_row = static_cast<std::size_t>(token_embedding.cols) * sizeof(float);
+  return Bytes() - token_embedding.Bytes() + one_row;
+}
+
 ModelWeights LoadSafetensorsWeights(const ModelConfig& c, const std::vector<std::string>& files) {
   const ShardSet shards(files);
   const int d = c.hidden_size;

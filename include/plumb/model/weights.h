@@ -33,6 +33,9 @@ struct ModelWeights {
 
   const MatrixF32& LmHead() const { return lm_head.rows > 0 ? lm_head : token_embedding; }
   std::size_t Bytes() const;  // every weight, once (a tied head counted once)
+  // Weight bytes one decode step reads: every matrix and vector once, except the token embedding, of which
+  // only one row is read, unless the LM head is tied to it and reads it all.
+  std::size_t BytesReadPerDecodeStep() const;
 };
 
 // Loads Hugging Face tensor names from one or more .safetensors files (shards), converting F32, F16 and
