@@ -18,14 +18,8 @@ double SecondsSince(Clock::time_point start) {
 
 void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
                          int max_new_tokens) {
-  const int vocab = model.config().vocab_size;
   if (prompt.empty()) throw MakeError("the prompt is empty: give at least one token");
-  for (std::size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= vocab) {
-      throw MakeError("prompt token id ", prompt[i], " at index ", i, " is outside the vocabulary [0, ",
-                      vocab, ")");
-    }
-  }
+  CheckTokenIds(prompt, model.config().vocab_size);
   if (max_new_tokens < 1) throw MakeError("max new tokens must be at least 1, got ", max_new_tokens);
   const long long needed =
       static_cast<long long>(cache.length()) + static_cast<long long>(prompt.size()) + max_new_tokens;

@@ -119,13 +119,17 @@ ContiguousKvCache Model::NewKvCache(int max_positions) const {
   return ContiguousKvCache(config_.num_layers, config_.num_kv_heads, max_positions, config_.head_dim);
 }
 
-void Model::CheckTokens(std::span<const int> tokens, const ContiguousKvCache& cache) const {
+void CheckTokenIds(std::span<const int> tokens, int vocab_size) {
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
-      throw MakeError("token id ", tokens[i], " at index ", i, " is outside the vocabulary [0, ",
-                      config_.vocab_size, ")");
+    if (tokens[i] < 0 || tokens[i] >= vocab_size) {
+      throw MakeError("token id ", tokens[i], " at index ", i, " is outside the vocabulary [0, ", vocab_size,
+                      ")");
     }
   }
+}
+
+void Model::CheckTokens(std::span<const int> tokens, const ContiguousKvCache& cache) const {
+  CheckTokenIds(tokens, config_.vocab_size);
   const std::size_t end = static_cast<std::size_t>(cache.length()) + tokens.size();
   if (end > static_cast<std::size_t>(cache.max_positions())) {
     throw MakeError("context overflow: ", cache.length(), " cached + ", tokens.size(),

@@ -17,6 +17,9 @@
 
 namespace plumb {
 
+// Throws plumb::Error naming the first id outside [0, vocab_size) and its index.
+void CheckTokenIds(std::span<const int> tokens, int vocab_size);
+
 // Which rows of logits Prefill computes: the LM head is [V, d], so for generation only the last is needed.
 enum class PrefillLogits { kLastRow, kAllRows };
 
