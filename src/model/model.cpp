@@ -226,9 +226,10 @@ std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
   const int pos = cache.length();
   const int d = c.hidden_size;
   DecodeBuffers& b = decode_;
-  const auto scratch = static_cast<std::size_t>(kernels::AttentionScratchFloats(1, pos));
-  if (b.scores.size() < scratch)
-    b.scores.resize(std::max(scratch, static_cast<std::size_t>(cache.max_positions())));
+  // Sized for the cache's last position, so it grows at most once per cache size or thread count.
+  const auto scratch =
+      static_cast<std::size_t>(kernels::AttentionScratchFloats(1, cache.max_positions() - 1));
+  if (b.scores.size() < scratch) b.scores.resize(scratch);
 
   std::memcpy(b.x.data(), weights_.token_embedding.Row(token), d * sizeof(float));
 
