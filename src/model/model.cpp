@@ -9,7 +9,6 @@
 // shape decides the cost (see include/plumb/model/model.h), and a reader should see the split in the code.
 #include "plumb/model/model.h"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
