@@ -77,6 +77,9 @@ long long ParseInteger(const std::string& text, long long min_value, long long m
     throw MakeError(what, ": '", text, "' is not an integer");
   }
   if (value < min_value || value > max_value) {
+    if (max_value == std::numeric_limits<long long>::max() || max_value == std::numeric_limits<int>::max()) {
+      throw MakeError(what, ": ", value, " must be at least ", min_value);
+    }
     throw MakeError(what, ": ", value, " is outside [", min_value, ", ", max_value, "]");
   }
   return value;
@@ -95,6 +98,8 @@ float Flags::Float(const std::string& name, float min_value, float max_value) co
     throw MakeError("--", name, ": '", text, "' is not a finite number");
   }
   if (value < min_value || value > max_value) {
+    if (max_value == std::numeric_limits<float>::max())
+      throw MakeError("--", name, ": ", value, " must be at least ", min_value);
     throw MakeError("--", name, ": ", value, " is outside [", min_value, ", ", max_value, "]");
   }
   return value;
