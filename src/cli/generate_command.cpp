@@ -65,7 +65,6 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   }
   if (!flags.Switch("ignore-eos")) options.stop_ids = config.eos_token_ids;
   ContiguousKvCache cache = model.NewKvCache(ctx);
-  CheckGenerationFits(model, cache, prompt, options.max_new_tokens);
 
   bool first = true;
   const GenerationStats stats = Generate(model, cache, prompt, options, [&](int token) {
