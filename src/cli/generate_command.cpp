@@ -1,37 +1,34 @@
-// plumb generate: prompt ids in, generated ids out, with the prefill/decode timing a learner wants to see.
-#include <iomanip>
+// plumb generate: a prompt in (text, or token ids), its continuation streamed out, with the prefill/decode
+// timing a learner wants to see.
 #include <limits>
 
 #include "plumb/cli/commands.h"
-#include "plumb/cli/flags.h"
+#include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/generator.h"
-#include "plumb/kernels/kernels.h"
+#include "plumb/tokenizer/tokenizer.h"
 
 namespace plumb::cli {
 namespace {
 
 Flags GenerateFlags() {
   Flags f;
-  f.AddValue("model", "PATH", "model directory (config.json + *.safetensors) or .safetensors file");
-  f.AddValue("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 1,2,3");
+  AddModelFlag(f);
+  f.AddValue("prompt", "TEXT", "the prompt as text (special tokens such as <|im_start|> are recognised)");
+  f.AddValue("prompt-ids", "IDS", "the prompt as comma-separated token ids, e.g. 1,2,3 (prints ids)");
   f.AddValue("max-tokens", "N", "maximum number of tokens to generate", "16");
-  f.AddValue("temp", "T", "sampling temperature; 0 = greedy", "0");
-  f.AddValue("top-k", "K", "keep the K most probable tokens; 0 = off", "0");
-  f.AddValue("top-p", "P", "nucleus sampling: keep the smallest set with mass >= P; 1 = off", "1");
-  f.AddValue("min-p", "M", "keep tokens with p >= M * p_max; 0 = off", "0");
-  f.AddValue("seed", "S", "random seed for sampling", "0");
-  f.AddValue("threads", "N", "threads for every kernel; 0 = all cores", "0");
-  f.AddValue("ctx", "N", "context length (KV cache positions); 0 = the model's max_position_embeddings", "0");
-  f.AddSwitch("ignore-eos", "do not stop at the model's EOS ids");
+  AddSamplingFlags(f, SamplingParams{});
+  AddRuntimeFlags(f, "context length (KV cache positions); 0 = the model's context length", "0");
+  f.AddSwitch("ignore-eos", "do not stop at the model's end-of-generation tokens");
   f.AddSwitch("help", "show this help");
   return f;
 }
 
 constexpr const char* kGenerateUsage =
-    "usage: plumb generate --model PATH --prompt-ids 1,2,3 [flags]\n"
-    "Runs the prompt through the model (prefill), then generates token ids one at a time (decode).\n"
-    "Prints the generated ids on stdout and the timing on stderr.\n\nflags:\n";
+    "usage: plumb generate --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [flags]\n"
+    "Runs the prompt through the model (prefill), then generates one token at a time (decode), streaming\n"
+    "the continuation to stdout (text for --prompt, ids for --prompt-ids) and the timing to stderr.\n\n"
+    "flags:\n";
 
 }  // namespace
 
@@ -44,41 +41,40 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   }
   // Read and check every flag before the (slow) model load, so a typo fails at once.
   const std::string model_path = flags.String("model");
-  const std::vector<int> prompt = flags.IntList("prompt-ids");
+  if (flags.IsSet("prompt") == flags.IsSet("prompt-ids")) {
+    throw MakeError("give exactly one of --prompt TEXT and --prompt-ids IDS");
+  }
+  const bool text_mode = flags.IsSet("prompt");
+  const std::string prompt_text = text_mode ? flags.String("prompt") : "";
+  std::vector<int> prompt = text_mode ? std::vector<int>{} : flags.IntList("prompt-ids");
   GenerationOptions options;
   options.max_new_tokens = flags.Int("max-tokens", 1, std::numeric_limits<int>::max());
-  options.sampling.temperature = flags.Float("temp", 0.0f, std::numeric_limits<float>::max());
-  options.sampling.top_k = flags.Int("top-k", 0, std::numeric_limits<int>::max());
-  options.sampling.top_p = flags.Float("top-p", 0.0f, 1.0f);
-  options.sampling.min_p = flags.Float("min-p", 0.0f, 1.0f);
-  options.sampling.seed = flags.UInt64("seed");
-  ValidateSamplingParams(options.sampling);
-  const int threads = flags.Int("threads", 0, 4096);
-  const int ctx = flags.Int("ctx", 0, std::numeric_limits<int>::max());
+  options.sampling = ReadSamplingFlags(flags);
+  ApplyThreadsFlag(flags);
 
-  kernels::SetNumThreads(threads);
-  Model model = Model::Load(model_path);
-  const ModelConfig& config = model.config();
-  if (ctx > config.max_position_embeddings) {
-    throw MakeError("--ctx: ", ctx,
-                    " exceeds the model's max_position_embeddings = ", config.max_position_embeddings);
+  TextModel loaded = TextModel::Load(model_path);
+  const int ctx = ReadContextFlag(flags, loaded.model.config(), 0);
+  if (!flags.Switch("ignore-eos")) options.stop_ids = loaded.StopIds();
+  if (text_mode) {
+    const Tokenizer& tokenizer = loaded.RequireTokenizer("--prompt");
+    prompt = tokenizer.Encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
-  if (!flags.Switch("ignore-eos")) options.stop_ids = config.eos_token_ids;
-  ContiguousKvCache cache = model.NewKvCache(ctx);
+  ContiguousKvCache cache = loaded.model.NewKvCache(ctx);
 
-  bool first = true;
-  const GenerationStats stats = Generate(model, cache, prompt, options, [&](int token) {
-    out << (first ? "" : " ") << token << std::flush;
-    first = false;
-  });
-  out << "\n";
-
-  err << std::fixed << std::setprecision(2) << "prompt: " << stats.prompt_tokens << " tokens"
-      << " | generated: " << stats.generated_tokens << " tokens (" << stats.stop_reason << ")"
-      << " | threads: " << kernels::NumThreads() << "\n"
-      << "time to first token: " << stats.time_to_first_token * 1e3 << " ms"
-      << " | prefill: " << stats.PrefillTokensPerSecond() << " tok/s"
-      << " | decode: " << stats.DecodeTokensPerSecond() << " tok/s (" << stats.decode_steps << " steps)\n";
+  GenerationStats stats;
+  if (text_mode) {
+    StreamingDecoder decoder(*loaded.tokenizer);
+    stats = Generate(loaded.model, cache, prompt, options, [&](int token) { out << decoder.Push(token) << std::flush; });
+    out << decoder.Flush() << "\n";
+  } else {
+    bool first = true;
+    stats = Generate(loaded.model, cache, prompt, options, [&](int token) {
+      out << (first ? "" : " ") << token << std::flush;
+      first = false;
+    });
+    out << "\n";
+  }
+  PrintGenerationStats(err, stats);
   return 0;
 }
 

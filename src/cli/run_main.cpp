@@ -9,11 +9,13 @@ constexpr const char* kMainUsage =
     "usage: plumb COMMAND [flags]\n"
     "plumb: a plain C++ reference implementation of Llama-family transformers on the CPU.\n\n"
     "commands:\n"
-    "  generate   prefill a prompt of token ids and generate a continuation (plumb generate --help)\n\n"
+    "  chat         talk with a model, turn by turn (plumb chat --help)\n"
+    "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
+    "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n\n"
     "  plumb --help | --version\n";
 }  // namespace
 
-int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err, std::istream& in) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     (args.empty() ? err : out) << kMainUsage;
     return args.empty() ? 2 : 0;
@@ -24,7 +26,9 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   }
   const std::span<const std::string> rest = args.subspan(1);
   if (args[0] == "generate") return RunGenerate(rest, out, err);
-  throw MakeError("unknown command '", args[0], "' (commands: generate; see plumb --help)");
+  if (args[0] == "chat") return RunChat(rest, in, out, err);
+  if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
+  throw MakeError("unknown command '", args[0], "' (commands: chat, generate, perplexity; see plumb --help)");
 }
 
 }  // namespace plumb::cli

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
+#include "plumb/formats/gguf_blocks.h"
+#include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
 
 namespace plumb::kernels {
@@ -24,10 +27,10 @@ int NumThreads() {
   return omp_get_max_threads();
 }
 
-void Gemv(const MatrixF32& W, const float* x, float* y) {
-  const int n = W.rows;
-  const int k = W.cols;
-  const float* w = W.values.data();
+namespace {
+
+// y[n] = W[n][k] · x, W row-major FP32.
+void GemvF32(const float* w, int n, int k, const float* x, float* y) {
   // Static chunks of contiguous rows: each thread streams its own slice of W.
 #pragma omp parallel
   {
@@ -39,11 +42,10 @@ void Gemv(const MatrixF32& W, const float* x, float* y) {
   }
 }
 
-void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
-  // Row-major Y[m][n] = X[m][k] · W[n][k]ᵀ. Each OpenMP thread takes a slice of W's rows (Y's columns) and
-  // runs a single-threaded cblas_sgemm on it, so a thread streams only its own part of the weights.
-  const int n = W.rows;
-  const int k = W.cols;
+// Y[m][n] = X[m][k] · W[n][k]ᵀ, all row-major FP32.
+void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
+  // Each OpenMP thread takes a slice of W's rows (Y's columns) and runs a single-threaded cblas_sgemm on
+  // it, so a thread streams only its own part of the weights.
   constexpr int kColumnAlign = 16;  // keep slices a multiple of OpenBLAS's micro-tile widths
   static const bool blas_single_threaded = (openblas_set_num_threads(1), true);  // even without SetNumThreads
   (void)blas_single_threaded;
@@ -54,11 +56,85 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
     const int begin = std::min(n, omp_get_thread_num() * per_thread);
     const int end = std::min(n, begin + per_thread);
     if (end > begin) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k, W.Row(begin), k,
-                  0.0f, Y + begin, n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k,
+                  w + static_cast<std::size_t>(begin) * k, k, 0.0f, Y + begin, n);
     }
   }
 }
+
+}  // namespace
+
+void Gemv(const MatrixF32& W, const float* x, float* y) { GemvF32(W.values.data(), W.rows, W.cols, x, y); }
+
+void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
+  GemmF32(X, m, W.values.data(), W.rows, W.cols, Y);
+}
+
+namespace {
+
+// y[begin..end) for a stored matrix: one RowDot per row, or dequantize-then-Dot where no fused kernel exists.
+void GemvRowsOf(const WeightMatrix& W, const float* x, float* y, int begin, int end,
+                std::vector<float>& row_buffer) {
+  if (HasRowDot(W.type)) {
+    for (int r = begin; r < end; ++r) y[r] = RowDot(W.type, W.Row(r), x, W.cols);
+    return;
+  }
+  row_buffer.resize(W.cols);
+  for (int r = begin; r < end; ++r) {
+    DequantizeRow(W.type, W.Row(r), row_buffer.data(), W.cols);
+    y[r] = scalar::Dot(row_buffer.data(), x, W.cols);
+  }
+}
+
+}  // namespace
+
+void Gemv(const WeightMatrix& W, const float* x, float* y) {
+  if (W.type == GgmlType::F32) {
+    GemvF32(reinterpret_cast<const float*>(W.data), W.rows, W.cols, x, y);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int threads = omp_get_num_threads();
+    const int t = omp_get_thread_num();
+    const int begin = static_cast<int>(static_cast<std::int64_t>(W.rows) * t / threads);
+    const int end = static_cast<int>(static_cast<std::int64_t>(W.rows) * (t + 1) / threads);
+    std::vector<float> row_buffer;
+    GemvRowsOf(W, x, y, begin, end, row_buffer);
+  }
+}
+
+void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
+  const int n = W.rows;
+  const int k = W.cols;
+  if (W.type == GgmlType::F32) {
+    GemmF32(X, m, reinterpret_cast<const float*>(W.data), n, k, Y);
+    return;
+  }
+  // Each thread owns a contiguous slice of W's rows and walks it a tile at a time: dequantize kTileRows
+  // rows into FP32 (a few hundred KB at most, so it stays in cache), multiply with cblas_sgemm.
+  constexpr int kTileRows = 64;
+  static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
+  (void)blas_single_threaded;
+#pragma omp parallel
+  {
+    const int threads = omp_get_num_threads();
+    const int t = omp_get_thread_num();
+    const int begin = static_cast<int>(static_cast<std::int64_t>(n) * t / threads);
+    const int end = static_cast<int>(static_cast<std::int64_t>(n) * (t + 1) / threads);
+    std::vector<float> tile(static_cast<std::size_t>(kTileRows) * k);
+    for (int r0 = begin; r0 < end; r0 += kTileRows) {
+      const int tile_rows = std::min(kTileRows, end - r0);
+      for (int r = 0; r < tile_rows; ++r) {
+        DequantizeRow(W.type, W.Row(r0 + r), tile.data() + static_cast<std::size_t>(r) * k, k);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, tile_rows, k, 1.0f, X, k, tile.data(), k, 0.0f,
+                  Y + r0, n);
+    }
+  }
+}
+
+void DequantizeRowOf(const WeightMatrix& W, int r, float* out) { DequantizeRow(W.type, W.Row(r), out, W.cols); }
 
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
 #pragma omp parallel for schedule(static) if (rows > 1)

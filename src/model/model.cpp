@@ -100,9 +100,16 @@ Model::Model(ModelConfig config, ModelWeights weights)
   decode_.logits.resize(c.vocab_size);
 }
 
+Model Model::FromGguf(const std::shared_ptr<const GgufFile>& file) {
+  ModelConfig config = ConfigFromGguf(*file);
+  ModelWeights weights = LoadGgufWeights(config, file);
+  return Model(std::move(config), std::move(weights));
+}
+
 Model Model::Load(const std::string& path) {
   const fs::path p(path);
   if (!fs::exists(p)) throw MakeError(path, ": model path does not exist");
+  if (p.extension() == ".gguf") return FromGguf(std::make_shared<const GgufFile>(GgufFile::Open(path)));
   const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   const fs::path config_path = dir / "config.json";
   if (!fs::exists(config_path)) throw MakeError(path, ": no config.json in ", dir.string());
@@ -166,8 +173,7 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache
   std::vector<float> scores(kernels::AttentionScratchFloats(P, first_pos));
 
   for (int r = 0; r < P; ++r) {
-    std::memcpy(&x[static_cast<std::size_t>(r) * d], weights_.token_embedding.Row(tokens[r]),
-                d * sizeof(float));
+    kernels::DequantizeRowOf(weights_.token_embedding, tokens[r], &x[static_cast<std::size_t>(r) * d]);
   }
   if (trace) trace->embedding = x;
 
@@ -230,7 +236,7 @@ std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
       static_cast<std::size_t>(kernels::AttentionScratchFloats(1, cache.max_positions() - 1));
   if (b.scores.size() < scratch) b.scores.resize(scratch);
 
-  std::memcpy(b.x.data(), weights_.token_embedding.Row(token), d * sizeof(float));
+  kernels::DequantizeRowOf(weights_.token_embedding, token, b.x.data());
 
   const kernels::AttentionShape shape = AttentionShapeOf(c, cache);
   for (int l = 0; l < c.num_layers; ++l) {

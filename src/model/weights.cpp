@@ -34,9 +34,9 @@ class ShardSet {
     return Shard(name).ReadF32(name, shape);
   }
 
-  MatrixF32 Matrix(const std::string& name, int rows, int cols) const {
+  WeightMatrix Matrix(const std::string& name, int rows, int cols) const {
     const std::int64_t shape[] = {rows, cols};
-    return MatrixF32{rows, cols, Shard(name).ReadF32(name, shape)};
+    return WeightMatrix::FromF32(MatrixF32{rows, cols, Shard(name).ReadF32(name, shape)});
   }
 
  private:
@@ -68,8 +68,7 @@ std::size_t ModelWeights::Bytes() const {
 
 std::size_t ModelWeights::BytesReadPerDecodeStep() const {
   if (lm_head.rows == 0) return Bytes();  // the tied head reads the whole embedding matrix
-  const std::size_t one_row = static_cast<std::size_t>(token_embedding.cols) * sizeof(float);
-  return Bytes() - token_embedding.Bytes() + one_row;
+  return Bytes() - token_embedding.Bytes() + token_embedding.row_bytes;
 }
 
 ModelWeights LoadSafetensorsWeights(const ModelConfig& c, const std::vector<std::string>& files) {

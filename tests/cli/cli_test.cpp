@@ -62,7 +62,16 @@ TEST(Cli, HelpListsEveryFlag) {
   }
   const ProcessResult top = RunPlumb("--help");
   EXPECT_EQ(top.exit_code, 0);
-  EXPECT_NE(top.output.find("generate"), std::string::npos);
+  for (const char* command : {"chat", "generate", "perplexity"}) {
+    EXPECT_NE(top.output.find(command), std::string::npos) << command;
+  }
+  for (const auto& [command, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"chat", {"--model", "--system", "--chat-template", "--max-tokens", "--temp", "--ctx", "--threads"}},
+           {"perplexity", {"--model", "--file", "--ctx", "--threads"}}}) {
+    const ProcessResult help = RunPlumb(command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    for (const std::string& flag : flags) EXPECT_NE(help.output.find(flag), std::string::npos) << command << flag;
+  }
 }
 
 TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
@@ -80,7 +89,15 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
       {ok + " --seed -3", "--seed: '-3' is not a non-negative integer"},
       {"generate --model /nonexistent/model --prompt-ids 1", "/nonexistent/model: model path does not exist"},
       {"generate --prompt-ids 1", "missing required flag --model"},
-      {"generate --model " + kModel, "missing required flag --prompt-ids"},
+      {"generate --model " + kModel, "give exactly one of --prompt TEXT and --prompt-ids IDS"},
+      {"generate --model " + kModel + " --prompt hi --prompt-ids 1", "give exactly one of --prompt"},
+      {"generate --model " + kModel + " --prompt hi", "--prompt needs a tokenizer, and this model has none"},
+      {"chat --model " + kModel + " </dev/null", "chat needs a tokenizer"},
+      {"chat --model " + kModel + " --top-k -1", "--top-k: -1 must be at least 0"},
+      {"perplexity --model " + kModel + " --file /nonexistent.txt", "/nonexistent.txt: cannot open text file"},
+      {"perplexity --model " + kModel, "missing required flag --file"},
+      {"perplexity --model " + kModel + " --file /etc/hostname --ctx 2", "--ctx: 2 is outside"},
+      {"perplexity --model " + kModel + " --file /etc/hostname", "perplexity needs a tokenizer"},
       {"generate --model " + kModel + " --prompt-ids 1,320",
        "token id 320 at index 1 is outside the vocabulary"},
       {"generate --model " + kModel + " --prompt-ids 1,,2", "--prompt-ids item 1: '' is not an integer"},

@@ -2,7 +2,7 @@
 // returns the process exit code, and throws plumb::Error for bad input (main() prints it as one line).
 #pragma once
 
-#include <ostream>
+#include <iostream>
 #include <span>
 #include <string>
 
@@ -13,7 +13,15 @@ namespace plumb::cli {
 // Generated ids go to `out` (space-separated, streamed), timing to `err`.
 int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb chat --model PATH [--system TEXT --chat-template NAME --max-tokens N, sampling, --threads, --ctx]
+// Reads one message per line from `in`, streams each reply to `out`, timing to `err`.
+int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& out, std::ostream& err);
+
+// plumb perplexity --model PATH --file TEXT [--ctx N --threads N]
+int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
-int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
+            std::istream& in = std::cin);
 
 }  // namespace plumb::cli

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "plumb/kernels/matrix.h"
+#include "plumb/kernels/weight_matrix.h"
 
 namespace plumb::kernels {
 
@@ -22,6 +23,19 @@ void Gemv(const MatrixF32& W, const float* x, float* y);
 // Y[m][W.rows] = X[m][W.cols] · Wᵀ. Prefill's projection: m prompt tokens share every weight read, so it is
 // a GEMM (intensity grows with m): OpenMP splits W's rows, each thread calls OpenBLAS's cblas_sgemm.
 void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
+
+// The same two ops on a stored weight matrix of any type (kernels/weight_matrix.h).
+//   Gemv: each row is one kernels::RowDot (kernels/row_dot.h), which is defined as scalar::Dot of the
+//         dequantized row, so for F32 it is bitwise Gemv(MatrixF32) and for a block type it is bitwise the
+//         Gemv of the dequantized matrix, without ever expanding it. Types without a fused RowDot kernel
+//         dequantize one row at a time into a small buffer (same definition, slower).
+//   Gemm: F32 as above; other types are dequantized a few rows at a time into a per-thread FP32 tile that
+//         cblas_sgemm multiplies, so prefill stays a GEMM while the whole model stays quantized.
+void Gemv(const WeightMatrix& W, const float* x, float* y);
+void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
+
+// out[W.cols] = row r of W in FP32 (the token-embedding lookup).
+void DequantizeRowOf(const WeightMatrix& W, int r, float* out);
 
 // RMSNorm of `rows` independent vectors of length n (OpenMP over rows when there are several).
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);

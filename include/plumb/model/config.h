@@ -32,6 +32,12 @@ struct ModelConfig {
 ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source);
 ModelConfig LoadConfigJson(const std::string& path);
 
+class GgufFile;
+// Reads the hyper-parameters of a GGUF model from its `<arch>.*` metadata (llama.cpp's keys; arch is
+// "llama" or "qwen2"): e.g. llama.block_count, llama.attention.head_count_kv. A GGUF has no tie flag: a
+// missing output.weight tensor means the LM head is the token embedding. Errors name the file and key.
+ModelConfig ConfigFromGguf(const GgufFile& file);
+
 // Checks the invariants the forward pass relies on; throws plumb::Error naming the offending field.
 void ValidateConfig(const ModelConfig& config, const std::string& source);
 

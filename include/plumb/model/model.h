@@ -7,10 +7,12 @@
 // Both append to a ContiguousKvCache and continue from cache.length().
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "plumb/formats/gguf.h"
 #include "plumb/kv/contiguous_kv_cache.h"
 #include "plumb/model/config.h"
 #include "plumb/model/weights.h"
@@ -34,9 +36,12 @@ class Model {
  public:
   Model(ModelConfig config, ModelWeights weights);
 
-  // Loads a Hugging Face checkpoint: a directory holding config.json and model.safetensors (or the shards
-  // listed in model.safetensors.index.json), or a .safetensors file with config.json beside it.
+  // Loads a GGUF file (*.gguf) or a Hugging Face checkpoint: a directory holding config.json and
+  // model.safetensors (or the shards listed in model.safetensors.index.json), or a .safetensors file with
+  // config.json beside it.
   static Model Load(const std::string& path);
+  // A model from an open GGUF file; its quantized weights stay in the file's mapping, which the model keeps.
+  static Model FromGguf(const std::shared_ptr<const GgufFile>& file);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

@@ -1,37 +1,40 @@
-// ModelWeights: every tensor of a Llama-family decoder, in FP32, with its shape in the comment.
+// ModelWeights: every tensor of a Llama-family decoder, with its shape in the comment. Matrices are kept in
+// the type they were stored in (FP32 from safetensors; FP32/FP16/BF16 or GGUF blocks from GGUF); vectors
+// (norms, biases) are FP32.
 // d = hidden_size, hd = head_dim, ffn = intermediate_size, V = vocab_size.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "plumb/kernels/matrix.h"
+#include "plumb/kernels/weight_matrix.h"
 #include "plumb/model/config.h"
 
 namespace plumb {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // [d]                 input_layernorm
-  MatrixF32 wq;                  // [n_heads·hd, d]     self_attn.q_proj
-  MatrixF32 wk;                  // [n_kv_heads·hd, d]  self_attn.k_proj
-  MatrixF32 wv;                  // [n_kv_heads·hd, d]  self_attn.v_proj
+  WeightMatrix wq;                  // [n_heads·hd, d]     self_attn.q_proj
+  WeightMatrix wk;                  // [n_kv_heads·hd, d]  self_attn.k_proj
+  WeightMatrix wv;                  // [n_kv_heads·hd, d]  self_attn.v_proj
   std::vector<float> bq;         // [n_heads·hd]        q_proj.bias (empty when the model has none)
   std::vector<float> bk;         // [n_kv_heads·hd]     k_proj.bias (empty when the model has none)
   std::vector<float> bv;         // [n_kv_heads·hd]     v_proj.bias (empty when the model has none)
-  MatrixF32 wo;                  // [d, n_heads·hd]     self_attn.o_proj
+  WeightMatrix wo;                  // [d, n_heads·hd]     self_attn.o_proj
   std::vector<float> mlp_norm;   // [d]                 post_attention_layernorm
-  MatrixF32 w_gate;              // [ffn, d]            mlp.gate_proj
-  MatrixF32 w_up;                // [ffn, d]            mlp.up_proj
-  MatrixF32 w_down;              // [d, ffn]            mlp.down_proj
+  WeightMatrix w_gate;              // [ffn, d]            mlp.gate_proj
+  WeightMatrix w_up;                // [ffn, d]            mlp.up_proj
+  WeightMatrix w_down;              // [d, ffn]            mlp.down_proj
 };
 
 struct ModelWeights {
-  MatrixF32 token_embedding;  // [V, d]   model.embed_tokens
+  WeightMatrix token_embedding;  // [V, d]   model.embed_tokens
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [d]  model.norm
-  MatrixF32 lm_head;              // [V, d] lm_head; empty (0 rows) when tied to the embedding
+  WeightMatrix lm_head;              // [V, d] lm_head; empty (0 rows) when tied to the embedding
 
-  const MatrixF32& LmHead() const { return lm_head.rows > 0 ? lm_head : token_embedding; }
+  const WeightMatrix& LmHead() const { return lm_head.rows > 0 ? lm_head : token_embedding; }
   std::size_t Bytes() const;  // every weight, once (a tied head counted once)
   // Weight bytes one decode step reads: every matrix and vector once, except the token embedding, of which
   // only one row is read, unless the LM head is tied to it and reads it all.
@@ -41,5 +44,12 @@ struct ModelWeights {
 // Loads Hugging Face tensor names from one or more .safetensors files (shards), converting F32, F16 and
 // BF16 to FP32 and checking every shape against the config. Errors name the file and the tensor.
 ModelWeights LoadSafetensorsWeights(const ModelConfig& config, const std::vector<std::string>& files);
+
+class GgufFile;
+// Reads llama.cpp's tensor names (token_embd, blk.N.attn_q, ..., output) from a GGUF file, checking every
+// type and shape against the config. Matrices stay in their stored type and point into the file's mapping,
+// which `file` must keep alive (the returned matrices hold it), except attn_q / attn_k, whose rows are
+// copied back from GGUF's RoPE-pair order into Hugging Face's (docs/formats.md "RoPE pairing").
+ModelWeights LoadGgufWeights(const ModelConfig& config, const std::shared_ptr<const GgufFile>& file);
 
 }  // namespace plumb

@@ -1,0 +1,32 @@
+// Flags and output shared by the commands that run a model (generate, chat, perplexity).
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "plumb/cli/flags.h"
+#include "plumb/engine/generator.h"
+#include "plumb/engine/text_model.h"
+#include "plumb/sample/sampler.h"
+
+namespace plumb::cli {
+
+// --model PATH.
+void AddModelFlag(Flags& flags);
+
+// --temp --top-k --top-p --min-p --seed, with the given defaults (generate: greedy; chat: llama.cpp's).
+void AddSamplingFlags(Flags& flags, const SamplingParams& defaults);
+SamplingParams ReadSamplingFlags(const Flags& flags);  // validated
+
+// --threads N and --ctx N.
+void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default);
+// Applies --threads to the kernels; returns the thread count in use.
+int ApplyThreadsFlag(const Flags& flags);
+// --ctx resolved against the model: 0 means `fallback` (clamped to the model's context length); a value
+// above the model's context length is an error.
+int ReadContextFlag(const Flags& flags, const ModelConfig& config, int fallback);
+
+// "time to first token: … | prefill: … tok/s | decode: … tok/s" and the line before it.
+void PrintGenerationStats(std::ostream& err, const GenerationStats& stats);
+
+}  // namespace plumb::cli

@@ -1,0 +1,76 @@
+#include "plumb/cli/common_flags.h"
+
+#include <iomanip>
+#include <limits>
+
+#include "plumb/core/error.h"
+#include "plumb/kernels/kernels.h"
+
+namespace plumb::cli {
+namespace {
+
+std::string Format(float value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+}  // namespace
+
+void AddModelFlag(Flags& flags) {
+  flags.AddValue("model", "PATH",
+                 "a .gguf file, or a Hugging Face checkpoint (directory with config.json + *.safetensors)");
+}
+
+void AddSamplingFlags(Flags& flags, const SamplingParams& defaults) {
+  flags.AddValue("temp", "T", "sampling temperature; 0 = greedy", Format(defaults.temperature));
+  flags.AddValue("top-k", "K", "keep the K most probable tokens; 0 = off", std::to_string(defaults.top_k));
+  flags.AddValue("top-p", "P", "nucleus sampling: keep the smallest set with mass >= P; 1 = off",
+                 Format(defaults.top_p));
+  flags.AddValue("min-p", "M", "keep tokens with p >= M * p_max; 0 = off", Format(defaults.min_p));
+  flags.AddValue("seed", "S", "random seed for sampling", std::to_string(defaults.seed));
+}
+
+SamplingParams ReadSamplingFlags(const Flags& flags) {
+  SamplingParams p;
+  p.temperature = flags.Float("temp", 0.0f, std::numeric_limits<float>::max());
+  p.top_k = flags.Int("top-k", 0, std::numeric_limits<int>::max());
+  p.top_p = flags.Float("top-p", 0.0f, 1.0f);
+  p.min_p = flags.Float("min-p", 0.0f, 1.0f);
+  p.seed = flags.UInt64("seed");
+  ValidateSamplingParams(p);
+  return p;
+}
+
+void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default) {
+  flags.AddValue("threads", "N", "threads for every kernel; 0 = all cores", "0");
+  flags.AddValue("ctx", "N", ctx_help, ctx_default);
+}
+
+int ApplyThreadsFlag(const Flags& flags) {
+  kernels::SetNumThreads(flags.Int("threads", 0, 4096));
+  return kernels::NumThreads();
+}
+
+int ReadContextFlag(const Flags& flags, const ModelConfig& config, int fallback) {
+  const int ctx = flags.Int("ctx", 0, std::numeric_limits<int>::max());
+  if (ctx > config.max_position_embeddings) {
+    throw MakeError("--ctx: ", ctx, " exceeds the model's context length of ", config.max_position_embeddings,
+                    " tokens");
+  }
+  if (ctx > 0) return ctx;
+  return fallback > 0 ? std::min(fallback, config.max_position_embeddings) : config.max_position_embeddings;
+}
+
+void PrintGenerationStats(std::ostream& err, const GenerationStats& stats) {
+  const std::ios::fmtflags saved = err.flags();
+  err << std::fixed << std::setprecision(2) << "prompt: " << stats.prompt_tokens << " tokens"
+      << " | generated: " << stats.generated_tokens << " tokens (" << stats.stop_reason << ")"
+      << " | threads: " << kernels::NumThreads() << "\n"
+      << "time to first token: " << stats.time_to_first_token * 1e3 << " ms"
+      << " | prefill: " << stats.PrefillTokensPerSecond() << " tok/s"
+      << " | decode: " << stats.DecodeTokensPerSecond() << " tok/s (" << stats.decode_steps << " steps)\n";
+  err.flags(saved);
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,101 @@
+#include "plumb/engine/chat_session.h"
+
+#include <algorithm>
+
+#include "plumb/core/error.h"
+#include "plumb/tokenizer/tokenizer.h"
+
+namespace plumb {
+namespace {
+
+// A reply needs at least this much room; with less, old exchanges are dropped first.
+constexpr int kMinReplyTokens = 16;
+
+}  // namespace
+
+ChatSession::ChatSession(Model& model, const Tokenizer& tokenizer, ChatTemplate chat_template,
+                         int context_positions, GenerationOptions options, std::string system_prompt)
+    : model_(model),
+      tokenizer_(tokenizer),
+      template_(std::move(chat_template)),
+      options_(std::move(options)),
+      cache_(model.NewKvCache(context_positions)),
+      system_prompt_(std::move(system_prompt)) {
+  Reset();
+}
+
+void ChatSession::Reset() {
+  messages_.clear();
+  if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
+  cache_.set_length(0);
+  kv_text_.clear();
+}
+
+std::vector<int> ChatSession::TokensToPrefill(const std::string& prompt, bool& reprefill) {
+  reprefill = !(cache_.length() > 0 && prompt.size() > kv_text_.size() && prompt.starts_with(kv_text_));
+  if (reprefill) {
+    cache_.set_length(0);
+    kv_text_.clear();
+    // The template writes BOS itself where the model wants one (e.g. Llama-3's <|begin_of_text|>).
+    return tokenizer_.Encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+  }
+  return tokenizer_.Encode(std::string_view(prompt).substr(kv_text_.size()), false, true);
+}
+
+ChatTurn ChatSession::Send(const std::string& user_message,
+                           const std::function<void(std::string_view)>& on_text) {
+  const std::vector<ChatMessage> before = messages_;
+  messages_.push_back({"user", user_message});
+  ChatTurn turn;
+
+  std::string prompt;
+  std::vector<int> tokens;
+  for (;;) {
+    prompt = template_.Render(messages_, /*add_generation_prompt=*/true);
+    tokens = TokensToPrefill(prompt, turn.reprefilled);
+    const int room = cache_.max_positions() - cache_.length() - static_cast<int>(tokens.size());
+    if (room >= std::min(kMinReplyTokens, options_.max_new_tokens)) break;
+    // Drop the oldest exchange after the system prompt; the new message itself is never dropped.
+    const auto first = std::find_if(messages_.begin(), messages_.end(),
+                                    [](const ChatMessage& m) { return m.role != "system"; });
+    if (messages_.end() - first <= 1) {
+      messages_ = before;
+      throw MakeError("the message (", tokens.size(), " tokens with the chat template) leaves no room for a ",
+                      "reply in the context of ", cache_.max_positions(), " positions; use a larger --ctx");
+    }
+    auto last = first + 1;
+    while (last != messages_.end() - 1 && last->role != "user") ++last;  // through the assistant's reply
+    turn.dropped_messages += static_cast<int>(last - first);
+    messages_.erase(first, last);
+    cache_.set_length(0);  // what the cache holds no longer starts the conversation
+    kv_text_.clear();
+  }
+
+  GenerationOptions options = options_;
+  options.max_new_tokens =
+      std::min(options_.max_new_tokens, cache_.max_positions() - cache_.length() - static_cast<int>(tokens.size()));
+  options.sampling.seed = options_.sampling.seed + static_cast<std::uint64_t>(turns_++);
+
+  StreamingDecoder decoder(tokenizer_);
+  std::vector<int> generated;
+  turn.stats = Generate(model_, cache_, tokens, options, [&](int token) {
+    generated.push_back(token);
+    const std::string piece = decoder.Push(token);
+    if (!piece.empty()) on_text(piece);
+  });
+  const std::string tail = decoder.Flush();
+  if (!tail.empty()) on_text(tail);
+
+  // The last sampled token was never run through the model, so the cache holds the prompt and every
+  // generated token but that one.
+  std::vector<int> in_cache = generated;
+  in_cache.pop_back();
+  kv_text_ = prompt + tokenizer_.Decode(in_cache);
+  if (tokenizer_.IsEndOfGeneration(generated.back())) generated.pop_back();
+  turn.reply = tokenizer_.Decode(generated);
+  messages_.push_back({"assistant", turn.reply});
+  turn.context_used = cache_.length();
+  return turn;
+}
+
+}  // namespace plumb

@@ -1,0 +1,54 @@
+#include "plumb/engine/text_model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "plumb/core/error.h"
+#include "plumb/formats/gguf.h"
+
+namespace plumb {
+
+TextModel TextModel::Load(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  if (p.extension() == ".gguf" && fs::exists(p)) {
+    auto file = std::make_shared<const GgufFile>(GgufFile::Open(path));
+    Model model = Model::FromGguf(file);
+    std::optional<Tokenizer> tokenizer;
+    if (file->Has("tokenizer.ggml.model")) tokenizer.emplace(Tokenizer::FromGguf(*file));
+    return TextModel{std::move(model), std::move(tokenizer)};
+  }
+  Model model = Model::Load(path);
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  std::optional<Tokenizer> tokenizer;
+  if (fs::exists(dir / "tokenizer.json")) {
+    tokenizer.emplace(Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()));
+  }
+  return TextModel{std::move(model), std::move(tokenizer)};
+}
+
+const Tokenizer& TextModel::RequireTokenizer(const std::string& what) const {
+  if (!tokenizer) {
+    throw MakeError(what, " needs a tokenizer, and this model has none (no tokenizer.ggml.* metadata or ",
+                    "tokenizer.json); give token ids with --prompt-ids instead");
+  }
+  if (tokenizer->vocab_size() > model.config().vocab_size) {
+    throw MakeError("the tokenizer has ", tokenizer->vocab_size(), " tokens but the model only ",
+                    model.config().vocab_size);
+  }
+  return *tokenizer;
+}
+
+std::vector<int> TextModel::StopIds() const {
+  std::vector<int> ids = model.config().eos_token_ids;
+  if (tokenizer) {
+    for (int id = 0; id < tokenizer->vocab_size(); ++id) {
+      if (tokenizer->IsEndOfGeneration(id) && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+        ids.push_back(id);
+      }
+    }
+  }
+  return ids;
+}
+
+}  // namespace plumb
