@@ -1,0 +1,67 @@
+// The dot product of one stored (GGUF, possibly quantized) weight row with a float32 vector: the inner loop
+// of a GEMV over a GGUF tensor, without ever dequantizing the whole row or matrix into memory.
+//
+// Definition (what every variant returns, bit for bit):
+//   RowDot(type, row, x, n) == scalar::Dot(DequantizeRow(type, row, n), x, n)
+// i.e. eight lanes, lane j summing the rounded products w[i]·x[i] for i ≡ j (mod 8) in ascending i (mul then
+// add, no FMA), then ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); see kernels/scalar.h. Every block holds a
+// multiple of 8 elements, so block b's element t always lands in lane t mod 8 and each block can be
+// dequantized just before its products are summed. Layouts: docs/formats.md ("GGUF blocks").
+//
+// Variants: scalar::RowDot is the definition (plain C++). On x86-64 CPUs with AVX2 and F16C, avx2::RowDot
+// computes the same thing 8 lanes at a time for F32, F16, BF16, Q8_0, Q4_0 and Q4_1 (the other types fall
+// back to the scalar code). RowDot picks one at run time; PLUMB_ISA=scalar in the environment, or
+// SetRowDotIsa(RowDotIsa::kScalar), forces the definition.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plumb/formats/ggml_types.h"
+
+namespace plumb::kernels {
+
+// True for every type DequantizeRow handles (CanDequantize): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q2_K .. Q6_K. The vectorised ones are listed above; the rest run the scalar definition.
+bool HasRowDot(GgmlType type);
+
+// Σ w[i]·x[i] over the n elements of the row stored at `row` (GgmlRowBytes(type, n) bytes, any alignment),
+// in the order defined above. x holds n floats. Throws plumb::Error when HasRowDot(type) is false or n is
+// negative or not a multiple of the type's block size (F32/F16/BF16 take any n).
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
+
+// y[r] = RowDot(type, rows + r·row_stride, x, n) for r in [0, n_rows), bitwise. The vector variant works on
+// several rows at once (independent accumulator chains, x loaded once for them): a GEMV over rows
+// [r0, r1) of a GGUF tensor is RowDots(type, data + r0·row_bytes, row_bytes, r1 − r0, x, n, y + r0).
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y);
+
+enum class RowDotIsa { kScalar, kAvx2 };
+
+// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C).
+bool RowDotIsaSupported(RowDotIsa isa);
+// The variant RowDot and RowDots use: the best supported one, unless the environment variable PLUMB_ISA
+// (read once, at first use) is "scalar", or SetRowDotIsa chose another.
+RowDotIsa ActiveRowDotIsa();
+// Selects the variant for all threads (tests and benchmarks compare both in one process). Throws
+// plumb::Error when RowDotIsaSupported(isa) is false.
+void SetRowDotIsa(RowDotIsa isa);
+const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2"
+
+namespace scalar {
+// The definition: dequantizes 256 elements at a time into a local buffer and sums them as scalar::Dot.
+// Same contract and errors as kernels::RowDot.
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
+}  // namespace scalar
+
+#if defined(__x86_64__)
+namespace avx2 {
+// Requires RowDotIsaSupported(RowDotIsa::kAvx2). Argument checks are the caller's (kernels::RowDot's);
+// types without a vector kernel are passed to scalar::RowDot.
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y);
+}  // namespace avx2
+#endif
+
+}  // namespace plumb::kernels

@@ -1,0 +1,167 @@
+// RowDot: the scalar definition and the run-time choice of variant (include/plumb/kernels/row_dot.h).
+#include "plumb/kernels/row_dot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "plumb/core/error.h"
+#include "plumb/formats/gguf_blocks.h"
+
+namespace plumb::kernels {
+namespace {
+
+// Elements dequantized at a time by the definition: a multiple of every block size (1, 32, 256) and of 8,
+// so each chunk starts in lane 0; 1 KiB of stack.
+constexpr std::int64_t kChunk = 256;
+
+// scalar::Dot's reduction tree (kernels/scalar.h).
+float ReduceLanes(const float* lane) {
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+// Block size of a type RowDot handles, 0 for any other; a switch, because RowDot checks it per row.
+int BlockElements(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return 1;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+      return 32;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return 256;
+    default:
+      return 0;
+  }
+}
+
+void CheckArgs(const char* what, GgmlType type, std::int64_t n) {
+  const int block = BlockElements(type);
+  if (block == 0) {
+    const auto id = static_cast<std::uint32_t>(type);
+    const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
+    throw MakeError(
+        what, ": no dot product for ", traits ? std::string(traits->name) : "an unknown ggml type", " (id ",
+        id, "); supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
+  }
+  if (n < 0) throw MakeError(what, ": ", GgmlTypeName(type), " row of n = ", n, " elements (negative)");
+  if (n % block != 0) {
+    throw MakeError(what, ": ", GgmlTypeName(type), " stores ", block, "-element blocks; n = ", n,
+                    " is not a multiple of ", block);
+  }
+}
+
+float ScalarRowDotUnchecked(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  const GgmlTypeTraits traits = GgmlTraits(type);
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float w[kChunk];  // the chunk's weights, dequantized
+  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
+    const std::int64_t count = std::min(kChunk, n - begin);
+    DequantizeRow(type, row + begin / traits.block_elements * traits.block_bytes, w, count);
+    // begin is a multiple of 8, so element begin + i belongs to lane i mod 8, as in scalar::Dot (including
+    // a last, partial group of an F16 / BF16 / F32 row, whose element full + t goes to lane t).
+    for (std::int64_t i = 0; i < count; ++i) lane[i % 8] += w[i] * x[begin + i];
+  }
+  return ReduceLanes(lane);
+}
+
+constexpr int kIsaUnset = -1;
+std::atomic<int> g_isa{kIsaUnset};
+
+RowDotIsa DefaultIsa() {
+  const char* env = std::getenv("PLUMB_ISA");
+  const std::string_view requested = env == nullptr ? "" : env;
+  if (requested == "scalar") return RowDotIsa::kScalar;
+  if (requested == "avx2") {
+    if (!RowDotIsaSupported(RowDotIsa::kAvx2)) {
+      throw MakeError("PLUMB_ISA=avx2, but this CPU or build has no AVX2 + F16C");
+    }
+    return RowDotIsa::kAvx2;
+  }
+  if (!requested.empty())
+    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar' or 'avx2' (or unset)");
+  return RowDotIsaSupported(RowDotIsa::kAvx2) ? RowDotIsa::kAvx2 : RowDotIsa::kScalar;
+}
+
+}  // namespace
+
+bool HasRowDot(GgmlType type) {
+  return BlockElements(type) != 0;
+}
+
+bool RowDotIsaSupported(RowDotIsa isa) {
+  switch (isa) {
+    case RowDotIsa::kScalar:
+      return true;
+    case RowDotIsa::kAvx2:
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+RowDotIsa ActiveRowDotIsa() {
+  int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa == kIsaUnset) {
+    int expected = kIsaUnset;
+    g_isa.compare_exchange_strong(expected, static_cast<int>(DefaultIsa()));
+    isa = g_isa.load(std::memory_order_relaxed);
+  }
+  return static_cast<RowDotIsa>(isa);
+}
+
+void SetRowDotIsa(RowDotIsa isa) {
+  if (!RowDotIsaSupported(isa)) {
+    throw MakeError("SetRowDotIsa: ", RowDotIsaName(isa), " is not supported by this CPU or build");
+  }
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+const char* RowDotIsaName(RowDotIsa isa) {
+  return isa == RowDotIsa::kAvx2 ? "avx2" : "scalar";
+}
+
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  CheckArgs("RowDot", type, n);
+#if defined(__x86_64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDot(type, row, x, n);
+#endif
+  return ScalarRowDotUnchecked(type, row, x, n);
+}
+
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
+  CheckArgs("RowDots", type, n);
+  if (n_rows < 0) throw MakeError("RowDots: n_rows = ", n_rows, " (negative)");
+#if defined(__x86_64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
+#endif
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    y[r] = ScalarRowDotUnchecked(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);
+  }
+}
+
+namespace scalar {
+
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  CheckArgs("scalar::RowDot", type, n);
+  return ScalarRowDotUnchecked(type, row, x, n);
+}
+
+}  // namespace scalar
+}  // namespace plumb::kernels
