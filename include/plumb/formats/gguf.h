@@ -1,9 +1,10 @@
 // plumb::GgufFile: a bounds-checked reader of GGUF files (versions 2 and 3), the format of llama.cpp.
 //
-// Open() maps the file, parses the header, every metadata key/value (all 13 value types, arrays nested to
-// any depth) and every tensor info, and checks each count, string length, dimension, offset and size
+// Open() maps the file, parses the header, every metadata key/value (all 13 value types, arrays of arrays
+// up to 64 deep) and every tensor info, and checks each count, string length, dimension, offset and size
 // against the file before using it. Tensor data is not copied: GgufTensorInfo::data points into the
-// mapping, which lives as long as the GgufFile. The container layout is in docs/formats.md ("GGUF").
+// mapping, which lives as long as the GgufFile (moving the GgufFile keeps it). The container layout and
+// every check are in docs/formats.md, section "GGUF container".
 //
 // Every error is a plumb::Error whose message names the file, the field and the byte offset where it was
 // read, e.g. "model.gguf: tensor 3 ('blk.0.attn_q.weight') dims[1] at offset 1234: ...".
@@ -62,7 +63,9 @@ struct GgufTensorInfo {
   std::uint64_t file_offset = 0;    // absolute offset of the data in the file
   std::uint64_t n_elements = 0;     // product of dims
   std::uint64_t n_bytes = 0;        // n_elements / block_elements * block_bytes
-  const std::uint8_t* data = nullptr;  // into the mapping: n_bytes readable bytes
+  // Into the mapping: n_bytes readable bytes. file_offset is a multiple of the alignment; with Open() the
+  // mapping starts on a page, with FromBytes() only malloc's alignment is promised.
+  const std::uint8_t* data = nullptr;
 
   std::span<const std::uint8_t> bytes() const { return {data, static_cast<std::size_t>(n_bytes)}; }
 };
@@ -75,8 +78,8 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   std::uint32_t version() const { return version_; }
-  std::uint64_t alignment() const { return alignment_; }        // general.alignment, default 32
-  std::uint64_t data_offset() const { return data_offset_; }    // start of the data section
+  std::uint64_t alignment() const { return alignment_; }      // general.alignment, default 32
+  std::uint64_t data_offset() const { return data_offset_; }  // start of the data section
 
   // Metadata, in file order, and lookup by key.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
