@@ -2,11 +2,13 @@
 // names, metadata and Q/K row permutation) must give exactly the logits of the safetensors original.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf.h"
 #include "plumb/model/model.h"
+#include "support/gguf_builder.h"
 #include "support/golden.h"
 
 namespace plumb {
@@ -67,3 +69,66 @@ TEST(GgufModel, StoredTypesStayQuantized) {
 
 }  // namespace
 }  // namespace plumb
+
+// The tiny F32 GGUF rebuilt with one change, for the loader's errors.
+struct Edit {
+  std::string drop_key;
+  std::string drop_tensor;
+  std::string set_key;
+  GgufValue set_value;
+  std::string reshape_tensor;  // swap its two dims
+};
+
+std::string LoadError(const Edit& edit) {
+  const GgufFile source = GgufFile::Open(kTiny + "/model.f32.gguf");
+  testing::GgufBuilder builder;
+  for (const auto& [key, value] : source.metadata()) {
+    if (key == edit.drop_key || key == "general.alignment") continue;
+    builder.Add(key, key == edit.set_key ? edit.set_value : value);
+  }
+  if (!edit.set_key.empty() && !source.Has(edit.set_key)) builder.Add(edit.set_key, edit.set_value);
+  for (const GgufTensorInfo& t : source.tensors()) {
+    if (t.name == edit.drop_tensor) continue;
+    std::vector<std::uint64_t> dims = t.dims;
+    if (t.name == edit.reshape_tensor) std::swap(dims[0], dims[1]);
+    builder.AddTensor(t.name, t.type, dims, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const testing::GgufImage image = builder.Build();
+  try {
+    const auto file = std::make_shared<const GgufFile>(GgufFile::FromBytes(image.bytes, "edited.gguf"));
+    Model::FromGguf(file);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(GgufModel, UnchangedRebuildLoads) { EXPECT_EQ(LoadError({}), "no error"); }
+
+TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {{.drop_key = "llama.block_count"}, "edited.gguf: metadata key 'llama.block_count' is missing"},
+      {{.drop_key = "llama.attention.layer_norm_rms_epsilon"}, "'llama.attention.layer_norm_rms_epsilon' is missing"},
+      {{.drop_key = "general.architecture"}, "'general.architecture' is missing"},
+      {{.set_key = "general.architecture", .set_value = testing::GgufString("gpt2")},
+       "general.architecture 'gpt2' is not supported"},
+      {{.set_key = "llama.block_count", .set_value = testing::GgufString("two")},
+       "'llama.block_count' has type string"},
+      {{.set_key = "llama.block_count", .set_value = testing::GgufUint32(3)}, "missing tensor 'blk.2.attn_norm.weight'"},
+      {{.set_key = "llama.embedding_length", .set_value = testing::GgufUint32(0)}, "'llama.embedding_length' = 0 is out of range"},
+      {{.set_key = "llama.rope.dimension_count", .set_value = testing::GgufUint32(8)},
+       "partial rotary embeddings are not supported"},
+      {{.set_key = "llama.attention.head_count_kv", .set_value = testing::GgufUint32(3)},
+       "does not divide num_attention_heads"},
+      {{.set_key = "llama.expert_count", .set_value = testing::GgufUint32(8)}, "mixture-of-experts"},
+      {{.set_key = "llama.rope.scaling.type", .set_value = testing::GgufString("yarn")}, "rope.scaling.type 'yarn'"},
+      {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
+      {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
+      {{.reshape_tensor = "blk.0.attn_q.weight"}, "tensor 'blk.0.attn_q.weight' (offset "},
+      {{.reshape_tensor = "blk.0.ffn_up.weight"}, "dims {160, 64}, expected {64, 160}"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    const std::string message = LoadError(edit);
+    EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
+  }
+}
