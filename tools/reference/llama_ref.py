@@ -204,6 +204,25 @@ def apply_rope(x, cos, sin):
     return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
+def apply_rope_adjacent(x, cos, sin):
+    """Rotate x [..., n, head_dim] in the adjacent-pair ("GPT-J", interleaved) convention.
+
+    Element 2i is paired with its neighbour 2i + 1, and the pair is rotated by the angle of pair i:
+        out[2i]     = x[2i] cos - x[2i+1] sin
+        out[2i+1]   = x[2i+1] cos + x[2i] sin
+    This is what a GGUF file from llama.cpp's converter expects: the converter reorders each head's
+    Q and K rows so that rotate-half pair (i, i + hd/2) lands on rows (2i, 2i + 1).
+    """
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = odd * cos + even * sin
+    return out
+
+
+ROPE_PAIRINGS = {"rotate_half": apply_rope, "adjacent": apply_rope_adjacent}
+
+
 def causal_attention(q, k, v, q_positions, k_positions, matmul):
     """Grouped-query causal attention.
 
@@ -252,13 +271,20 @@ class LlamaModel:
 
     `sequential_dots=True` accumulates every dot product term by term (see matmul_sequential);
     it is only meaningful, and only used, for the float32 error measurements.
+
+    `rope_pairing` says which elements of a head RoPE rotates together: "rotate_half" (i, i + hd/2),
+    the Hugging Face layout, or "adjacent" (2i, 2i + 1), the layout of Q/K rows in a GGUF file
+    (see apply_rope_adjacent). It must match how the q_proj/k_proj rows are ordered.
     """
 
-    def __init__(self, config, tensors, dtype=np.float64, sequential_dots=False):
+    def __init__(self, config, tensors, dtype=np.float64, sequential_dots=False, rope_pairing="rotate_half"):
+        if rope_pairing not in ROPE_PAIRINGS:
+            raise ValueError(f"rope_pairing must be one of {sorted(ROPE_PAIRINGS)}, not {rope_pairing!r}")
         self.config = config
         self.dtype = np.dtype(dtype).type
         self.weights = weights_from_hf(config, tensors, self.dtype)
         self.matmul = matmul_sequential if sequential_dots else matmul_blas
+        self.rope = ROPE_PAIRINGS[rope_pairing]
 
     def new_cache(self):
         return KVCache(self.config, self.dtype)
@@ -282,8 +308,8 @@ class LlamaModel:
         v = split_heads(self.linear(h, layer.v_proj, layer.v_bias), c.num_kv_heads)
 
         cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
+        q = self.rope(q, cos, sin)
+        k = self.rope(k, cos, sin)
 
         cache.append(layer_index, k, v)
         all_positions = np.arange(cache.keys[layer_index].shape[1])

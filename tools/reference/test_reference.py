@@ -7,6 +7,7 @@ llama_ref.py or safetensors_io.py shows up here rather than as a "bug" in the C+
     python3 tools/reference/test_reference.py          # also run by check_fixtures.py
 """
 
+import json
 import os
 import sys
 import tempfile
@@ -17,6 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import llama_ref  # noqa: E402
 import safetensors_io  # noqa: E402
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def small_config(num_kv_heads=2, head_dim=None):
@@ -108,6 +111,24 @@ def test_rope_scores_depend_only_on_relative_position():
 
     assert abs(score(7, 3) - score(24, 20)) < 1e-12
     assert abs(score(7, 3) - score(3, 7)) > 1e-6  # and it is not symmetric in m, n
+
+
+def test_adjacent_rope_pairs_neighbours():
+    """Hand-computed adjacent-pair example, head_dim 4 at position 1: pair (0, 1) turns by
+    1 radian, pair (2, 3) by theta^(-1/2) radians."""
+    theta = 100.0
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    cos, sin = llama_ref.rope_cos_sin([1], 4, theta, np.float64)
+    a0, a1 = 1.0, theta**-0.5
+    expected = np.array(
+        [
+            1 * np.cos(a0) - 2 * np.sin(a0),
+            2 * np.cos(a0) + 1 * np.sin(a0),
+            3 * np.cos(a1) - 4 * np.sin(a1),
+            4 * np.cos(a1) + 3 * np.sin(a1),
+        ]
+    )
+    assert np.allclose(llama_ref.apply_rope_adjacent(x[None, :], cos, sin)[0], expected, rtol=0, atol=1e-15)
 
 
 def test_attention_over_one_position_returns_its_value():
@@ -226,6 +247,128 @@ def test_tied_embeddings_use_embed_tokens_as_head():
     del weights["lm_head.weight"]
     model = llama_ref.LlamaModel(config, weights)
     assert model.weights.lm_head is model.weights.embed_tokens
+
+
+# ----------------------------------------------------------------------------------
+# GGUF layout: permuted Q/K rows with adjacent-pair RoPE
+# ----------------------------------------------------------------------------------
+
+
+def gguf_layout(config, tensors):
+    """The tensors with Q/K rows permuted as llama.cpp's converter does (export_gguf.permute)."""
+    import export_gguf
+
+    out = dict(tensors)
+    for name, values in tensors.items():
+        if ".q_proj." in name:
+            out[name] = export_gguf.permute(np.asarray(values), config.num_heads, config.num_heads)
+        elif ".k_proj." in name:
+            out[name] = export_gguf.permute(np.asarray(values), config.num_heads, config.num_kv_heads)
+    return out
+
+
+def assert_gguf_layout_equivalent(config, tensors, ids, decode_steps):
+    """Adjacent RoPE on the permuted weights gives the rotate-half model's logits (prefill and
+    KV-cached decode) to float64 rounding, and adjacent RoPE on the unpermuted weights does not."""
+    original = llama_ref.LlamaModel(config, tensors)
+    permuted = llama_ref.LlamaModel(config, gguf_layout(config, tensors), rope_pairing="adjacent")
+    mismatched = llama_ref.LlamaModel(config, tensors, rope_pairing="adjacent")
+    expected = original.forward(ids, original.new_cache())
+    assert llama_ref.max_relative_error(permuted.forward(ids, permuted.new_cache()), expected) < 1e-12
+    assert llama_ref.max_relative_error(mismatched.forward(ids, mismatched.new_cache()), expected) > 1e-2
+    expected_ids, expected_rows = llama_ref.greedy_decode(original, ids, decode_steps)
+    got_ids, got_rows = llama_ref.greedy_decode(permuted, ids, decode_steps)
+    assert np.array_equal(got_ids, expected_ids)
+    assert llama_ref.max_relative_error(got_rows, expected_rows) < 1e-12
+
+
+def test_adjacent_rope_on_permuted_weights_equals_rotate_half():
+    """Random GQA model with q/k/v biases (the converter permutes the q/k biases too)."""
+    config = small_config(num_kv_heads=2)
+    assert_gguf_layout_equivalent(config, random_weights(config, seed=10, with_bias=True), [7, 3, 30, 12, 1, 25], 4)
+
+
+def test_adjacent_rope_on_permuted_tiny_llama_equals_rotate_half():
+    """The committed tiny-llama checkpoint (4 query heads, 2 kv heads, head_dim 16), its fixture prompt."""
+    fixture = os.path.join(REPO_ROOT, "fixtures", "tiny-llama")
+    with open(os.path.join(fixture, "config.json"), encoding="utf-8") as f:
+        config = llama_ref.ModelConfig.from_hf(json.load(f))
+    with open(os.path.join(fixture, "manifest.json"), encoding="utf-8") as f:
+        prompt_ids = json.load(f)["prompt_ids"]
+    tensors, _ = safetensors_io.load_file(os.path.join(fixture, "model.safetensors"))
+    assert_gguf_layout_equivalent(config, tensors, prompt_ids, 8)
+
+
+def test_gguf_tensor_names_round_trip():
+    import export_gguf
+    import gguf_ref
+
+    names = ["token_embd.weight", "output_norm.weight", "output.weight"]
+    names += [f"blk.{layer}.{suffix}" for layer in (0, 11) for suffix in gguf_ref.LAYER_TENSORS]
+    for name in names:
+        assert export_gguf.gguf_tensor_name(gguf_ref.hf_name(name)) == name
+    assert gguf_ref.hf_name("blk.11.ffn_down.weight") == "model.layers.11.mlp.down_proj.weight"
+    for bad in ("blk.x.attn_q.weight", "blk.0.attn_qq.weight", "tok_embd.weight"):
+        try:
+            gguf_ref.hf_name(bad)
+        except KeyError:
+            continue
+        raise AssertionError(f"{bad} was accepted")
+
+
+def test_gguf_export_and_read_back():
+    """Convert a small random checkpoint (tied embeddings, 1 kv head) to F32, Q8_0 and Q4_1 GGUF and read
+    it back with gguf_ref: the metadata gives the same config (eps rounded to float32, as stored);
+    F32 tensors come back exactly, in the converter's row order, and the reference on that file
+    equals the rotate-half model on the checkpoint; a Q4_1 value is within half a quantization step
+    ((max - min) / 30 of its 32-block, plus the float16 rounding of the block's scale and minimum)."""
+    import export_gguf
+    import gguf_ref
+
+    hf = {
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 40,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 64,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": True,
+    }
+    config = llama_ref.ModelConfig.from_hf(hf)
+    tensors = {k: v.astype(np.float32) for k, v in random_weights(config, seed=11).items() if k != "lm_head.weight"}
+    layout = gguf_layout(config, tensors)
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    expected = llama_ref.LlamaModel(config, tensors).forward(ids, llama_ref.KVCache(config, np.float64))
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(hf, f)
+        safetensors_io.save_file(os.path.join(tmp, "model.safetensors"), tensors)
+        for out_type, tolerance in (("f32", 1e-12), ("q8_0", 0.05), ("q4_1", 0.5)):
+            path = os.path.join(tmp, f"m.{out_type}.gguf")
+            export_gguf.convert(tmp, path, out_type)
+            data = gguf_ref.read_gguf(path)
+            assert gguf_ref.config_from_gguf(data) == llama_ref.ModelConfig(
+                **{**config.__dict__, "rms_norm_eps": float(np.float32(1e-6))}
+            )
+            assert "output.weight" not in data.tensors
+            stored = gguf_ref.hf_named_tensors(data)
+            assert sorted(stored) == sorted(layout)
+            for name, values in layout.items():
+                if out_type == "f32" or values.ndim == 1:
+                    assert np.array_equal(stored[name], values), name
+                elif out_type == "q4_1":
+                    blocks, got = values.reshape(-1, 32), stored[name].reshape(-1, 32)
+                    low, high = blocks.min(axis=1, keepdims=True), blocks.max(axis=1, keepdims=True)
+                    bound = (high - low) / 30 * 1.01 + np.abs(low) * 2.0**-10
+                    assert np.all(np.abs(got - blocks) <= bound), name
+            error = llama_ref.max_relative_error(gguf_ref.reference_model(data).forward(ids, llama_ref.KVCache(config, np.float64)), expected)
+            assert error < tolerance, (out_type, error)
+            if out_type != "f32":
+                assert error > 1e-6, (out_type, error)  # the quantized file really holds other numbers
 
 
 # ----------------------------------------------------------------------------------

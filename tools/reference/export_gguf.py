@@ -1,0 +1,435 @@
+"""Convert a Hugging Face Llama checkpoint to GGUF, as llama.cpp's converter does, and write the
+tiny-llama GGUF fixtures with their float64 goldens.
+
+    python3 tools/reference/export_gguf.py convert CHECKPOINT_DIR OUT.gguf [--type f32|f16|q8_0|q4_0|q4_1]
+    python3 tools/reference/export_gguf.py fixtures [--out DIR]        # default DIR: <repo>/fixtures
+
+`convert` reads CHECKPOINT_DIR/config.json and CHECKPOINT_DIR/model.safetensors (one file,
+LlamaForCausalLM) and writes the GGUF with gguf-py's GGUFWriter, following llama.cpp's
+convert_hf_to_gguf.py (class LlamaModel) for everything it covers:
+
+  * tensor names: token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
+    ffn_gate, ffn_up, ffn_down}, output_norm, output (absent when the embeddings are tied);
+  * Q and K rows permuted per head by the converter's own formula (`permute` below; n_head_kv heads
+    for K), so that adjacent-pair RoPE on the GGUF rows equals rotate-half RoPE on the HF rows;
+  * metadata, in the converter's order: general.architecture, general.type, general.name,
+    llama.block_count, llama.context_length, llama.embedding_length, llama.feed_forward_length,
+    llama.attention.head_count, llama.attention.head_count_kv, llama.rope.freq_base,
+    llama.attention.layer_norm_rms_epsilon, llama.attention.key_length / value_length (only when
+    config.json has head_dim), general.file_type, llama.vocab_size, llama.rope.dimension_count,
+    general.quantization_version;
+  * tensors in the order the converter meets them in a single safetensors file (sorted HF names);
+  * 1-D tensors (the norms) always F32.
+
+Tensor types per --type: f32: all F32. f16 and q8_0: every 2-D tensor F16 / Q8_0 (as
+`convert_hf_to_gguf.py --outtype f16|q8_0`). q4_0 and q4_1 are not converter output types but
+llama-quantize's; this mirrors what llama-quantize makes of them: the 2-D weights of the blocks in
+Q4_0 / Q4_1, and token_embd and output in Q8_0 (llama-quantize gives the output matrix Q6_K and,
+when its rows are not a multiple of the 256-element K-quant block, falls back to Q8_0; the
+SmolLM2-135M Q4_1 file has its tied token_embd in Q8_0 this way). Quantizing is done by
+gguf.quants.quantize (gguf-py's transcription of ggml's reference quantizers).
+
+No tokenizer.* keys are written: the tiny checkpoints have no tokenizer (their token ids are just
+numbers below vocab_size), and an invented vocabulary would only be something for a loader to get
+wrong. bos/eos ids stay in config.json and the fixture manifests.
+
+The output is deterministic: gguf-py writes nothing time- or host-dependent, and quantization is
+plain float32 NumPy arithmetic, so the same checkpoint and type always give the same bytes
+(check_fixtures.py compares them byte for byte).
+
+`fixtures` writes fixtures/tiny-llama/model.{f32,f16,q8_0,q4_0,q4_1}.gguf from the tiny-llama
+checkpoint, and for every type except f32 a golden under fixtures/tiny-llama/gguf-goldens/
+(the float64 reference on the weights dequantized from the written file by gguf-py, with
+adjacent-pair RoPE on the GGUF rows as stored; see that folder's README.md). The F32 file needs
+no golden of its own: the generator proves that it reproduces fixtures/tiny-llama/golden.safetensors.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gguf_ref  # noqa: E402
+import llama_ref  # noqa: E402
+import make_fixtures  # noqa: E402
+import safetensors_io  # noqa: E402
+
+GENERATOR = "tools/reference/export_gguf.py"
+ARCHITECTURE = "llama"
+TYPES = ("f32", "f16", "q8_0", "q4_0", "q4_1")
+FIXTURE_NAME = "tiny-llama"
+GOLDEN_DIR = "gguf-goldens"
+# The float32 GGUF must reproduce the safetensors golden to float64 rounding level: the weights are
+# the same numbers, only the Q/K row order and the RoPE pairing (and so the summation order in the
+# attention scores) differ.
+F32_GGUF_VS_GOLDEN_TOLERANCE = 1e-12
+# A quantized golden must tell its type apart from the float32 model: the logits must move by at least
+# this many times the float threshold, or a loader that silently read the wrong thing could pass.
+MIN_QUANTIZATION_SHIFT_FACTOR = 10.0
+
+
+def file_name(out_type):
+    return f"model.{out_type}.gguf"
+
+
+def golden_file_name(out_type):
+    return f"model.{out_type}.golden.safetensors"
+
+
+def manifest_file_name(out_type):
+    return f"model.{out_type}.manifest.json"
+
+
+# ----------------------------------------------------------------------------------
+# Conversion
+# ----------------------------------------------------------------------------------
+
+
+def permute(weights, n_head, n_head_kv):
+    """llama.cpp's LlamaModel.permute (convert_hf_to_gguf.py), on NumPy arrays: within each head,
+    row i of the first half and row i of the second half become rows 2i and 2i + 1."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+
+
+def gguf_tensor_name(hf_name):
+    """The GGUF name of a Hugging Face Llama tensor name (the inverse of gguf_ref.hf_name)."""
+    for gguf_name, hf in gguf_ref.GLOBAL_TENSORS.items():
+        if hf == hf_name:
+            return gguf_name
+    parts = hf_name.split(".", 3)
+    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
+        for suffix, hf_suffix in gguf_ref.LAYER_TENSORS.items():
+            if hf_suffix == parts[3]:
+                return f"blk.{int(parts[2])}.{suffix}"
+    raise KeyError(f"no GGUF name for Hugging Face tensor {hf_name!r}")
+
+
+def tensor_type(gguf_name, values, out_type):
+    """The ggml type a tensor is stored in for --type out_type (see the module docstring)."""
+    import gguf
+
+    T = gguf.GGMLQuantizationType
+    if values.ndim <= 1 or out_type == "f32":
+        return T.F32
+    if out_type == "f16":
+        return T.F16
+    if out_type == "q8_0":
+        return T.Q8_0
+    if gguf_name in ("token_embd.weight", "output.weight"):
+        return T.Q8_0
+    return {"q4_0": T.Q4_0, "q4_1": T.Q4_1}[out_type]
+
+
+def file_type(out_type):
+    import gguf
+
+    F = gguf.LlamaFileType
+    return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "q8_0": F.MOSTLY_Q8_0, "q4_0": F.MOSTLY_Q4_0, "q4_1": F.MOSTLY_Q4_1}[out_type]
+
+
+def gguf_tensors(hf_config, tensors):
+    """(GGUF name, float32 values) in writing order: sorted HF names, Q/K permuted."""
+    n_head = hf_config["num_attention_heads"]
+    n_head_kv = hf_config.get("num_key_value_heads", n_head)
+    out = []
+    for name in sorted(tensors):
+        values = np.asarray(tensors[name], dtype=np.float32)
+        if name.endswith(("q_proj.weight", "q_proj.bias")):
+            values = permute(values, n_head, n_head)
+        elif name.endswith(("k_proj.weight", "k_proj.bias")):
+            values = permute(values, n_head, n_head_kv)
+        out.append((gguf_tensor_name(name), values))
+    return out
+
+
+def convert(checkpoint_dir, out_path, out_type, model_name=None):
+    """Write the GGUF of a HF checkpoint directory. Returns {GGUF name: ggml type name}."""
+    import gguf
+
+    if out_type not in TYPES:
+        raise ValueError(f"--type must be one of {TYPES}, not {out_type!r}")
+    with open(os.path.join(checkpoint_dir, "config.json"), encoding="utf-8") as f:
+        hf = json.load(f)
+    if hf.get("architectures") != ["LlamaForCausalLM"]:
+        raise ValueError(f"{checkpoint_dir}: only LlamaForCausalLM is supported, config says {hf.get('architectures')}")
+    tensors, _ = safetensors_io.load_file(os.path.join(checkpoint_dir, "model.safetensors"))
+    if hf.get("tie_word_embeddings", False) != ("lm_head.weight" not in tensors):
+        raise ValueError(f"{checkpoint_dir}: tie_word_embeddings disagrees with the presence of lm_head.weight")
+
+    writer = gguf.GGUFWriter(out_path, ARCHITECTURE)  # writes general.architecture
+    writer.add_type("model")
+    writer.add_name(model_name or os.path.basename(os.path.normpath(checkpoint_dir)))
+    writer.add_block_count(hf["num_hidden_layers"])
+    writer.add_context_length(hf["max_position_embeddings"])
+    writer.add_embedding_length(hf["hidden_size"])
+    writer.add_feed_forward_length(hf["intermediate_size"])
+    writer.add_head_count(hf["num_attention_heads"])
+    if "num_key_value_heads" in hf:
+        writer.add_head_count_kv(hf["num_key_value_heads"])
+    if "rope_theta" in hf:
+        writer.add_rope_freq_base(hf["rope_theta"])
+    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
+    if hf.get("head_dim") is not None:
+        writer.add_key_length(hf["head_dim"])
+        writer.add_value_length(hf["head_dim"])
+    writer.add_file_type(file_type(out_type))
+    writer.add_vocab_size(hf["vocab_size"])
+    writer.add_rope_dimension_count(hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"])
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    types = {}
+    for name, values in gguf_tensors(hf, tensors):
+        qtype = tensor_type(name, values, out_type)
+        data = gguf.quants.quantize(values, qtype)
+        writer.add_tensor(name, data, raw_dtype=qtype)
+        types[name] = qtype.name
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return types
+
+
+# ----------------------------------------------------------------------------------
+# The tiny-llama GGUF fixtures
+# ----------------------------------------------------------------------------------
+
+
+def tiny_spec():
+    return next(spec for spec in make_fixtures.FIXTURES if spec.name == FIXTURE_NAME)
+
+
+def run_gguf_reference(model_data, prompt_ids, dtype, sequential_dots=False):
+    """The golden tensors of a GGUF fixture, in one precision."""
+    model = gguf_ref.reference_model(model_data, dtype=dtype, sequential_dots=sequential_dots)
+    logits = model.forward(prompt_ids, model.new_cache())
+    greedy_ids, greedy_logits = llama_ref.greedy_decode(model, prompt_ids, make_fixtures.GREEDY_STEPS)
+    outputs = {
+        "prompt_ids": np.array(prompt_ids, dtype=np.int32),
+        "logits": logits,
+        "greedy.ids": greedy_ids,
+        "greedy.logits": greedy_logits,
+    }
+    return model, outputs
+
+
+def check_f32_gguf(fixture_dir, gguf_path):
+    """The F32 GGUF is the safetensors checkpoint, losslessly: its tensors un-permuted are bit-identical
+    to model.safetensors, and the reference on it (adjacent RoPE) reproduces golden.safetensors.
+    Returns the worst relative difference of the logits; raises on any failure."""
+    spec = tiny_spec()
+    model_data = gguf_ref.read_gguf(gguf_path)
+    original, _ = safetensors_io.load_file(os.path.join(fixture_dir, "model.safetensors"))
+    hf = spec.config
+    restored = {}
+    for hf_tensor_name, values in gguf_ref.hf_named_tensors(model_data).items():
+        # Undo the converter's permutation: it maps row s*hd/2 + j of a head to row 2j + s.
+        heads = hf["num_attention_heads"] if ".q_proj." in hf_tensor_name else hf["num_key_value_heads"]
+        if ".q_proj." in hf_tensor_name or ".k_proj." in hf_tensor_name:
+            values = values.reshape(heads, values.shape[0] // heads // 2, 2, *values.shape[1:]).swapaxes(1, 2).reshape(values.shape)
+        restored[hf_tensor_name] = values
+    if sorted(restored) != sorted(original):
+        raise AssertionError(f"{gguf_path}: tensor set differs from model.safetensors: {sorted(set(restored) ^ set(original))}")
+    for name, values in original.items():
+        if restored[name].dtype != np.float32 or not np.array_equal(restored[name], values):
+            raise AssertionError(f"{gguf_path}: {name} is not bit-identical to model.safetensors after un-permuting")
+
+    golden, _ = safetensors_io.load_file(os.path.join(fixture_dir, "golden.safetensors"))
+    _, outputs = run_gguf_reference(model_data, list(spec.prompt_ids), np.float64)
+    if not np.array_equal(outputs["greedy.ids"], golden["greedy.ids"]):
+        raise AssertionError(f"{gguf_path}: greedy ids {outputs['greedy.ids']} differ from golden {golden['greedy.ids']}")
+    worst = 0.0
+    for name in ("logits", "greedy.logits"):
+        error = llama_ref.max_relative_error(outputs[name], golden[name])
+        if error > F32_GGUF_VS_GOLDEN_TOLERANCE:
+            raise AssertionError(f"{gguf_path}: {name} differs from golden.safetensors by {error:.3e}")
+        worst = max(worst, error)
+    return worst
+
+
+def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
+    """Golden tensors and manifest of one quantized GGUF fixture; raises if a guarantee fails."""
+    config = llama_ref.ModelConfig.from_hf(spec.config)
+    prompt_ids = list(spec.prompt_ids)
+    model_data = gguf_ref.read_gguf(gguf_path)
+    model64, golden = run_gguf_reference(model_data, prompt_ids, np.float64)
+    _, float32_blas = run_gguf_reference(model_data, prompt_ids, np.float32)
+    _, float32_sequential = run_gguf_reference(model_data, prompt_ids, np.float32, sequential_dots=True)
+
+    llama_ref.check_decode_matches_reprefill(
+        model64, prompt_ids, golden["greedy.ids"], golden["greedy.logits"], make_fixtures.DECODE_VS_PREFILL_TOLERANCE
+    )
+    assert np.array_equal(golden["logits"][-1], golden["greedy.logits"][0])
+
+    threshold = make_fixtures.FLOAT_THRESHOLD
+    min_gap = min(llama_ref.top1_top2_gap(row) for row in golden["greedy.logits"])
+    largest_allowed_shift = threshold * float(np.max(np.abs(golden["greedy.logits"])))
+    if min_gap < make_fixtures.MIN_GREEDY_GAP or min_gap < 20 * largest_allowed_shift:
+        raise AssertionError(f"{out_type}: greedy top-1/top-2 gap {min_gap:.3e} too small (allowed shift {largest_allowed_shift:.1e})")
+
+    # How far quantization moved the logits from the float32 model's (prefill rows; the greedy rows
+    # may follow other tokens). Must be far above the threshold for the golden to identify the type.
+    shift = llama_ref.max_relative_error(golden["logits"], f32_golden["logits"])
+    if shift < MIN_QUANTIZATION_SHIFT_FACTOR * threshold:
+        raise AssertionError(f"{out_type}: quantization moves the logits by only {shift:.2e}, too close to the threshold")
+
+    why = (
+        make_fixtures.float_why(config, longest_context=len(prompt_ids) + make_fixtures.GREEDY_STEPS - 1)
+        + "; this assumes the weights are dequantized exactly as ggml defines it (each block value to float32) and all "
+        "arithmetic is float32 or better: an engine that also quantizes activations (e.g. to Q8 blocks before a "
+        "quantized dot product) makes larger errors and needs its own bound"
+    )
+    tensors = []
+    descriptions = dict(make_fixtures.tensor_descriptions(config))
+    for name in ("prompt_ids", "logits", "greedy.ids", "greedy.logits"):
+        reference = golden[name]
+        entry = {
+            "name": name,
+            "file": golden_file_name(out_type),
+            "shape": list(reference.shape),
+            "dtype": "I32" if reference.dtype == np.int32 else "F64",
+            "what": descriptions[name],
+        }
+        if reference.dtype == np.int32:
+            for label, run in (("float32", float32_blas), ("float32_sequential", float32_sequential)):
+                if not np.array_equal(run[name], reference):
+                    raise AssertionError(f"{out_type}: {label} run disagrees on {name}")
+            entry["check"] = {"metric": "exact", "threshold": 0, "why": make_fixtures.EXACT_WHY}
+            entry["observed_float32"] = "identical"
+        else:
+            observed = llama_ref.max_relative_error(float32_blas[name], reference)
+            observed_sequential = llama_ref.max_relative_error(float32_sequential[name], reference)
+            if max(observed, observed_sequential) * make_fixtures.REQUIRED_MARGIN > threshold:
+                raise AssertionError(f"{out_type}: {name}: float32 error leaves less than {make_fixtures.REQUIRED_MARGIN}x margin")
+            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": threshold, "why": why}
+            entry["observed_float32"] = make_fixtures.significant(observed, 3)
+            entry["observed_float32_sequential"] = make_fixtures.significant(observed_sequential, 3)
+        tensors.append(entry)
+
+    counts = {}
+    for type_name in tensor_types.values():
+        counts[type_name] = counts.get(type_name, 0) + 1
+    manifest = {
+        "format": "plumb-golden",
+        "version": 1,
+        "name": f"{spec.name}/{file_name(out_type)}",
+        "description": f"the {spec.name} checkpoint converted to GGUF ({out_type}); reference run on the weights "
+        "gguf-py dequantizes from the file, Q/K rows as stored, adjacent-pair RoPE",
+        "generator": GENERATOR,
+        "seed": spec.seed,
+        "config": "../config.json",
+        "weights": f"../{file_name(out_type)}",
+        "golden": golden_file_name(out_type),
+        "gguf": {
+            "type": out_type,
+            "tensor_types": {name: tensor_types[name] for name in tensor_types},
+            "tensor_type_counts": dict(sorted(counts.items())),
+            "logits_shift_from_f32_model": make_fixtures.significant(shift, 3),
+        },
+        "prompt_ids": prompt_ids,
+        "greedy": {
+            "steps": make_fixtures.GREEDY_STEPS,
+            "stop_on_eos": False,
+            "min_top1_top2_gap": make_fixtures.significant(min_gap),
+            "ids": [int(t) for t in golden["greedy.ids"]],
+        },
+        "tensors": tensors,
+    }
+    return golden, manifest
+
+
+def golden_readme_text():
+    return f"""# tiny-llama GGUF goldens
+
+Generated, do not edit: written by `{GENERATOR} fixtures` (which also writes `../model.*.gguf`);
+checked by `tools/reference/check_fixtures.py`. Details: `tools/reference/README.md`.
+
+`../model.<type>.gguf` is the tiny-llama checkpoint (`../model.safetensors`, `../config.json`) converted the way
+llama.cpp's `convert_hf_to_gguf.py` does (Q/K rows permuted per head, llama.* metadata, no tokenizer keys),
+with `<type>` one of f32, f16, q8_0 (every 2-D tensor F16 / Q8_0), q4_0, q4_1 (block weights Q4_0 / Q4_1,
+token_embd and output Q8_0, as llama-quantize does). Norms are F32 in all of them.
+
+For each quantized `<type>` (all but f32) this folder holds:
+
+| file | contents |
+|---|---|
+| `model.<type>.golden.safetensors` | `prompt_ids` [11] I32, `logits` [11, 320] F64, `greedy.ids` [16] I32, `greedy.logits` [16, 320] F64: the same names, shapes and meanings as `../golden.safetensors` (docs/fixtures-golden-format.md) |
+| `model.<type>.manifest.json` | the plumb-golden manifest of those tensors (metric, threshold, why), plus a `gguf` section: the ggml type of every tensor and how far quantization moved the logits from the float32 model |
+
+The golden is the float64 NumPy reference run on the weights that gguf-py's own dequantizer
+(`gguf.quants.dequantize`) reads back from the GGUF file, with the Q/K rows as stored and adjacent-pair RoPE, so
+it shares no code with plumb's GGUF reader, block decoders or Q/K un-permutation. The threshold (1e-5, metric
+max|err|/max|ref|) is the float32 one of the safetensors goldens and assumes exact dequantization to float32 and
+float32 arithmetic; an engine that quantizes activations needs a wider, separately justified bound.
+
+There is no golden for `model.f32.gguf`: it holds the same numbers as `../model.safetensors`, and the generator
+proves that the reference on it reproduces `../golden.safetensors` (to 1e-12), so that golden applies.
+"""
+
+
+def write_fixtures(out_dir):
+    """Write fixtures/tiny-llama/model.*.gguf and the GGUF goldens. The tiny-llama checkpoint must
+    already be in out_dir (make_fixtures.py writes it). Returns a list of report lines."""
+    spec = tiny_spec()
+    fixture_dir = os.path.join(out_dir, spec.name)
+    golden_dir = os.path.join(fixture_dir, GOLDEN_DIR)
+    os.makedirs(golden_dir, exist_ok=True)
+    f32_golden, _ = safetensors_io.load_file(os.path.join(fixture_dir, "golden.safetensors"))
+    lines = []
+    for out_type in TYPES:
+        gguf_path = os.path.join(fixture_dir, file_name(out_type))
+        types = convert(fixture_dir, gguf_path, out_type, model_name=spec.name)
+        size = os.path.getsize(gguf_path)
+        if out_type == "f32":
+            worst = check_f32_gguf(fixture_dir, gguf_path)
+            lines.append(f"{file_name(out_type)}: {size} bytes; reproduces golden.safetensors to {worst:.1e}")
+            continue
+        golden, manifest = build_gguf_golden(spec, out_type, gguf_path, types, f32_golden)
+        safetensors_io.save_file(
+            os.path.join(golden_dir, golden_file_name(out_type)),
+            {name: (a if a.dtype == np.int32 else np.asarray(a, dtype=np.float64)) for name, a in golden.items()},
+            metadata={"format": "plumb-golden", "fixture": manifest["name"], "generator": GENERATOR},
+        )
+        make_fixtures.write_json(os.path.join(golden_dir, manifest_file_name(out_type)), manifest)
+        floats = [t for t in manifest["tensors"] if t["dtype"] == "F64"]
+        worst = max(max(t["observed_float32"], t["observed_float32_sequential"]) for t in floats)
+        lines.append(
+            f"{file_name(out_type)}: {size} bytes; types {manifest['gguf']['tensor_type_counts']}; greedy ids "
+            f"{manifest['greedy']['ids']}; min gap {manifest['greedy']['min_top1_top2_gap']}; logits moved "
+            f"{manifest['gguf']['logits_shift_from_f32_model']} from f32; worst float32 error {worst:.2e}"
+        )
+    with open(os.path.join(golden_dir, "README.md"), "w", encoding="utf-8") as f:
+        f.write(golden_readme_text())
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    c = commands.add_parser("convert", help="convert one HF checkpoint directory to GGUF")
+    c.add_argument("checkpoint", help="directory with config.json and model.safetensors")
+    c.add_argument("out", help="output .gguf path")
+    c.add_argument("--type", default="f32", choices=TYPES, help="tensor types (default f32)")
+    c.add_argument("--name", default=None, help="general.name (default: the checkpoint folder's name)")
+    f = commands.add_parser("fixtures", help="write the tiny-llama GGUF fixtures and their goldens")
+    f.add_argument("--out", default=os.path.join(make_fixtures.REPO_ROOT, "fixtures"), help="fixtures folder (default: repo fixtures/)")
+    args = parser.parse_args(argv)
+    if args.command == "convert":
+        types = convert(args.checkpoint, args.out, args.type, model_name=args.name)
+        counts = {}
+        for t in types.values():
+            counts[t] = counts.get(t, 0) + 1
+        print(f"wrote {args.out}: {len(types)} tensors {dict(sorted(counts.items()))}")
+    else:
+        for line in write_fixtures(args.out):
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
