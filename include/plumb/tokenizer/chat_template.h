@@ -1,0 +1,70 @@
+// ChatTemplate: turns a conversation into the prompt text an instruct model was trained on.
+//
+// plumb embeds no Jinja interpreter. Like llama.cpp's llm_chat_detect_template, FromJinja recognises which
+// known style a model's template (GGUF tokenizer.chat_template) writes, by markers in its text, and Render
+// writes that style in C++. Each style reproduces one family of real templates byte for byte, including
+// their whitespace and strip() rules; tests/tokenizer/chat_template_test.cpp compares Render with jinja2's
+// rendering of the real template texts (fixtures/chat/, tools/reference/make_chat_template_fixtures.py).
+// A template that looks like a known style but writes something plumb does not (Llama 3.1's date
+// preamble, reasoning templates) is refused rather than approximated. docs/chat-templates.md has the list.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace plumb {
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+enum class ChatStyle {
+  kChatMl,  // <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen2, Qwen2.5, OpenHermes)
+  kLlama3,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> (Llama 3.0 Instruct)
+  kLlama2,  // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> (Llama 2 chat)
+  kGemma,   // <start_of_turn>user\n...<end_of_turn>\n, no system role (Gemma 1 and 2 instruct)
+};
+
+// "chatml", "llama3", "llama2", "gemma": the names FromName accepts.
+std::string_view ChatStyleName(ChatStyle style);
+
+class ChatTemplate {
+ public:
+  // Recognises the style of a Jinja template text. Throws plumb::Error naming the styles plumb knows and
+  // quoting the start of the template when it cannot apply it; an empty template is an error too (the
+  // caller picks a fallback by name). bos_text/eos_text are what the template's bos_token/eos_token
+  // expand to (the token texts, e.g. "<s>" and "</s>").
+  static ChatTemplate FromJinja(std::string_view jinja, std::string bos_text, std::string eos_text);
+
+  // A style by name ("chatml", "llama3", "llama2", "gemma"), with no default system prompt. Throws
+  // plumb::Error listing the names for any other.
+  static ChatTemplate FromName(std::string_view name, std::string bos_text, std::string eos_text);
+
+  ChatStyle style() const { return style_; }
+
+  // The prompt text for the conversation; add_generation_prompt appends the assistant header (Llama 2
+  // has none: its prompt already ends with "[/INST]" after a user turn). Throws plumb::Error, naming the
+  // message, for an empty conversation, an unknown role, a system message that is not first, and where
+  // the style's real template raises (Llama 2 and Gemma: roles must alternate user/assistant starting with
+  // user; Gemma: no system role); in those cases the message contains the real template's own words.
+  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+
+  // The system prompt the template inserts when the conversation does not start with a system message
+  // (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face"); "" if none.
+  const std::string& default_system_prompt() const { return default_system_prompt_; }
+
+ private:
+  ChatTemplate(ChatStyle style, std::string bos_text, std::string eos_text)
+      : style_(style), bos_text_(std::move(bos_text)), eos_text_(std::move(eos_text)) {}
+
+  ChatStyle style_;
+  std::string bos_text_;
+  std::string eos_text_;
+  bool has_default_system_prompt_ = false;  // the template may insert an empty one
+  std::string default_system_prompt_;
+};
+
+}  // namespace plumb

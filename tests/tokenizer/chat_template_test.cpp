@@ -1,0 +1,341 @@
+// ChatTemplate against jinja2: fixtures/chat/*.json hold real chat template texts and what jinja2 renders
+// from them, the way Hugging Face transformers runs them (tools/reference/make_chat_template_fixtures.py).
+// plumb must detect each template's style, render every conversation it accepts to exactly the same
+// text, refuse every conversation the real template refuses (quoting its words), and refuse templates it
+// cannot render, saying why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plumb/core/error.h"
+#include "plumb/tokenizer/chat_template.h"
+
+namespace plumb {
+namespace {
+
+using nlohmann::json;
+
+struct Fixture {
+  std::string file;
+  json data;
+};
+
+std::vector<Fixture> LoadFixtures() {
+  const std::filesystem::path dir = std::filesystem::path(PLUMB_SOURCE_DIR) / "fixtures" / "chat";
+  std::vector<Fixture> fixtures;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    fixtures.push_back({entry.path().filename().string(), json::parse(text.str())});
+  }
+  std::sort(fixtures.begin(), fixtures.end(),
+            [](const Fixture& a, const Fixture& b) { return a.file < b.file; });
+  return fixtures;
+}
+
+const std::vector<Fixture>& Fixtures() {
+  static const std::vector<Fixture> fixtures = LoadFixtures();
+  return fixtures;
+}
+
+ChatTemplate TemplateOf(const json& fixture) {
+  return ChatTemplate::FromJinja(fixture["template"].get<std::string>(),
+                                 fixture["bos_token"].get<std::string>(),
+                                 fixture["eos_token"].get<std::string>());
+}
+
+std::vector<ChatMessage> MessagesOf(const json& c) {
+  std::vector<ChatMessage> messages;
+  for (const json& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+  return messages;
+}
+
+// The plumb::Error message of f() ("" if it does not throw).
+template <typename F>
+std::string ErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string CaseName(const Fixture& f, const json& c) {
+  return f.file + " / " + c["name"].get<std::string>() +
+         (c["add_generation_prompt"].get<bool>() ? " + generation prompt" : "");
+}
+
+// Guards against a test that passes because the fixtures are missing or were thinned out.
+TEST(ChatTemplateFixtures, CoverEveryStyleAndSomeRefusals) {
+  std::set<std::string> styles;
+  int refused = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) {
+      ++refused;
+    } else {
+      styles.insert(f.data["style"].get<std::string>());
+    }
+  }
+  const std::set<std::string> all = {"chatml", "llama3", "llama2", "gemma"};
+  EXPECT_EQ(styles, all);
+  EXPECT_GE(refused, 3);
+}
+
+TEST(ChatTemplateFixtures, DetectTheStyleAndDefaultSystemPromptOfEachRealTemplate) {
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    SCOPED_TRACE(f.file);
+    const ChatTemplate t = TemplateOf(f.data);
+    EXPECT_EQ(ChatStyleName(t.style()), f.data["style"].get<std::string>());
+    // Derived by the generator from the template's rendering of a lone user message; plumb reads it from
+    // the template's source.
+    EXPECT_EQ(t.default_system_prompt(), f.data["default_system_prompt"].get<std::string>());
+  }
+}
+
+TEST(ChatTemplateFixtures, SmolLm2DefaultSystemPromptIsFound) {
+  // The model plumb runs: its template must not render as plain ChatML.
+  const auto it = std::find_if(Fixtures().begin(), Fixtures().end(),
+                               [](const Fixture& f) { return f.file == "smollm2-135m-instruct.json"; });
+  ASSERT_NE(it, Fixtures().end());
+  EXPECT_FALSE(TemplateOf(it->data).default_system_prompt().empty());
+}
+
+TEST(ChatTemplateFixtures, RefuseTemplatesPlumbCannotRenderSayingWhy) {
+  for (const Fixture& f : Fixtures()) {
+    if (!f.data["style"].is_null()) continue;
+    SCOPED_TRACE(f.file);
+    const std::string message = ErrorOf([&] { TemplateOf(f.data); });
+    ASSERT_FALSE(message.empty());
+    EXPECT_NE(message.find(f.data["refusal"].get<std::string>()), std::string::npos) << message;
+    for (const char* name : {"chatml", "llama3", "llama2", "gemma", "--chat-template"}) {
+      EXPECT_NE(message.find(name), std::string::npos) << message;
+    }
+    // Quotes the start of the template (the fixtures' first 16 characters are printable ASCII).
+    EXPECT_NE(message.find(f.data["template"].get<std::string>().substr(0, 16)), std::string::npos)
+        << message;
+  }
+}
+
+TEST(ChatTemplateFixtures, RenderExactlyWhatJinja2Renders) {
+  int compared = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    const ChatTemplate t = TemplateOf(f.data);
+    for (const json& c : f.data["cases"]) {
+      if (!c["plumb_accepts"].get<bool>()) continue;
+      SCOPED_TRACE(CaseName(f, c));
+      EXPECT_EQ(t.Render(MessagesOf(c), c["add_generation_prompt"].get<bool>()),
+                c["rendered"].get<std::string>());
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 200);
+}
+
+TEST(ChatTemplateFixtures, RefuseWhatTheRealTemplateRefusesInItsWords) {
+  int refused_by_both = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    const ChatTemplate t = TemplateOf(f.data);
+    for (const json& c : f.data["cases"]) {
+      if (c["plumb_accepts"].get<bool>()) continue;
+      SCOPED_TRACE(CaseName(f, c));
+      const std::string message =
+          ErrorOf([&] { t.Render(MessagesOf(c), c["add_generation_prompt"].get<bool>()); });
+      ASSERT_FALSE(message.empty()) << "plumb rendered a conversation it should refuse";
+      EXPECT_NE(message.find(ChatStyleName(t.style())), std::string::npos) << message;
+      if (c.contains("jinja_error")) {
+        EXPECT_NE(message.find(c["jinja_error"].get<std::string>()), std::string::npos) << message;
+        ++refused_by_both;
+      }
+    }
+  }
+  EXPECT_GE(refused_by_both, 10);
+}
+
+// The chat loop keeps the KV cache of the conversation so far and prefills only what a new user turn adds.
+// That is valid only if rendering the conversation so far (ending with the assistant's reply, no
+// generation prompt) is a prefix of rendering it plus the next user message with the generation prompt.
+// It holds for all four styles: each message renders from itself, its position and messages[0] alone, and
+// the generation prompt only appends (Llama 2 has none). It fails for templates that rewrite earlier
+// turns, such as reasoning templates that drop <think> from past replies, which plumb refuses; the chat
+// loop must re-prefill whenever the check below would fail. Two caveats the loop handles, not this class:
+// Llama 2/3 and Gemma strip the reply's surrounding whitespace, so the rendered reply can differ from the
+// tokens the model generated, and the text prefix is a token prefix only if tokenization does not merge
+// across the boundary.
+TEST(ChatTemplateFixtures, PrefixPropertyHoldsAsJinja2Says) {
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    SCOPED_TRACE(f.file);
+    const ChatTemplate t = TemplateOf(f.data);
+    int checked = 0;
+    bool holds = true;
+    for (const json& c : f.data["cases"]) {
+      std::vector<ChatMessage> so_far = MessagesOf(c);
+      if (!c["plumb_accepts"].get<bool>() || c["add_generation_prompt"].get<bool>() || so_far.empty() ||
+          so_far.back().role != "assistant") {
+        continue;
+      }
+      std::vector<ChatMessage> next = so_far;
+      next.push_back({"user", "And one more thing?"});
+      const std::string before = t.Render(so_far, false);
+      const std::string after = t.Render(next, true);
+      ++checked;
+      holds = holds && after.starts_with(before);
+    }
+    EXPECT_GE(checked, 2);
+    EXPECT_EQ(holds, f.data["prefix_property"].get<bool>());
+    EXPECT_TRUE(holds) << "the chat loop would have to re-prefill every turn";
+  }
+}
+
+TEST(ChatTemplateFixtures, PrefixPropertyHoldsForTemplatesChosenByName) {
+  const std::vector<ChatMessage> so_far = {
+      {"system", " sys "}, {"user", " q1 "}, {"assistant", " a1 "}, {"user", "q2"}, {"assistant", "a2\n"}};
+  for (const char* name : {"chatml", "llama3", "llama2"}) {
+    SCOPED_TRACE(name);
+    const ChatTemplate t = ChatTemplate::FromName(name, "<s>", "</s>");
+    std::vector<ChatMessage> next = so_far;
+    next.push_back({"user", "q3"});
+    EXPECT_TRUE(t.Render(next, true).starts_with(t.Render(so_far, false)));
+  }
+  const ChatTemplate gemma = ChatTemplate::FromName("gemma", "<bos>", "<eos>");
+  const std::vector<ChatMessage> no_system(so_far.begin() + 1, so_far.end());
+  std::vector<ChatMessage> next = no_system;
+  next.push_back({"user", "q3"});
+  EXPECT_TRUE(gemma.Render(next, true).starts_with(gemma.Render(no_system, false)));
+}
+
+// --- choosing a template by name, and templates that are not in the fixtures
+// ---------------------------------
+
+TEST(ChatTemplate, FromNameKnowsEveryStyleByItsName) {
+  for (const ChatStyle style :
+       {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2, ChatStyle::kGemma}) {
+    const ChatTemplate t = ChatTemplate::FromName(ChatStyleName(style), "<s>", "</s>");
+    EXPECT_EQ(t.style(), style);
+    EXPECT_EQ(t.default_system_prompt(), "");
+  }
+}
+
+TEST(ChatTemplate, FromNameListsTheNamesForAnUnknownOne) {
+  const std::string message = ErrorOf([] { ChatTemplate::FromName("ChatML", "", ""); });
+  EXPECT_NE(message.find("'ChatML'"), std::string::npos) << message;
+  for (const char* name : {"chatml", "llama3", "llama2", "gemma"}) {
+    EXPECT_NE(message.find(name), std::string::npos) << message;
+  }
+}
+
+TEST(ChatTemplate, FromNameChatMlHasNoDefaultSystemTurn) {
+  const ChatTemplate t = ChatTemplate::FromName("chatml", "", "");
+  EXPECT_EQ(t.Render({{"user", "hi"}}, true).find("system"), std::string::npos);
+}
+
+TEST(ChatTemplate, EmptyTemplateIsAnErrorNamingTheChoices) {
+  for (const char* text : {"", " \n\t "}) {
+    const std::string message = ErrorOf([&] { ChatTemplate::FromJinja(text, "", ""); });
+    EXPECT_NE(message.find("empty"), std::string::npos) << message;
+    EXPECT_NE(message.find("--chat-template"), std::string::npos) << message;
+  }
+}
+
+TEST(ChatTemplate, RefusesReasoningAndNewerGemmaTemplates) {
+  const std::string think =
+      "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% "
+      "endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}";
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(think, "", ""); }).find("<think>"), std::string::npos);
+  const std::string gemma_with_system =
+      "{{ bos_token }}{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\\n' + m['content'] | trim "
+      "+ "
+      "'<end_of_turn>\\n' }}{% endfor %}";
+  EXPECT_NE(
+      ErrorOf([&] { ChatTemplate::FromJinja(gemma_with_system, "", ""); }).find("accepts system messages"),
+      std::string::npos);
+}
+
+TEST(ChatTemplate, QuotesAnUnknownTemplateOnOneLine) {
+  const std::string text =
+      "Line one\nline two\t\x01 and a long tail that goes past sixty bytes for sure, surely";
+  const std::string message = ErrorOf([&] { ChatTemplate::FromJinja(text, "", ""); });
+  EXPECT_NE(message.find("\"Line one\\nline two\\t\\x01 and a long"), std::string::npos) << message;
+  EXPECT_NE(message.find("...\""), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+TEST(ChatTemplate, DefaultSystemPromptDecodesJinjaEscapesOrRefuses) {
+  const std::string escaped =
+      R"({% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nIt\'s "fine"\\ok<|im_end|>\n' }}{% endif %})"
+      R"({% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %})";
+  EXPECT_EQ(ChatTemplate::FromJinja(escaped, "", "").default_system_prompt(), "It's \"fine\"\\ok");
+
+  // A quote in the text between tags must not start a literal; a literal in a comment does not count.
+  const std::string text_between_tags =
+      "Don't {# '<|im_start|>system\nfrom a comment<|im_end|>' #}{{ '<|im_start|>system\nreal<|im_end|>\n' "
+      "}}";
+  EXPECT_EQ(ChatTemplate::FromJinja(text_between_tags, "", "").default_system_prompt(), "real");
+
+  const std::string unknown_escape = R"({{ '<|im_start|>system\x41<|im_end|>\n' }})";
+  EXPECT_EQ(ChatTemplate::FromJinja(unknown_escape, "", "").default_system_prompt(), "")
+      << "not a system header: system is followed by \\x41, not a newline";
+  const std::string bad_escape = R"({{ '<|im_start|>system\nA\x41<|im_end|>\n' }})";
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(bad_escape, "", ""); }).find("\\x"), std::string::npos);
+
+  const std::string two =
+      "{{ '<|im_start|>system\nA<|im_end|>\n' }}{{ '<|im_start|>system\nB<|im_end|>\n' }}";
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(two, "", ""); }).find("two different"), std::string::npos);
+
+  const std::string unterminated = "<|im_start|><|im_end|>{{ 'abc }}";
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(unterminated, "", ""); }).find("byte offset 25"),
+            std::string::npos);
+}
+
+// Python's strip() sees only valid UTF-8 (a str); plumb's contents are bytes. The rule: bytes that are
+// not a valid UTF-8 sequence are not whitespace, and stripping never reads past the content.
+TEST(ChatTemplate, StripTreatsInvalidUtf8AsText) {
+  const ChatTemplate t = ChatTemplate::FromName("gemma", "", "");
+  const auto body = [&](const std::string& content) {
+    const std::string out = t.Render({{"user", content}}, false);
+    const std::string head = "<start_of_turn>user\n";
+    const std::string tail = "<end_of_turn>\n";
+    return out.substr(head.size(), out.size() - head.size() - tail.size());
+  };
+  EXPECT_EQ(body(" \xff "), "\xff");
+  EXPECT_EQ(body("x\xe3\x80"), "x\xe3\x80");          // U+3000 cut short: not a space
+  EXPECT_EQ(body("\xe3\x80\x80x\xe3\x80\x80"), "x");  // U+3000 whole: a space
+  EXPECT_EQ(body("\xc2\xa0\xc0\xa0"), "\xc0\xa0");    // overlong U+0020 is not a space
+  EXPECT_EQ(body("\x80\x80\x80\x80\x80 "), "\x80\x80\x80\x80\x80");
+  EXPECT_EQ(body(std::string("a\0 ", 3)), std::string("a\0", 2));  // NUL is not whitespace in Python
+}
+
+TEST(ChatTemplate, RenderNamesTheOffendingMessage) {
+  const ChatTemplate chatml = ChatTemplate::FromName("chatml", "", "");
+  std::string message = ErrorOf([&] { chatml.Render({{"user", "a"}, {"tool", "b"}}, true); });
+  EXPECT_NE(message.find("messages[1] (role 'tool')"), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown role"), std::string::npos) << message;
+  message = ErrorOf([&] { chatml.Render({{"user", "a"}, {"system", "b"}}, true); });
+  EXPECT_NE(message.find("messages[1] (role 'system')"), std::string::npos) << message;
+  message = ErrorOf([&] { chatml.Render({}, true); });
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+
+  const ChatTemplate llama2 = ChatTemplate::FromName("llama2", "<s>", "</s>");
+  message = ErrorOf([&] { llama2.Render({{"system", "s"}, {"user", "a"}, {"user", "b"}}, true); });
+  EXPECT_NE(message.find("messages[2] (role 'user')"), std::string::npos) << message;
+  EXPECT_NE(message.find("must alternate"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace plumb

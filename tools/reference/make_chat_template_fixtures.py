@@ -1,0 +1,347 @@
+"""Generate fixtures/chat/*.json: real chat templates rendered by jinja2, the oracle for plumb's ChatTemplate.
+
+    python3 tools/reference/make_chat_template_fixtures.py [--out DIR]    # default DIR: <repo>/fixtures/chat
+    python3 tools/reference/make_chat_template_fixtures.py --check        # regenerate, compare, exit 1 on a diff
+    ... --gguf models/SmolLM2-135M-Instruct.Q4_1.gguf                      # also check SmolLM2's text (needs gguf)
+
+Needs jinja2==3.1.6 (the version pinned here; `python3 -m venv V && V/bin/pip install jinja2==3.1.6`).
+
+plumb has no Jinja interpreter: it recognises a template's style and renders it in C++. This script renders
+the real template texts the way Hugging Face transformers does (apply_chat_template: an
+ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the loopcontrols extension, and a
+raise_exception global) over a fixed set of conversations, and writes one JSON file per template:
+
+  name, source               which model the template comes from, and where its text was taken from
+  template                   the template text, exactly (what GGUF tokenizer.chat_template would hold)
+  bos_token, eos_token       what the template's bos_token/eos_token expand to
+  style                      the plumb style that must be detected ("chatml", ...), or null: plumb must
+                             refuse the template (then "refusal" says why, and there are no cases)
+  default_system_prompt      derived by rendering a lone user message: the system text the template inserts
+  prefix_property            whether render(conv ending with an assistant turn) is a prefix of
+                             render(conv + user turn, add_generation_prompt) for every such conversation
+  cases[]                    name, messages, add_generation_prompt, plumb_accepts, and then
+                               plumb_accepts: rendered (plumb must produce exactly this text)
+                               otherwise:     jinja_error (the real template's exception text, which plumb's
+                                              error must contain) or, where the real template renders the
+                                              conversation anyway, jinja_rendered (plumb is stricter), or
+                                              jinja_failure where it fails without raise_exception
+
+plumb_accepts is plumb's rule (plumb_accepts below, the same rule as src/tokenizer/chat_template.cpp);
+the script refuses to write fixtures if plumb would accept a conversation the real template rejects.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+
+JINJA2_VERSION = "3.1.6"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GENERATOR = "tools/reference/make_chat_template_fixtures.py"
+
+
+def from_json(body):
+    """Template texts below are written as the JSON string value of tokenizer_config.json's chat_template
+    (escapes and all), so they can be compared with the published files character for character."""
+    return json.loads('"' + body + '"')
+
+
+# --- the templates ---------------------------------------------------------------------------------------
+# Each: (name, style or None, refusal or None, bos, eos, source, text).
+
+SMOLLM2 = from_json(
+    r"""{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"""
+)
+
+QWEN2 = from_json(
+    r"""{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"""
+)
+
+# Newlines written as Jinja escapes ('\n' inside the Jinja string), unlike SmolLM2's literal newlines.
+OPENHERMES = from_json(
+    r"""{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"""
+)
+
+QWEN25 = from_json(
+    r"""{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- messages[0]['content'] }}\n    {%- else %}\n        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n    {%- endif %}\n    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n    {%- for tool in tools %}\n        {{- \"\\n\" }}\n        {{- tool | tojson }}\n    {%- endfor %}\n    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- for message in messages %}\n    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == \"assistant\" and not message.tool_calls) %}\n        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    {%- elif message.role == \"assistant\" %}\n        {{- '<|im_start|>' + message.role }}\n        {%- if message.content %}\n            {{- '\\n' + message.content }}\n        {%- endif %}\n        {%- for tool_call in message.tool_calls %}\n            {%- if tool_call.function is defined %}\n                {%- set tool_call = tool_call.function %}\n            {%- endif %}\n            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n            {{- tool_call.name }}\n            {{- '\", \"arguments\": ' }}\n            {{- tool_call.arguments | tojson }}\n            {{- '}\\n</tool_call>' }}\n        {%- endfor %}\n        {{- '<|im_end|>\\n' }}\n    {%- elif message.role == \"tool\" %}\n        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n            {{- '<|im_start|>user' }}\n        {%- endif %}\n        {{- '\\n<tool_response>\\n' }}\n        {{- message.content }}\n        {{- '\\n</tool_response>' }}\n        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n            {{- '<|im_end|>\\n' }}\n        {%- endif %}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n"""
+)
+
+LLAMA3 = from_json(
+    r"""{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"""
+)
+
+LLAMA2 = from_json(
+    r"""{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"""
+)
+
+GEMMA = from_json(
+    r"""{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"""
+)
+
+LLAMA32 = from_json(
+    r"""{{- bos_token }}\n{%- if custom_tools is defined %}\n    {%- set tools = custom_tools %}\n{%- endif %}\n{%- if not tools_in_user_message is defined %}\n    {%- set tools_in_user_message = true %}\n{%- endif %}\n{%- if not date_string is defined %}\n    {%- if strftime_now is defined %}\n        {%- set date_string = strftime_now(\"%d %b %Y\") %}\n    {%- else %}\n        {%- set date_string = \"26 Jul 2024\" %}\n    {%- endif %}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n\n{#- This block extracts the system message, so we can slot it into the right place. #}\n{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content']|trim %}\n    {%- set messages = messages[1:] %}\n{%- else %}\n    {%- set system_message = \"\" %}\n{%- endif %}\n\n{#- System message #}\n{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{%- if tools is not none %}\n    {{- \"Environment: ipython\\n\" }}\n{%- endif %}\n{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{%- if tools is not none and not tools_in_user_message %}\n    {{- \"You have access to the following functions. To call a function, please respond with JSON for a function call.\" }}\n    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n    {{- \"Do not use variables.\\n\\n\" }}\n    {%- for t in tools %}\n        {{- t | tojson(indent=4) }}\n        {{- \"\\n\\n\" }}\n    {%- endfor %}\n{%- endif %}\n{{- system_message }}\n{{- \"<|eot_id|>\" }}\n\n{#- Custom tools are passed in a user message with some extra guidance #}\n{%- if tools_in_user_message and not tools is none %}\n    {#- Extract the first user message so we can plug it in here #}\n    {%- if messages | length != 0 %}\n        {%- set first_user_message = messages[0]['content']|trim %}\n        {%- set messages = messages[1:] %}\n    {%- else %}\n        {{- raise_exception(\"Cannot put tools in the first user message when there's no first user message!\") }}\n{%- endif %}\n    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}\n    {{- \"Given the following functions, please respond with a JSON for a function call \" }}\n    {{- \"with its proper arguments that best answers the given prompt.\\n\\n\" }}\n    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n    {{- \"Do not use variables.\\n\\n\" }}\n    {%- for t in tools %}\n        {{- t | tojson(indent=4) }}\n        {{- \"\\n\\n\" }}\n    {%- endfor %}\n    {{- first_user_message + \"<|eot_id|>\"}}\n{%- endif %}\n\n{%- for message in messages %}\n    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}\n        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}\n    {%- elif 'tool_calls' in message %}\n        {%- if not message.tool_calls|length == 1 %}\n            {{- raise_exception(\"This model only supports single tool-calls at once!\") }}\n        {%- endif %}\n        {%- set tool_call = message.tool_calls[0].function %}\n        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n        {{- '{\"name\": \"' + tool_call.name + '\", ' }}\n        {{- '\"parameters\": ' }}\n        {{- tool_call.arguments | tojson }}\n        {{- \"}\" }}\n        {{- \"<|eot_id|>\" }}\n    {%- elif message.role == \"tool\" or message.role == \"ipython\" %}\n        {{- \"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}\n        {%- if message.content is mapping or message.content is iterable %}\n            {{- message.content | tojson }}\n        {%- else %}\n            {{- message.content }}\n        {%- endif %}\n        {{- \"<|eot_id|>\" }}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n"""
+)
+
+MISTRAL = from_json(
+    r"""{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}"""
+)
+
+VICUNA = from_json(
+    r"""{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' + message['content'] + '\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\n' -}}{%- endif -%}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}{{-'ASSISTANT:'-}}{%- endif -%}"""
+)
+
+TEMPLATES = [
+    ("smollm2-135m-instruct", "chatml", None, "<|im_start|>", "<|im_end|>",
+     "HuggingFaceTB/SmolLM2-135M-Instruct: GGUF tokenizer.chat_template of "
+     "models/SmolLM2-135M-Instruct.Q4_1.gguf (checked with --gguf)", SMOLLM2),
+    ("qwen2-instruct", "chatml", None, "", "<|im_end|>",
+     "Qwen/Qwen2-7B-Instruct tokenizer_config.json chat_template, as quoted verbatim by several public "
+     "repositories (found with code search)", QWEN2),
+    ("qwen2.5-instruct", "chatml", None, "", "<|im_end|>",
+     "Qwen/Qwen2.5-0.5B-Instruct tokenizer_config.json chat_template, transcribed from the copy in a "
+     "public Swift Jinja test suite (not from the Hugging Face file itself)", QWEN25),
+    ("openhermes-2.5-mistral", "chatml", None, "<s>", "<|im_end|>",
+     "teknium/OpenHermes-2.5-Mistral-7B, as in llama.cpp tests/test-chat-template.cpp (newlines as Jinja "
+     "escapes)", OPENHERMES),
+    ("llama3-instruct", "llama3", None, "<|begin_of_text|>", "<|eot_id|>",
+     "meta-llama/Meta-Llama-3-8B-Instruct tokenizer_config.json chat_template (revision with "
+     "add_generation_prompt), as quoted verbatim by several public repositories", LLAMA3),
+    ("llama2-chat", "llama2", None, "<s>", "</s>",
+     "meta-llama/Llama-2-7b-chat-hf (and -13b) tokenizer_config.json chat_template, as quoted verbatim by "
+     "several public repositories", LLAMA2),
+    ("gemma-it", "gemma", None, "<bos>", "<eos>",
+     "google/gemma-2b-it and gemma-2-9b-it tokenizer_config.json chat_template, as quoted verbatim by "
+     "public repositories", GEMMA),
+    ("llama3.2-instruct", None, "Cutting Knowledge Date", "<|begin_of_text|>", "<|eot_id|>",
+     "meta-llama/Llama-3.2-3B-Instruct, llama.cpp models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja: "
+     "always writes a system turn with a dated preamble, which plumb does not render", LLAMA32),
+    ("mistral-instruct-v0.2", None, "[INST]", "<s>", "</s>",
+     "mistralai/Mistral-7B-Instruct-v0.2, as in llama.cpp tests/test-chat-template.cpp: [INST] without "
+     "Llama 2's <<SYS>> block, a different format", MISTRAL),
+    ("vicuna-1.1", None, "not recognised", "<s>", "</s>",
+     "eachadea/vicuna-13b-1.1 style, as in llama.cpp tests/test-chat-template.cpp: no known markers",
+     VICUNA),
+]
+
+
+# --- the conversations ---------------------------------------------------------------------------------------
+
+def S(text):
+    return {"role": "system", "content": text}
+
+
+def U(text):
+    return {"role": "user", "content": text}
+
+
+def A(text):
+    return {"role": "assistant", "content": text}
+
+
+def message(role, text):
+    return {"role": role, "content": text}
+
+
+CONVERSATIONS = [
+    ("user_only", [U("Hello!")]),
+    ("system_user", [S("You are a terse assistant."), U("What is 2+2?")]),
+    ("multi_turn", [S("Be brief."), U("Hi"), A("Hello! How can I help?"), U("Tell me a joke.")]),
+    ("multi_turn_no_system", [U("Hi"), A("Hello."), U("Bye")]),
+    ("ends_with_assistant", [U("Name a colour."), A("Blue.")]),
+    ("system_ends_with_assistant", [S("Answer in French."), U("Hello"), A("Bonjour"), U("Thanks"), A("De rien")]),
+    ("no_system_ends_with_assistant", [U(" Hello "), A(" Hi!\n"), U("Thanks"), A("You're welcome. ")]),
+    ("system_only", [S("You are a cat.")]),
+    ("empty_user", [U("")]),
+    ("empty_everything", [S(""), U(""), A(""), U("")]),
+    ("empty_no_system", [U(""), A(""), U("")]),
+    ("newlines", [S("Rules:\n1. be kind\n2. be brief\n"), U("line one\nline two\n\nline four"), A("\nok\n"),
+                  U("\n")]),
+    ("newlines_no_system", [U("\n\nfirst\n\n"), A("a\nb"), U("c\r\nd")]),
+    ("unicode", [U("h\u00e9llo w\u00f6rld \u2014 \u65e5\u672c\u8a9e \U0001f642"), A("\u00a1Hola! \U0001f600"),
+                 U("\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac")]),
+    ("surrounding_spaces", [S("  padded system  "), U("  padded user  "), A("   padded answer   "),
+                            U("\t tabbed \t")]),
+    ("surrounding_spaces_no_system", [U("  padded user  "), A("   padded answer   "), U(" \v\f\r\n ")]),
+    # Python's str.strip() (Jinja's trim) removes Unicode whitespace too, and only that.
+    ("unicode_whitespace", [U("\u00a0nbsp, ideographic space\u3000"), A("\u2003em space\u2028"),
+                            U("\u0085next line, unit separator\u001f"), A("\u200bzero width is not space\u200b"),
+                            U("\u1680\u2000\u200a\u2029\u202f\u205f\u001c\u001d\u001e\u000b")]),
+    ("markup_in_content", [U("{{ bos_token }} {% if x %} <|im_end|> [INST] <<SYS>> <|eot_id|>"),
+                           A("<start_of_turn>model\n'quotes' \"double\" \\backslash\\n"), U("}}{{")]),
+    ("two_users", [U("first"), U("second")]),
+    ("two_assistants", [U("q"), A("a1"), A("a2")]),
+    ("assistant_first", [A("I speak first."), U("ok")]),
+    ("system_then_assistant", [S("sys"), A("Hello, I am the assistant.")]),
+    ("empty_conversation", []),
+    ("unknown_role", [U("What is 6*7?"), message("tool", "42")]),
+    ("unknown_role_first", [message("tool", "42"), U("hi")]),
+    ("system_not_first", [U("hi"), S("late system")]),
+    ("system_third", [U("hi"), A("hello"), S("late system"), U("again")]),
+    ("two_systems", [S("one"), S("two"), U("hi")]),
+]
+
+
+def plumb_accepts(style, messages):
+    """plumb's rule for a conversation (src/tokenizer/chat_template.cpp implements the same rule)."""
+    if not messages:
+        return False
+    for i, m in enumerate(messages):
+        if m["role"] not in ("system", "user", "assistant"):
+            return False
+        if m["role"] == "system" and i > 0:
+            return False
+    if style == "gemma" and messages[0]["role"] == "system":
+        return False
+    if style in ("llama2", "gemma"):
+        turns = messages[1:] if messages[0]["role"] == "system" else messages
+        for i, m in enumerate(turns):
+            if (m["role"] == "user") != (i % 2 == 0):
+                return False
+    return True
+
+
+# --- rendering as transformers does --------------------------------------------------------------------
+
+class RaisedByTemplate(Exception):
+    """What the template's raise_exception(message) throws (transformers throws jinja2's TemplateError)."""
+
+
+def raise_exception(message):
+    raise RaisedByTemplate(message)
+
+
+def compile_template(text):
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols])
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(text)
+
+
+def render(compiled, messages, add_generation_prompt, bos, eos):
+    """(rendered text, None, None); (None, message, None) when the template called raise_exception(message);
+    (None, None, description) when rendering failed otherwise (e.g. messages[0] of an empty list)."""
+    try:
+        return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                               bos_token=bos, eos_token=eos), None, None
+    except RaisedByTemplate as error:
+        return None, str(error), None
+    except jinja2.TemplateError as error:
+        return None, None, f"{type(error).__name__}: {error}"
+
+
+def default_system_prompt(compiled, style, bos, eos):
+    """The system text a ChatML template inserts before a lone user message ("" if none), read off its
+    rendering rather than its source, so that it checks plumb's extraction from the source."""
+    if style != "chatml":
+        return ""
+    text, _, _ = render(compiled, [U("probe")], False, bos, eos)
+    header = "<|im_start|>system\n"
+    if not text.startswith(header):
+        return ""
+    return text[len(header):text.index("<|im_end|>")]
+
+
+def build_fixture(name, style, refusal, bos, eos, source, text):
+    fixture = {
+        "generator": GENERATOR,
+        "jinja2_version": JINJA2_VERSION,
+        "name": name,
+        "source": source,
+        "template": text,
+        "bos_token": bos,
+        "eos_token": eos,
+        "style": style,
+    }
+    if style is None:
+        fixture["refusal"] = refusal
+        fixture["cases"] = []
+        return fixture
+    compiled = compile_template(text)
+    fixture["default_system_prompt"] = default_system_prompt(compiled, style, bos, eos)
+    cases = []
+    prefix_checked = 0
+    prefix_holds = True
+    for conv_name, messages in CONVERSATIONS:
+        accepts = plumb_accepts(style, messages)
+        for add_generation_prompt in (False, True):
+            rendered, error, failure = render(compiled, messages, add_generation_prompt, bos, eos)
+            case = {"name": conv_name, "messages": messages, "add_generation_prompt": add_generation_prompt,
+                    "plumb_accepts": accepts}
+            if accepts:
+                if rendered is None:
+                    sys.exit(f"{name}/{conv_name}: plumb accepts a conversation the real template rejects: "
+                             f"{error or failure}")
+                case["rendered"] = rendered
+            elif error is not None:
+                case["jinja_error"] = error
+            elif failure is not None:
+                case["jinja_failure"] = failure
+            else:
+                case["jinja_rendered"] = rendered
+            cases.append(case)
+        # The prefix property the chat loop relies on (see the C++ test).
+        follow_up = messages + [U("And one more thing?")]
+        if accepts and messages[-1]["role"] == "assistant" and plumb_accepts(style, follow_up):
+            before = render(compiled, messages, False, bos, eos)[0]
+            after = render(compiled, follow_up, True, bos, eos)[0]
+            prefix_checked += 1
+            prefix_holds = prefix_holds and after.startswith(before)
+    if prefix_checked < 2:
+        sys.exit(f"{name}: fewer than two conversations exercise the prefix property")
+    fixture["prefix_property"] = prefix_holds
+    fixture["cases"] = cases
+    return fixture
+
+
+def serialise(fixture):
+    # ASCII-only output: every non-ASCII and control character is an explicit escape in the file.
+    return json.dumps(fixture, indent=1, ensure_ascii=True) + "\n"
+
+
+def check_gguf(path):
+    import gguf  # only needed for this check
+
+    reader = gguf.GGUFReader(path)
+    field = reader.fields["tokenizer.chat_template"]
+    text = bytes(field.parts[field.data[0]]).decode("utf-8")
+    if text != SMOLLM2:
+        sys.exit(f"{path}: tokenizer.chat_template differs from the SMOLLM2 text in {GENERATOR}")
+    print(f"{path}: tokenizer.chat_template is the smollm2-135m-instruct template")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.join(REPO_ROOT, "fixtures", "chat"))
+    parser.add_argument("--check", action="store_true", help="compare with the files in --out, write nothing")
+    parser.add_argument("--gguf", help="a SmolLM2 GGUF whose tokenizer.chat_template must equal SMOLLM2")
+    args = parser.parse_args()
+    if jinja2.__version__ != JINJA2_VERSION:
+        sys.exit(f"jinja2 {jinja2.__version__} installed; the fixtures are made with {JINJA2_VERSION}")
+    if args.gguf:
+        check_gguf(args.gguf)
+
+    outputs = {f"{t[0]}.json": serialise(build_fixture(*t)) for t in TEMPLATES}
+    if args.check:
+        stale = []
+        for file_name, content in outputs.items():
+            path = os.path.join(args.out, file_name)
+            if not os.path.exists(path) or open(path, encoding="utf-8").read() != content:
+                stale.append(file_name)
+        extra = sorted(set(f for f in os.listdir(args.out) if f.endswith(".json")) - set(outputs))
+        if stale or extra:
+            sys.exit(f"fixtures/chat differs from the generator: stale {stale}, not generated {extra}")
+        print(f"{len(outputs)} chat template fixtures reproduce exactly")
+        return
+    os.makedirs(args.out, exist_ok=True)
+    for file_name, content in outputs.items():
+        with open(os.path.join(args.out, file_name), "w", encoding="utf-8") as f:
+            f.write(content)
+    print(f"wrote {len(outputs)} fixtures to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
