@@ -1,6 +1,10 @@
 // RowDot: the scalar definition and the run-time choice of variant (include/plumb/kernels/row_dot.h).
 #include "plumb/kernels/row_dot.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -95,6 +99,15 @@ RowDotIsa DefaultIsa() {
   return RowDotIsaSupported(RowDotIsa::kAvx2) ? RowDotIsa::kAvx2 : RowDotIsa::kScalar;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// CPUID leaf 1, ECX bit 29. Asked directly because Clang's __builtin_cpu_supports does not know "f16c".
+// (The OS's saving of the YMM registers F16C needs is what __builtin_cpu_supports("avx2") checks.)
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+#endif
+
 }  // namespace
 
 bool HasRowDot(GgmlType type) {
@@ -107,7 +120,7 @@ bool RowDotIsaSupported(RowDotIsa isa) {
       return true;
     case RowDotIsa::kAvx2:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && HasF16c();
 #else
       return false;
 #endif

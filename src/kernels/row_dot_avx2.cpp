@@ -28,7 +28,9 @@ namespace {
 constexpr int kRows = 4;
 
 std::uint16_t ReadU16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+  std::uint16_t value;
+  std::memcpy(&value, p, sizeof value);  // x86 is little-endian, as the format
+  return value;
 }
 
 PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
@@ -96,16 +98,17 @@ PLUMB_AVX2 void PlainDots(const std::uint8_t* rows, std::size_t stride, const fl
 
 // ---- 32-element blocks: Decode writes the block's 4 vectors of weights --------------------------------
 
-// The 32 nibbles of qs[0..16) as 4 × 8 int32: elements 0..7, 8..15 (low nibbles), 16..23, 24..31 (high).
+// The 32 nibbles of qs[0..16) as 4 × 8 int32: elements 0..7 and 8..15 are the low nibbles of bytes 0..7
+// and 8..15, elements 16..23 and 24..31 their high nibbles. So each byte is widened once (the widening is a
+// shuffle, and shuffles share one port) and split into its two nibbles by an and and a shift.
 PLUMB_AVX2 inline void Nibbles(const std::uint8_t* qs, __m256i q[4]) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i low = _mm_and_si128(bytes, mask);
-  const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  q[0] = _mm256_cvtepu8_epi32(low);
-  q[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(low, 8));
-  q[2] = _mm256_cvtepu8_epi32(high);
-  q[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(high, 8));
+  const __m256i bytes0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i bytes1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0F);
+  q[0] = _mm256_and_si256(bytes0, mask);
+  q[1] = _mm256_and_si256(bytes1, mask);
+  q[2] = _mm256_srli_epi32(bytes0, 4);
+  q[3] = _mm256_srli_epi32(bytes1, 4);
 }
 
 struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <ostream>
@@ -261,6 +262,10 @@ TEST(RowDot, HasRowDotIsExactlyCanDequantize) {
 TEST(RowDot, ActiveIsaIsASupportedOne) {
   EXPECT_TRUE(kernels::RowDotIsaSupported(RowDotIsa::kScalar));
   EXPECT_TRUE(kernels::RowDotIsaSupported(kernels::ActiveRowDotIsa()));
+  // Run with PLUMB_ISA=scalar, the whole suite exercises the definition only (and this checks it took).
+  if (const char* env = std::getenv("PLUMB_ISA"); env != nullptr && std::string(env) == "scalar") {
+    EXPECT_EQ(kernels::ActiveRowDotIsa(), RowDotIsa::kScalar);
+  }
 #if !defined(__x86_64__)
   EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
   EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx2), Error);
