@@ -395,6 +395,27 @@ TEST(GgufReject, EveryTruncationIsAnErrorNeverACrash) {
   EXPECT_NO_THROW(Parse(image.Prefix(static_cast<std::size_t>(needed))));
 }
 
+// Not a check of its own: any byte of the header, metadata or tensor infos set to 0x00, 0xFF or one more
+// than it was must give a valid file or a plumb::Error, never a crash or (under ASan) a bad read.
+TEST(GgufReject, EveryCorruptedByteIsHandled) {
+  GgufBuilder builder = SmallBuilder();
+  const GgufImage image = builder.SetAlignment(32).Build();
+  int rejected = 0;
+  for (std::size_t at = 0; at < image.at.infos_end; ++at) {
+    for (const int change : {0, 1, 2}) {
+      std::vector<std::uint8_t> bytes = image.bytes;
+      bytes[at] = change == 0 ? 0x00 : change == 1 ? 0xFF : static_cast<std::uint8_t>(bytes[at] + 1);
+      try {
+        Parse(bytes);
+      } catch (const Error& e) {
+        ++rejected;
+        EXPECT_EQ(std::string(e.what()).rfind(std::string(kName) + ": ", 0), 0u) << e.what();
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0);
+}
+
 TEST(GgufReject, TruncationNamesTheFieldBeingRead) {
   const GgufImage image = SmallBuilder().Build();
   EXPECT_REJECTED(image.Prefix(2), "magic" + At(0), "needs 4 bytes");

@@ -268,10 +268,12 @@ def _gguf_version() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     root = Path(__file__).resolve().parents[2]
     parser.add_argument("--out", type=Path, default=root / "fixtures" / "gguf")
-    parser.add_argument("--check", action="store_true", help="regenerate in a temp dir and compare with --out")
+    parser.add_argument("--check", action="store_true",
+                        help="regenerate in a temp dir and compare with --out")
     args = parser.parse_args()
     if not args.check:
         generate(args.out)
