@@ -70,24 +70,6 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
   GemmF32(X, m, W.values.data(), W.rows, W.cols, Y);
 }
 
-namespace {
-
-// y[begin..end) for a stored matrix: one RowDot per row, or dequantize-then-Dot where no fused kernel exists.
-void GemvRowsOf(const WeightMatrix& W, const float* x, float* y, int begin, int end,
-                std::vector<float>& row_buffer) {
-  if (HasRowDot(W.type)) {
-    for (int r = begin; r < end; ++r) y[r] = RowDot(W.type, W.Row(r), x, W.cols);
-    return;
-  }
-  row_buffer.resize(W.cols);
-  for (int r = begin; r < end; ++r) {
-    DequantizeRow(W.type, W.Row(r), row_buffer.data(), W.cols);
-    y[r] = scalar::Dot(row_buffer.data(), x, W.cols);
-  }
-}
-
-}  // namespace
-
 void Gemv(const WeightMatrix& W, const float* x, float* y) {
   if (W.type == GgmlType::F32) {
     GemvF32(reinterpret_cast<const float*>(W.data), W.rows, W.cols, x, y);
@@ -99,8 +81,7 @@ void Gemv(const WeightMatrix& W, const float* x, float* y) {
     const int t = omp_get_thread_num();
     const int begin = static_cast<int>(static_cast<std::int64_t>(W.rows) * t / threads);
     const int end = static_cast<int>(static_cast<std::int64_t>(W.rows) * (t + 1) / threads);
-    std::vector<float> row_buffer;
-    GemvRowsOf(W, x, y, begin, end, row_buffer);
+    if (end > begin) RowDots(W.type, W.Row(begin), W.row_bytes, end - begin, x, W.cols, y + begin);
   }
 }
 

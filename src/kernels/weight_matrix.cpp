@@ -1,17 +1,9 @@
 #include "plumb/kernels/weight_matrix.h"
 
 #include "plumb/core/error.h"
+#include "plumb/formats/gguf_blocks.h"
 
 namespace plumb {
-
-std::size_t RowBytes(GgmlType type, int cols) {
-  const GgmlTypeTraits traits = GgmlTraits(type);
-  if (cols <= 0 || cols % traits.block_elements != 0) {
-    throw MakeError("a row of ", cols, " ", traits.name, " elements is not a whole number of ",
-                    traits.block_elements, "-element blocks");
-  }
-  return static_cast<std::size_t>(cols / traits.block_elements) * traits.block_bytes;
-}
 
 WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
   auto values = std::make_shared<std::vector<float>>(std::move(matrix.values));
@@ -26,7 +18,7 @@ WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
 }
 
 WeightMatrix WeightMatrix::FromBytes(GgmlType type, int rows, int cols, std::vector<std::uint8_t> bytes) {
-  const std::size_t row_bytes = RowBytes(type, cols);
+  const std::size_t row_bytes = static_cast<std::size_t>(GgmlRowBytes(type, cols));
   if (bytes.size() != row_bytes * static_cast<std::size_t>(rows)) {
     throw MakeError("a ", rows, " x ", cols, " ", GgmlTypeName(type), " matrix needs ", row_bytes * rows,
                     " bytes, got ", bytes.size());
@@ -41,7 +33,7 @@ WeightMatrix WeightMatrix::View(GgmlType type, int rows, int cols, const std::ui
   w.type = type;
   w.rows = rows;
   w.cols = cols;
-  w.row_bytes = RowBytes(type, cols);
+  w.row_bytes = static_cast<std::size_t>(GgmlRowBytes(type, cols));
   w.data = data;
   w.owner = std::move(owner);
   return w;

@@ -67,16 +67,14 @@ TEST(GgufModel, StoredTypesStayQuantized) {
   EXPECT_EQ(layer.w_gate.Bytes(), static_cast<std::size_t>(layer.w_gate.rows) * layer.w_gate.cols / 32 * 20);
 }
 
-}  // namespace
-}  // namespace plumb
 
 // The tiny F32 GGUF rebuilt with one change, for the loader's errors.
 struct Edit {
-  std::string drop_key;
-  std::string drop_tensor;
-  std::string set_key;
-  GgufValue set_value;
-  std::string reshape_tensor;  // swap its two dims
+  std::string drop_key = {};
+  std::string drop_tensor = {};
+  std::string set_key = {};
+  GgufValue set_value = {};
+  std::string reshape_tensor = {};  // swap its two dims
 };
 
 std::string LoadError(const Edit& edit) {
@@ -124,7 +122,7 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
       {{.set_key = "llama.rope.scaling.type", .set_value = testing::GgufString("yarn")}, "rope.scaling.type 'yarn'"},
       {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
       {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
-      {{.reshape_tensor = "blk.0.attn_q.weight"}, "tensor 'blk.0.attn_q.weight' (offset "},
+      {{.reshape_tensor = "blk.0.attn_k.weight"}, "tensor 'blk.0.attn_k.weight' (offset "},
       {{.reshape_tensor = "blk.0.ffn_up.weight"}, "dims {160, 64}, expected {64, 160}"},
   };
   for (const auto& [edit, expected] : cases) {
@@ -132,3 +130,6 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
     EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
   }
 }
+
+}  // namespace
+}  // namespace plumb

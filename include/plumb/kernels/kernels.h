@@ -27,8 +27,7 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 // The same two ops on a stored weight matrix of any type (kernels/weight_matrix.h).
 //   Gemv: each row is one kernels::RowDot (kernels/row_dot.h), which is defined as scalar::Dot of the
 //         dequantized row, so for F32 it is bitwise Gemv(MatrixF32) and for a block type it is bitwise the
-//         Gemv of the dequantized matrix, without ever expanding it. Types without a fused RowDot kernel
-//         dequantize one row at a time into a small buffer (same definition, slower).
+//         Gemv of the dequantized matrix, without ever expanding it.
 //   Gemm: F32 as above; other types are dequantized a few rows at a time into a per-thread FP32 tile that
 //         cblas_sgemm multiplies, so prefill stays a GEMM while the whole model stays quantized.
 void Gemv(const WeightMatrix& W, const float* x, float* y);

@@ -32,15 +32,12 @@ struct WeightMatrix {
 
   // Takes ownership of an FP32 matrix.
   static WeightMatrix FromF32(MatrixF32 matrix);
-  // Copies `bytes` (rows × RowBytes(type, cols)) into a matrix that owns them. Throws plumb::Error if cols
+  // Copies `bytes` (rows × GgmlRowBytes(type, cols)) into a matrix that owns them. Throws plumb::Error if cols
   // is not a whole number of blocks or the size does not match.
   static WeightMatrix FromBytes(GgmlType type, int rows, int cols, std::vector<std::uint8_t> bytes);
   // A view of rows × cols elements at `data`, kept alive by `owner`.
   static WeightMatrix View(GgmlType type, int rows, int cols, const std::uint8_t* data,
                            std::shared_ptr<const void> owner);
 };
-
-// Bytes of one row of `cols` elements; throws plumb::Error if cols is not a multiple of the block size.
-std::size_t RowBytes(GgmlType type, int cols);
 
 }  // namespace plumb
