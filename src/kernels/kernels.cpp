@@ -92,6 +92,13 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     GemmF32(X, m, reinterpret_cast<const float*>(W.data), n, k, Y);
     return;
   }
+  // Dequantizing a tile costs about as much as one RowDot pass over it, so for a handful of rows (e.g. the
+  // LM head of the prompt's last token) m GEMVs are cheaper than dequantize + GEMM.
+  constexpr int kMinRowsForTiles = 4;
+  if (m < kMinRowsForTiles) {
+    for (int i = 0; i < m; ++i) Gemv(W, X + static_cast<std::size_t>(i) * k, Y + static_cast<std::size_t>(i) * n);
+    return;
+  }
   // Each thread owns a contiguous slice of W's rows and walks it a tile at a time: dequantize kTileRows
   // rows into FP32 (a few hundred KB at most, so it stays in cache), multiply with cblas_sgemm.
   constexpr int kTileRows = 64;
