@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include "plumb/core/error.h"
@@ -249,6 +250,9 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : impl_(Build(std::move(spec))) {}
 std::vector<std::int32_t> Tokenizer::Encode(std::string_view raw_text, bool add_special,
                                             bool parse_special) const {
   const Impl& t = *impl_;
+  if (raw_text.size() > UINT32_MAX) {  // code-point offsets are 32-bit (unicode::CodePoint)
+    throw MakeError("tokenizer: a text of ", raw_text.size(), " bytes is too long to encode (at most 4 GiB)");
+  }
   const std::string text = unicode::ToValidUtf8(raw_text);
   std::vector<std::int32_t> out;
   if (add_special && t.spec.add_bos) out.push_back(t.spec.bos_id);
