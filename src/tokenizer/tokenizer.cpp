@@ -15,7 +15,8 @@ namespace {
 
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
-// llama.cpp's list of end-of-generation token texts (llama-vocab.cpp, special_eog_ids).
+// llama.cpp's end-of-generation token texts (llama-vocab.cpp, special_eog_ids), including its
+// fill-in-the-middle pad/repo/file-separator tokens, which it also treats as the end of generation.
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>",
     "<|im_end|>",
@@ -31,6 +32,14 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|call|>",
     "<end_of_utterance>",
     "<｜end▁of▁sentence｜>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<reponame>",
+    "<|file_sep|>",
 };
 
 PreTokenizer PreTokenizerByName(const std::string& name) {

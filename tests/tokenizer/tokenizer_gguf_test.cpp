@@ -97,8 +97,8 @@ TEST(SmolLm, LongEnglishTextFastAndExact) {
       ReadJsonFile(TokenizerFixture("expected-smollm.json")).at("gpl3").get<std::vector<std::int32_t>>());
   EXPECT_EQ(t.Decode(ids), text);
   std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(), ids.size(), seconds);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(NDEBUG_SANITIZED)
-  // A regression guard, not a benchmark: 30x above what a Release build takes on one slow core.
+#if !defined(__SANITIZE_ADDRESS__)  // GCC defines it under -fsanitize=address
+  // A regression guard, not a benchmark: over 20x what a Release build takes here (0.04 s).
   EXPECT_LT(seconds, 1.0);
 #endif
 }
