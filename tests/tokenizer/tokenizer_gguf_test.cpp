@@ -3,6 +3,7 @@
 // merge loop against its definition, and one malformed-metadata case per check of TokenizerSpecFromGguf.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
