@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include "plumb/core/error.h"
@@ -14,7 +15,8 @@ namespace {
 
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
-// llama.cpp's list of end-of-generation token texts (llama-vocab.cpp, special_eog_ids).
+// llama.cpp's end-of-generation token texts (llama-vocab.cpp, special_eog_ids), including its
+// fill-in-the-middle pad/repo/file-separator tokens, which it also treats as the end of generation.
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>",
     "<|im_end|>",
@@ -30,6 +32,14 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|call|>",
     "<end_of_utterance>",
     "<｜end▁of▁sentence｜>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<reponame>",
+    "<|file_sep|>",
 };
 
 PreTokenizer PreTokenizerByName(const std::string& name) {
@@ -249,6 +259,9 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : impl_(Build(std::move(spec))) {}
 std::vector<std::int32_t> Tokenizer::Encode(std::string_view raw_text, bool add_special,
                                             bool parse_special) const {
   const Impl& t = *impl_;
+  if (raw_text.size() > UINT32_MAX) {  // code-point offsets are 32-bit (unicode::CodePoint)
+    throw MakeError("tokenizer: a text of ", raw_text.size(), " bytes is too long to encode (at most 4 GiB)");
+  }
   const std::string text = unicode::ToValidUtf8(raw_text);
   std::vector<std::int32_t> out;
   if (add_special && t.spec.add_bos) out.push_back(t.spec.bos_id);

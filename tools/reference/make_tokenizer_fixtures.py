@@ -24,7 +24,9 @@ oracle can parse special tokens, "special" (their texts become their ids). Entri
 (corpus entries {"bytes": [...]}) are given to every oracle decoded with errors="replace": each maximal
 invalid subsequence becomes U+FFFD, which is what plumb's tokenizer does with them too.
 
-Usage: python tools/reference/make_tokenizer_fixtures.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf
+Usage: python tools/reference/make_tokenizer_fixtures.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--out DIR]
+The output is deterministic: regenerating into a scratch DIR and comparing with `diff -r` (ignoring the two
+inputs) checks that the committed fixtures are what this script writes.
 """
 import argparse
 import json
@@ -37,7 +39,8 @@ import sentencepiece as spm
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURES = os.path.join(ROOT, "fixtures", "tokenizer")
+FIXTURES = os.path.join(ROOT, "fixtures", "tokenizer")  # inputs: corpus.json, gpl-3.txt
+OUT = FIXTURES  # where the fixtures are written (--out)
 
 # The pre-tokenizer regexes exactly as the models' tokenizer.json files spell them.
 GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -121,7 +124,7 @@ def smollm_fixtures(model_path, texts):
         result["piece_lengths"] = piece_lengths(pre, texts)
         if pre == "smollm":
             result["gpl3"] = tok.encode(gpl, add_special_tokens=False).ids
-        write_json(os.path.join(FIXTURES, f"expected-{pre}.json"), result)
+        write_json(os.path.join(OUT, f"expected-{pre}.json"), result)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -142,7 +145,7 @@ def bpe_tiny_fixtures(texts):
     variants = {"bpe-tiny": "llama-bpe", "bpe-tiny-digits": "smollm", "bpe-tiny-gpt2": "gpt2"}
     for name, pre in variants.items():
         tok.pre_tokenizer = pre_tokenizer(pre)
-        directory = os.path.join(FIXTURES, name)
+        directory = os.path.join(OUT, name)
         os.makedirs(directory, exist_ok=True)
         tok.save(os.path.join(directory, "tokenizer.json"))
         write_json(os.path.join(directory, "expected.json"),
@@ -150,7 +153,7 @@ def bpe_tiny_fixtures(texts):
                             f"tokenizers, BpeTrainer vocabulary, pre-tokenizer {pre}"))
     config = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<|endoftext|>",
               "eos_token": "<|im_end|>", "chat_template": CHAT_TEMPLATE}
-    with open(os.path.join(FIXTURES, "bpe-tiny", "tokenizer_config.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(OUT, "bpe-tiny", "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
 
@@ -186,7 +189,7 @@ def spm_fixtures(texts):
         return 1
 
     types = [token_type(i) for i in range(n)]
-    writer = gguf.GGUFWriter(os.path.join(FIXTURES, "spm-tiny.gguf"), "llama")
+    writer = gguf.GGUFWriter(os.path.join(OUT, "spm-tiny.gguf"), "llama")
     writer.add_name("spm-tiny (plumb tokenizer fixture)")
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
@@ -202,7 +205,7 @@ def spm_fixtures(texts):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    write_json(os.path.join(FIXTURES, "expected-spm.json"),
+    write_json(os.path.join(OUT, "expected-spm.json"),
                {"source": f"sentencepiece {spm.__version__}, trained on gpl-3.txt",
                 "plain": [sp.encode(t) for t in texts]})
 
@@ -225,7 +228,7 @@ def spm_fixtures(texts):
                                      decoders.Strip(" ", 1, 0)])
     tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                             for i in range(n) if types[i] in (2, 3)])
-    directory = os.path.join(FIXTURES, "spm-tiny")
+    directory = os.path.join(OUT, "spm-tiny")
     os.makedirs(directory, exist_ok=True)
     tok.save(os.path.join(directory, "tokenizer.json"))
     write_json(os.path.join(directory, "expected.json"),
@@ -242,7 +245,7 @@ def spm_fixtures(texts):
     tok.normalizer = None
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
-    directory = os.path.join(FIXTURES, "spm-tiny-metaspace")
+    directory = os.path.join(OUT, "spm-tiny-metaspace")
     os.makedirs(directory, exist_ok=True)
     tok.save(os.path.join(directory, "tokenizer.json"))
     write_json(os.path.join(directory, "expected.json"),
@@ -253,12 +256,16 @@ def spm_fixtures(texts):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    parser.add_argument("--out", default=FIXTURES, help="write here instead of fixtures/tokenizer (to compare)")
     args = parser.parse_args()
+    global OUT
+    OUT = args.out
+    os.makedirs(OUT, exist_ok=True)
     texts = load_corpus()
     with open(os.path.join(FIXTURES, "corpus.json"), encoding="utf-8") as f:
         raw = json.load(f)
     # Python's errors="replace" decoding of the corpus entries that are not UTF-8: the oracle for plumb's.
-    write_json(os.path.join(FIXTURES, "expected-utf8.json"),
+    write_json(os.path.join(OUT, "expected-utf8.json"),
                {"source": "bytes.decode('utf-8', errors='replace')",
                 "replaced": [t if isinstance(e, dict) else None for e, t in zip(raw, texts)]})
     smollm_fixtures(args.model, texts)
