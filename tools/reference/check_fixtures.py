@@ -14,6 +14,14 @@ compares it with the committed one:
 and checks every committed .safetensors file with the official `safetensors` library
 (the same tensors as this project's own reader), plus the manifest against the golden file.
 
+The tiny-llama GGUF files (export_gguf.py) are regenerated too: every model.<type>.gguf must be
+byte-identical, the F32 one must hold exactly model.safetensors' numbers and reproduce
+golden.safetensors, and the goldens in gguf-goldens/ are compared like the others.
+
+The SmolLM2 golden (make_smollm2_golden.py) is regenerated in float64 (about a minute) and compared
+when models/SmolLM2-135M-Instruct.Q4_1.gguf is present (a file with another SHA-256 fails); without
+the file (it is not in git) that part is reported as SKIP. --skip-smollm2 leaves it out.
+
 Prints one line per check, then "N passed, M failed"; exits non-zero if anything failed.
 """
 
@@ -22,12 +30,18 @@ import json
 import os
 import sys
 
-import numpy as np
+# The SmolLM2 check streams ~1 GB of float64 weights per decode step through matrix-vector
+# products; OpenBLAS threads only contend for memory bandwidth there. Must be set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import export_gguf  # noqa: E402
 import llama_ref  # noqa: E402
 import make_fixtures  # noqa: E402
+import make_smollm2_golden  # noqa: E402
 import safetensors_io  # noqa: E402
 import test_reference  # noqa: E402
 
@@ -167,10 +181,169 @@ def official_reader_agrees(path):
     return None
 
 
+def check_tiny_gguf(checks, fixtures_dir, scratch_dir):
+    """The tiny-llama GGUF files and their goldens, regenerated into scratch_dir/tiny-llama (which must
+    already hold the regenerated checkpoint)."""
+    name = export_gguf.FIXTURE_NAME
+    committed_dir, fresh_dir = os.path.join(fixtures_dir, name), os.path.join(scratch_dir, name)
+    committed_goldens = os.path.join(committed_dir, export_gguf.GOLDEN_DIR)
+    fresh_goldens = os.path.join(fresh_dir, export_gguf.GOLDEN_DIR)
+
+    def regenerate():
+        export_gguf.write_fixtures(scratch_dir)
+
+    checks.run(f"{name} GGUF: regenerate into {fresh_dir}", regenerate)
+    for out_type in export_gguf.TYPES:
+        f = export_gguf.file_name(out_type)
+        checks.run(f"{name}: {f} byte-identical", lambda f=f: same_bytes(os.path.join(committed_dir, f), os.path.join(fresh_dir, f)))
+    f32 = os.path.join(committed_dir, export_gguf.file_name("f32"))
+    checks.run(
+        f"{name}: model.f32.gguf = model.safetensors (Q/K un-permuted, bit for bit), reproduces golden.safetensors "
+        f"within {export_gguf.F32_GGUF_VS_GOLDEN_TOLERANCE:g}",
+        lambda: Passed(f"worst difference {export_gguf.check_f32_gguf(committed_dir, f32):.1e}"),
+    )
+    checks.run(
+        f"{name}: {export_gguf.GOLDEN_DIR}/README.md byte-identical",
+        lambda: same_bytes(os.path.join(committed_goldens, "README.md"), os.path.join(fresh_goldens, "README.md")),
+    )
+    for out_type in export_gguf.TYPES[1:]:
+        golden, manifest = export_gguf.golden_file_name(out_type), export_gguf.manifest_file_name(out_type)
+
+        def committed(f):
+            return os.path.join(committed_goldens, f)
+
+        def fresh(f):
+            return os.path.join(fresh_goldens, f)
+
+        checks.run(
+            f"{name}: {golden} within {GOLDEN_REPRODUCTION_TOLERANCE:g} (integers exact)",
+            lambda golden=golden: compare_golden(committed(golden), fresh(golden)),
+        )
+        checks.run(f"{name}: {manifest} identical except observed_*", lambda m=manifest: compare_manifests(committed(m), fresh(m)))
+        checks.run(
+            f"{name}: {manifest} describes {golden}",
+            lambda m=manifest, g=golden: manifest_matches_golden(committed(m), committed(g)),
+        )
+        checks.run(f"{name}: {golden} loads with official safetensors", lambda g=golden: official_reader_agrees(committed(g)))
+
+
+FLOAT32_ROUNDING = 2.0**-23  # two roundings to float32 of float64 values within 1e-12 differ by at most this, relative
+
+
+def only_tied_swaps(committed_ids, committed_logits, fresh_ids):
+    """True if wherever two top-k id tables differ, the committed logit at that rank equals a
+    neighbouring rank's to within float32 rounding: the order of tied logits is not defined."""
+    tolerance = 2 * FLOAT32_ROUNDING * np.max(np.abs(committed_logits))
+    for row, rank in zip(*np.nonzero(committed_ids != fresh_ids)):
+        values = committed_logits[row]
+        neighbours = [values[r] for r in (rank - 1, rank + 1) if 0 <= r < len(values)]
+        if not any(abs(values[rank] - v) <= tolerance for v in neighbours):
+            return False
+    return True
+
+
+def compare_topk_golden(committed, fresh):
+    """Like compare_golden, for the SmolLM2 golden, whose floats are float64 results stored as float32:
+    within float32 rounding (another BLAS changes the float64 values by ~1e-15, which can move a
+    rounding by one unit in the last place); ids exact except where two top-k logits are tied."""
+    expected, _ = safetensors_io.load_file(fresh)
+    actual, _ = safetensors_io.load_file(committed)
+    if sorted(actual) != sorted(expected):
+        return f"tensor names differ: {sorted(set(actual) ^ set(expected))}"
+    problems, worst = [], 0.0
+    for name in sorted(expected):
+        a, e = actual[name], expected[name]
+        if a.dtype != e.dtype or a.shape != e.shape:
+            problems.append(f"{name}: {a.dtype}{list(a.shape)} vs {e.dtype}{list(e.shape)}")
+        elif e.dtype.kind in "iu":
+            if not np.array_equal(a, e) and not (name.endswith(".top64.ids") and only_tied_swaps(a, actual[name[:-4] + ".logits"], e)):
+                problems.append(f"{name}: integer values differ")
+        else:
+            error = llama_ref.max_relative_error(a, e)
+            worst = max(worst, error)
+            if not error <= FLOAT32_ROUNDING:
+                problems.append(f"{name}: relative error {error:.3e} > {FLOAT32_ROUNDING:g}")
+    if problems:
+        return "; ".join(problems)
+    return Passed(f"worst difference {worst:.1e}")
+
+
+def smollm2_observations_hold(manifest_path):
+    """The committed manifest's float32 measurements leave the required margin under the threshold,
+    and its greedy gaps the required margin over what the threshold allows."""
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    m = make_smollm2_golden
+    thresholds = {t["check"]["threshold"] for t in manifest["tensors"] if t["check"]["metric"] == "max_abs_err/max_abs_ref"}
+    if thresholds != {m.FLOAT_THRESHOLD}:
+        return f"thresholds {thresholds}, expected {m.FLOAT_THRESHOLD}"
+    for p in manifest["prompts"]:
+        worst = max(p["observed_float32_relative"].values())
+        if worst * m.REQUIRED_MARGIN > m.FLOAT_THRESHOLD:
+            return f"{p['name']}: observed float32 error {worst} leaves less than {m.REQUIRED_MARGIN}x margin"
+        g = p["greedy"]
+        if g["min_top1_top2_gap"] < m.GREEDY_GAP_MARGIN * 2 * g["largest_allowed_logit_shift"]:
+            return f"{p['name']}: greedy gap {g['min_top1_top2_gap']} too small"
+    return None
+
+
+def topk_manifest_matches_golden(manifest_path, golden_path):
+    """Every SmolLM2 golden tensor is listed once with its file shape and dtype, and the ids the
+    manifest spells out for people are the ones in the file."""
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    tensors, _ = safetensors_io.load_file(golden_path)
+    listed = [t["name"] for t in manifest["tensors"]]
+    if sorted(listed) != sorted(tensors):
+        return f"manifest lists {sorted(listed)}, file holds {sorted(tensors)}"
+    dtype_names = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
+    for entry in manifest["tensors"]:
+        array = tensors[entry["name"]]
+        if entry["shape"] != list(array.shape) or entry["dtype"] != dtype_names.get(array.dtype):
+            return f"{entry['name']}: manifest says {entry['dtype']}{entry['shape']}, file has {array.dtype}{list(array.shape)}"
+    for p in manifest["prompts"]:
+        if p["prompt_ids"] != tensors[p["name"] + ".prompt_ids"].tolist() or p["greedy"]["ids"] != tensors[p["name"] + ".greedy.ids"].tolist():
+            return f"{p['name']}: prompt / greedy ids in the manifest differ from the golden file"
+    return None
+
+
+def check_smollm2(checks, fixtures_dir, scratch_dir, model_path):
+    committed_dir, fresh_dir = os.path.join(fixtures_dir, "smollm2"), os.path.join(scratch_dir, "smollm2")
+    if not os.path.isfile(model_path):
+        print(f"SKIP smollm2: {model_path} not present (it is not in git; the golden is checked only where it is)", flush=True)
+        return
+
+    def regenerate():
+        make_smollm2_golden.write(model_path, fresh_dir, measure_float32=False)
+
+    checks.run(f"smollm2: regenerate (float64 only) into {fresh_dir}", regenerate)
+
+    def committed(f):
+        return os.path.join(committed_dir, f)
+
+    def fresh(f):
+        return os.path.join(fresh_dir, f)
+
+    checks.run("smollm2: README.md byte-identical", lambda: same_bytes(committed("README.md"), fresh("README.md")))
+    checks.run(
+        "smollm2: golden.safetensors within float32 rounding (ids exact up to ties)",
+        lambda: compare_topk_golden(committed("golden.safetensors"), fresh("golden.safetensors")),
+    )
+    checks.run("smollm2: manifest.json identical except observed_*", lambda: compare_manifests(committed("manifest.json"), fresh("manifest.json")))
+    checks.run("smollm2: manifest's float32 observations and greedy gaps leave the margins", lambda: smollm2_observations_hold(committed("manifest.json")))
+    checks.run(
+        "smollm2: manifest describes golden.safetensors",
+        lambda: topk_manifest_matches_golden(committed("manifest.json"), committed("golden.safetensors")),
+    )
+    checks.run("smollm2: golden.safetensors loads with official safetensors", lambda: official_reader_agrees(committed("golden.safetensors")))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Regenerate the golden fixtures and compare with the committed ones.")
     parser.add_argument("--fixtures", default=os.path.join(make_fixtures.REPO_ROOT, "fixtures"), help="committed fixtures folder")
     parser.add_argument("--scratch", required=True, help="folder to regenerate into (created if missing)")
+    parser.add_argument("--smollm2-model", default=make_smollm2_golden.DEFAULT_MODEL, help="the SmolLM2 GGUF (default: %(default)s)")
+    parser.add_argument("--skip-smollm2", action="store_true", help="leave out the SmolLM2 golden (about a minute)")
     args = parser.parse_args(argv)
     checks = Checks()
 
@@ -213,6 +386,10 @@ def main(argv=None):
         )
         for f in ("model.safetensors", "golden.safetensors"):
             checks.run(f"{spec.name}: {f} loads with official safetensors, same as own reader", lambda f=f: official_reader_agrees(committed(f)))
+
+    check_tiny_gguf(checks, args.fixtures, args.scratch)
+    if not args.skip_smollm2:
+        check_smollm2(checks, args.fixtures, args.scratch, args.smollm2_model)
 
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
