@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf.h"
@@ -67,6 +68,45 @@ TEST(GgufModel, StoredTypesStayQuantized) {
   EXPECT_EQ(layer.w_gate.Bytes(), static_cast<std::size_t>(layer.w_gate.rows) * layer.w_gate.cols / 32 * 20);
 }
 
+
+// The tiny model exported as F16, Q8_0, Q4_0 and Q4_1 against the float64 reference run on gguf-py's own
+// dequantization of the same file (fixtures/tiny-llama/gguf-goldens; thresholds and their reasons are in
+// each manifest). The quantized types move the logits by 1e-3..0.17 from the F32 model, so a block decoded
+// wrongly (a swapped nibble, a misread scale) cannot pass a 1e-5 threshold.
+class GgufGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufGolden, LogitsAndGreedyContinuationMatchTheReference) {
+  const std::string type = GetParam();
+  const std::string dir = kTiny + "/gguf-goldens";
+  const testing::GoldenFixture golden(dir, dir + "/model." + type + ".manifest.json",
+                                      dir + "/model." + type + ".golden.safetensors");
+  Model model = Model::Load(kTiny + "/model." + type + ".gguf");
+  const int V = model.config().vocab_size;
+  ContiguousKvCache cache = model.NewKvCache();
+  std::map<std::string, std::vector<float>> plumb;
+  plumb["logits"] = model.Prefill(golden.prompt_ids(), cache, PrefillLogits::kAllRows);
+  std::vector<float> logits(plumb["logits"].end() - V, plumb["logits"].end());
+  std::vector<int> greedy_ids;
+  for (int i = 0; i < golden.greedy_steps(); ++i) {
+    plumb["greedy.logits"].insert(plumb["greedy.logits"].end(), logits.begin(), logits.end());
+    greedy_ids.push_back(static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    if (i + 1 < golden.greedy_steps()) {
+      const std::span<const float> next = model.Decode(greedy_ids.back(), cache);
+      logits.assign(next.begin(), next.end());
+    }
+  }
+  EXPECT_EQ(greedy_ids, golden.Ids("greedy.ids"));
+  EXPECT_EQ(golden.prompt_ids(), golden.Ids("prompt_ids"));
+  for (const std::string name : {"logits", "greedy.logits"}) {
+    const testing::GoldenCheck check = golden.Check(name);
+    ASSERT_EQ(check.metric, "max_abs_err/max_abs_ref");
+    const double error = testing::MaxAbsErrOverMaxAbsRef(plumb[name], golden.Values(name));
+    EXPECT_LE(error, check.threshold) << type << " " << name;
+    RecordProperty(type + "." + name, testing::FormatError(error));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgufGolden, ::testing::Values("f16", "q8_0", "q4_0", "q4_1"));
 
 // The tiny F32 GGUF rebuilt with one change, for the loader's errors.
 struct Edit {

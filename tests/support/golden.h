@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -26,11 +28,16 @@ struct GoldenCheck {
 class GoldenFixture {
  public:
   explicit GoldenFixture(const std::string& dir)
-      : dir_(dir), golden_(SafetensorsFile::Open(dir + "/golden.safetensors")) {
-    std::ifstream in(dir + "/manifest.json");
-    if (!in) throw MakeError(dir, "/manifest.json: cannot open");
+      : GoldenFixture(dir, dir + "/manifest.json", dir + "/golden.safetensors") {}
+  // A fixture whose files have other names (e.g. fixtures/tiny-llama/gguf-goldens/model.q4_1.*).
+  GoldenFixture(const std::string& dir, const std::string& manifest, const std::string& golden)
+      : dir_(dir), golden_(SafetensorsFile::Open(golden)) {
+    std::ifstream in(manifest);
+    if (!in) throw MakeError(manifest, ": cannot open");
     manifest_ = nlohmann::json::parse(in);
-    for (int id : manifest_.at("prompt_ids")) prompt_ids_.push_back(id);
+    if (manifest_.contains("prompt_ids")) {
+      for (int id : manifest_.at("prompt_ids")) prompt_ids_.push_back(id);
+    }
   }
 
   const std::string& dir() const { return dir_; }
@@ -49,7 +56,15 @@ class GoldenFixture {
     }
     throw MakeError(dir_, "/manifest.json: no tensor ", name);
   }
-  std::vector<double> Values(const std::string& name) const { return golden_.ReadF64(name); }
+  // Float tensors, stored as F64 or (smollm2, to stay small) F32.
+  std::vector<double> Values(const std::string& name) const {
+    if (golden_.Info(name).dtype == DType::F32) {
+      const std::vector<float> values = golden_.ReadF32(name);
+      return {values.begin(), values.end()};
+    }
+    return golden_.ReadF64(name);
+  }
+  const nlohmann::json& manifest() const { return manifest_; }
   std::vector<int> Ids(const std::string& name) const {
     const std::vector<std::int32_t> ids = golden_.ReadI32(name);
     return {ids.begin(), ids.end()};
@@ -72,6 +87,13 @@ inline double MaxAbsErrOverMaxAbsRef(std::span<const float> actual, std::span<co
     max_ref = std::max(max_ref, std::fabs(ref[i]));
   }
   return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+// "1.63e-06": an error for RecordProperty (which would truncate a double to an integer).
+inline std::string FormatError(double error) {
+  std::ostringstream out;
+  out << std::setprecision(3) << error;
+  return out.str();
 }
 
 }  // namespace plumb::testing

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -85,23 +84,17 @@ TEST(SmolLm, MetadataAsTheFileStatesIt) {
   EXPECT_EQ(t.TokenToPiece(*t.FindToken("<|im_start|>")), "");  // control tokens decode to nothing
 }
 
-// ~35 KB of English: the oracle's ids, in well under a second (the merge ranks are a hash map by id pair).
-TEST(SmolLm, LongEnglishTextFastAndExact) {
+// ~35 KB of English (GPL-3): exactly the oracle's ids, and back. Its speed is measured in
+// bench/tokenizer_bench.cpp, not here.
+TEST(SmolLm, LongEnglishTextExact) {
   ASSERT_SMOLLM_PRESENT();
   const Tokenizer t = Tokenizer::FromGguf(GgufFile::Open(kSmolLmPath));
   const std::string text = ReadFile(TokenizerFixture("gpl-3.txt"));
-  const auto start = std::chrono::steady_clock::now();
   const std::vector<std::int32_t> ids = t.Encode(text, false, false);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(
       ids,
       ReadJsonFile(TokenizerFixture("expected-smollm.json")).at("gpl3").get<std::vector<std::int32_t>>());
   EXPECT_EQ(t.Decode(ids), text);
-  std::printf("encoded %zu bytes into %zu tokens in %.3f s\n", text.size(), ids.size(), seconds);
-#if !defined(__SANITIZE_ADDRESS__)  // GCC defines it under -fsanitize=address
-  // A regression guard, not a benchmark: over 20x what a Release build takes here (0.04 s).
-  EXPECT_LT(seconds, 1.0);
-#endif
 }
 
 // ---------------------------------------------------------------------------------------------------------
