@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the tokenizer oracle fixtures in fixtures/tokenizer/ (see docs/tokenizers.md).
 
-Independent tokenizers (pinned in tools/reference/tokenizer-requirements.txt) encode every entry of
+Independent tokenizers (pinned in tools/reference/requirements.txt) encode every entry of
 fixtures/tokenizer/corpus.json; the C++ tests must reproduce their ids exactly.
 
   expected-<pre>.json    HF `tokenizers` with the SmolLM2 GGUF vocabulary and merges (read with gguf-py) and
