@@ -19,8 +19,10 @@ const std::string kPath = std::string(PLUMB_SOURCE_DIR) + "/models/SmolLM2-135M-
 
 plumb::TextModel* SmolLm2(benchmark::State& state) {
   static std::unique_ptr<plumb::TextModel> loaded;
-  if (!loaded && std::filesystem::exists(kPath)) loaded = std::make_unique<plumb::TextModel>(plumb::TextModel::Load(kPath));
-  if (!loaded) state.SkipWithError("models/SmolLM2-135M-Instruct.Q4_1.gguf is missing: run scripts/fetch-model");
+  if (!loaded && std::filesystem::exists(kPath))
+    loaded = std::make_unique<plumb::TextModel>(plumb::TextModel::Load(kPath));
+  if (!loaded)
+    state.SkipWithError("models/SmolLM2-135M-Instruct.Q4_1.gguf is missing: run scripts/fetch-model");
   return loaded.get();
 }
 
@@ -40,7 +42,8 @@ void BM_SmolLm2DecodeStep(benchmark::State& state) {
     cache.set_length(64);  // every step decodes at position 64
     benchmark::DoNotOptimize(m->model.Decode(42, cache).data());
   }
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight_B/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * m->model.weights().BytesReadPerDecodeStep(),
       benchmark::Counter::kIsRate);

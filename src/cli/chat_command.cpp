@@ -1,7 +1,7 @@
 // plumb chat: an interactive, multi-turn conversation on stdin/stdout that keeps the KV cache between turns.
+#include <unistd.h>
 #include <iomanip>
 #include <limits>
-#include <unistd.h>
 
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
@@ -27,8 +27,7 @@ Flags ChatFlags() {
   Flags f;
   AddModelFlag(f);
   f.AddValue("system", "TEXT", "system prompt (default: the chat template's own, if it has one)");
-  f.AddValue("chat-template", "NAME",
-             "chatml, llama3 or llama2, instead of the one the model file names");
+  f.AddValue("chat-template", "NAME", "chatml, llama3, llama2 or gemma, instead of the one the model file names");
   f.AddValue("max-tokens", "N", "maximum length of one reply, in tokens", "1024");
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");
@@ -52,7 +51,7 @@ ChatTemplate TemplateFor(const Flags& flags, const Tokenizer& tokenizer) {
   const std::string eos = TokenText(tokenizer, tokenizer.eos_id());
   if (flags.IsSet("chat-template")) return ChatTemplate::FromName(flags.String("chat-template"), bos, eos);
   if (tokenizer.chat_template().empty()) {
-    throw MakeError("the model has no chat template; name one with --chat-template chatml|llama3|llama2");
+    throw MakeError("the model has no chat template; name one with --chat-template chatml|llama3|llama2|gemma");
   }
   try {
     return ChatTemplate::FromJinja(tokenizer.chat_template(), bos, eos);
@@ -106,8 +105,10 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
       err << std::fixed << std::setprecision(1) << "[" << s.prompt_tokens << " new prompt tokens, "
           << s.PrefillTokensPerSecond() << " tok/s | first token " << s.time_to_first_token * 1e3 << " ms | "
           << s.generated_tokens << " generated, " << s.DecodeTokensPerSecond() << " tok/s | context "
-          << turn.context_used << "/" << ctx << (s.stop_reason == "max tokens" ? " | reply cut at --max-tokens" : "")
-          << (turn.dropped_messages ? " | dropped " + std::to_string(turn.dropped_messages) + " old messages" : "")
+          << turn.context_used << "/" << ctx
+          << (s.stop_reason == "max tokens" ? " | reply cut at --max-tokens" : "")
+          << (turn.dropped_messages ? " | dropped " + std::to_string(turn.dropped_messages) + " old messages"
+                                    : "")
           << "]\n";
     } catch (const Error& e) {
       // One bad turn (a message too long for the context) does not end the conversation.

@@ -64,7 +64,8 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   GenerationStats stats;
   if (text_mode) {
     StreamingDecoder decoder(*loaded.tokenizer);
-    stats = Generate(loaded.model, cache, prompt, options, [&](int token) { out << decoder.Push(token) << std::flush; });
+    stats = Generate(loaded.model, cache, prompt, options,
+                     [&](int token) { out << decoder.Push(token) << std::flush; });
     out << decoder.Flush() << "\n";
   } else {
     bool first = true;

@@ -60,9 +60,9 @@ int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ost
             << "] PPL so far: " << running.perplexity << std::flush;
       });
   err << "\n";
-  out << std::fixed << std::setprecision(4) << "PPL = " << result.perplexity << " +/- " << std::setprecision(5)
-      << result.standard_error << " (" << result.scored_tokens << " scored tokens in " << result.windows
-      << " windows of " << n_ctx << ")\n";
+  out << std::fixed << std::setprecision(4) << "PPL = " << result.perplexity << " +/- "
+      << std::setprecision(5) << result.standard_error << " (" << result.scored_tokens << " scored tokens in "
+      << result.windows << " windows of " << n_ctx << ")\n";
   return 0;
 }
 

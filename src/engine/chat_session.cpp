@@ -72,8 +72,8 @@ ChatTurn ChatSession::Send(const std::string& user_message,
   }
 
   GenerationOptions options = options_;
-  options.max_new_tokens =
-      std::min(options_.max_new_tokens, cache_.max_positions() - cache_.length() - static_cast<int>(tokens.size()));
+  options.max_new_tokens = std::min(
+      options_.max_new_tokens, cache_.max_positions() - cache_.length() - static_cast<int>(tokens.size()));
   options.sampling.seed = options_.sampling.seed + static_cast<std::uint64_t>(turns_++);
 
   StreamingDecoder decoder(tokenizer_);

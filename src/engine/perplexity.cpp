@@ -53,7 +53,8 @@ PerplexityResult Perplexity(Model& model, std::span<const int> tokens, int n_ctx
     cache.set_length(0);
     const std::vector<float> logits = model.Prefill(window, cache, PrefillLogits::kAllRows);
     for (int j = first; j < n_ctx - 1; ++j) {
-      nll.Add(std::span<const float>(logits).subspan(static_cast<std::size_t>(j) * vocab, vocab), window[j + 1]);
+      nll.Add(std::span<const float>(logits).subspan(static_cast<std::size_t>(j) * vocab, vocab),
+              window[j + 1]);
     }
     if (on_window) on_window(w + 1, windows, nll.Result());
   }

@@ -64,7 +64,9 @@ void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
 
 }  // namespace
 
-void Gemv(const MatrixF32& W, const float* x, float* y) { GemvF32(W.values.data(), W.rows, W.cols, x, y); }
+void Gemv(const MatrixF32& W, const float* x, float* y) {
+  GemvF32(W.values.data(), W.rows, W.cols, x, y);
+}
 
 void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
   GemmF32(X, m, W.values.data(), W.rows, W.cols, Y);
@@ -96,7 +98,8 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   // LM head of the prompt's last token) m GEMVs are cheaper than dequantize + GEMM.
   constexpr int kMinRowsForTiles = 4;
   if (m < kMinRowsForTiles) {
-    for (int i = 0; i < m; ++i) Gemv(W, X + static_cast<std::size_t>(i) * k, Y + static_cast<std::size_t>(i) * n);
+    for (int i = 0; i < m; ++i)
+      Gemv(W, X + static_cast<std::size_t>(i) * k, Y + static_cast<std::size_t>(i) * n);
     return;
   }
   // Each thread owns a contiguous slice of W's rows and walks it a tile at a time: dequantize kTileRows
@@ -122,7 +125,9 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   }
 }
 
-void DequantizeRowOf(const WeightMatrix& W, int r, float* out) { DequantizeRow(W.type, W.Row(r), out, W.cols); }
+void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {
+  DequantizeRow(W.type, W.Row(r), out, W.cols);
+}
 
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
 #pragma omp parallel for schedule(static) if (rows > 1)

@@ -65,7 +65,8 @@ std::vector<float> Vector(const GgufFile& file, const std::string& name, int len
 }
 
 // A [rows][cols] matrix (GGUF dims {cols, rows}), used in place.
-WeightMatrix Matrix(const std::shared_ptr<const GgufFile>& file, const std::string& name, int rows, int cols) {
+WeightMatrix Matrix(const std::shared_ptr<const GgufFile>& file, const std::string& name, int rows,
+                    int cols) {
   const GgufTensorInfo& t = Require(*file, name);
   CheckDims(*file, t, {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)});
   return WeightMatrix::View(t.type, rows, cols, t.data, file);

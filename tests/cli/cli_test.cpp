@@ -67,11 +67,13 @@ TEST(Cli, HelpListsEveryFlag) {
     EXPECT_NE(top.output.find(command), std::string::npos) << command;
   }
   for (const auto& [command, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"chat", {"--model", "--system", "--chat-template", "--max-tokens", "--temp", "--ctx", "--threads"}},
+           {"chat",
+            {"--model", "--system", "--chat-template", "--max-tokens", "--temp", "--ctx", "--threads"}},
            {"perplexity", {"--model", "--file", "--ctx", "--threads"}}}) {
     const ProcessResult help = RunPlumb(command + " --help");
     EXPECT_EQ(help.exit_code, 0) << command;
-    for (const std::string& flag : flags) EXPECT_NE(help.output.find(flag), std::string::npos) << command << flag;
+    for (const std::string& flag : flags)
+      EXPECT_NE(help.output.find(flag), std::string::npos) << command << flag;
   }
 }
 
@@ -95,7 +97,8 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
       {"generate --model " + kModel + " --prompt hi", "--prompt needs a tokenizer, and this model has none"},
       {"chat --model " + kModel + " </dev/null", "chat needs a tokenizer"},
       {"chat --model " + kModel + " --top-k -1", "--top-k: -1 must be at least 0"},
-      {"perplexity --model " + kModel + " --file /nonexistent.txt", "/nonexistent.txt: cannot open text file"},
+      {"perplexity --model " + kModel + " --file /nonexistent.txt",
+       "/nonexistent.txt: cannot open text file"},
       {"perplexity --model " + kModel, "missing required flag --file"},
       {"perplexity --model " + kModel + " --file /etc/hostname --ctx 2", "--ctx: 2 is outside"},
       {"perplexity --model " + kModel + " --file /etc/hostname", "perplexity needs a tokenizer"},
@@ -125,8 +128,8 @@ TEST(Cli, ChatAnswersEveryLineOfInputKeepingTheConversation) {
   // timing line on stderr. The second turn prefills only its own message (the cache is kept).
   std::istringstream in("Hello!\n\nWhat is 2 plus 2?\n/reset\nHi again.\n");
   std::ostringstream out, err;
-  const std::vector<std::string> args = {"chat", "--model", kSmolLm2, "--temp", "0", "--max-tokens", "24",
-                                         "--ctx", "512"};
+  const std::vector<std::string> args = {"chat",         "--model", kSmolLm2, "--temp", "0",
+                                         "--max-tokens", "24",      "--ctx",  "512"};
   ASSERT_EQ(cli::RunMain(args, out, err, in), 0) << err.str();
   const std::string replies = out.str();
   EXPECT_EQ(std::count(replies.begin(), replies.end(), '\n'), 3) << replies;
@@ -139,7 +142,8 @@ TEST(Cli, ChatAnswersEveryLineOfInputKeepingTheConversation) {
   }
   ASSERT_EQ(new_prompt_tokens.size(), 3u) << log;
   EXPECT_LT(new_prompt_tokens[1], new_prompt_tokens[0]) << "turn 2 re-prefilled the conversation: " << log;
-  EXPECT_GT(new_prompt_tokens[2], new_prompt_tokens[1]) << "after /reset the system prompt comes again: " << log;
+  EXPECT_GT(new_prompt_tokens[2], new_prompt_tokens[1])
+      << "after /reset the system prompt comes again: " << log;
 }
 
 TEST(Cli, ChatAndGenerateOnTheRealModelReportBadInputInOneLine) {
@@ -161,7 +165,8 @@ TEST(Cli, ChatAndGenerateOnTheRealModelReportBadInputInOneLine) {
   std::ofstream(input) << std::string(300, 'x') << "\nHi\n";
   const ProcessResult chat = RunPlumb("chat " + m + " --ctx 64 --temp 0 --max-tokens 4 <" + input);
   EXPECT_EQ(chat.exit_code, 0) << chat.output;
-  EXPECT_NE(chat.output.find("leaves no room for a reply in the context of 64"), std::string::npos) << chat.output;
+  EXPECT_NE(chat.output.find("leaves no room for a reply in the context of 64"), std::string::npos)
+      << chat.output;
   EXPECT_NE(chat.output.find("generated"), std::string::npos) << chat.output;
 }
 

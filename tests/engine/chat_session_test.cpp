@@ -29,8 +29,8 @@ class ChatSessionTest : public ::testing::Test {
     options.max_new_tokens = max_tokens;
     options.sampling.temperature = 0;  // greedy: replies are reproducible
     options.stop_ids = loaded_->StopIds();
-    return ChatSession(loaded_->model, tokenizer,
-                       ChatTemplate::FromJinja(tokenizer.chat_template(), "", ""), ctx, options);
+    return ChatSession(loaded_->model, tokenizer, ChatTemplate::FromJinja(tokenizer.chat_template(), "", ""),
+                       ctx, options);
   }
 
   static TextModel* loaded_;
@@ -40,16 +40,18 @@ TextModel* ChatSessionTest::loaded_ = nullptr;
 TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyTheNewText) {
   ChatSession chat = NewSession(1024, 24);
   std::string streamed;
-  const ChatTurn first = chat.Send("What is the capital of France?", [&](std::string_view t) { streamed += t; });
+  const ChatTurn first =
+      chat.Send("What is the capital of France?", [&](std::string_view t) { streamed += t; });
   EXPECT_TRUE(first.reprefilled);
   EXPECT_FALSE(first.reply.empty());
-  EXPECT_EQ(streamed.substr(0, first.reply.size()), first.reply);  // streamed text is the reply (+ nothing but EOG)
+  EXPECT_EQ(streamed.substr(0, first.reply.size()),
+            first.reply);  // streamed text is the reply (+ nothing but EOG)
 
   const int cached = chat.cache().length();
   const ChatTurn second = chat.Send("And of Italy?", [](std::string_view) {});
   EXPECT_FALSE(second.reprefilled);
-  const std::string whole = ChatTemplate::FromJinja(loaded_->tokenizer->chat_template(), "", "")
-                                .Render(chat.messages(), false);
+  const std::string whole =
+      ChatTemplate::FromJinja(loaded_->tokenizer->chat_template(), "", "").Render(chat.messages(), false);
   const int whole_tokens = static_cast<int>(loaded_->tokenizer->Encode(whole, false, true).size());
   EXPECT_LT(second.stats.prompt_tokens, whole_tokens / 2) << "the second turn re-prefilled the first";
   // The cache grew by exactly the new prompt and every generated token but the last (never decoded).
@@ -98,7 +100,8 @@ TEST_F(ChatSessionTest, MessageTooLongForTheContextIsAnErrorAndTheChatGoesOn) {
     chat.Send(long_message, [](std::string_view) {});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("leaves no room for a reply in the context of 96"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("leaves no room for a reply in the context of 96"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(chat.messages().empty());

@@ -38,14 +38,15 @@ TEST(NllAccumulator, MatchesTheDefinitionOnTwoTokens) {
     expected.push_back(std::log(sum) - rows[i][targets[i]]);
   }
   const long double mean = (expected[0] + expected[1]) / 2;
-  const long double variance = ((expected[0] - mean) * (expected[0] - mean) +
-                                (expected[1] - mean) * (expected[1] - mean)) / 2;  // population variance
+  const long double variance =
+      ((expected[0] - mean) * (expected[0] - mean) + (expected[1] - mean) * (expected[1] - mean)) /
+      2;  // population variance
   const PerplexityResult r = nll.Result();
   EXPECT_NEAR(r.mean_nll, static_cast<double>(mean), 1e-12);
   EXPECT_NEAR(r.perplexity, std::exp(static_cast<double>(mean)), 1e-12);
   // llama.cpp: PPL · sqrt(var / (N − 1)).
-  EXPECT_NEAR(r.standard_error, std::exp(static_cast<double>(mean)) * std::sqrt(static_cast<double>(variance)),
-              1e-12);
+  EXPECT_NEAR(r.standard_error,
+              std::exp(static_cast<double>(mean)) * std::sqrt(static_cast<double>(variance)), 1e-12);
 }
 
 TEST(NllAccumulator, ExtremeLogitsStayFinite) {
@@ -84,10 +85,11 @@ TEST(Perplexity, ScoresTheSecondHalfOfEachWindowFromAFreshCache) {
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int>((i * 37 + 11) % 320);
   for (int bos : {-1, 1}) {
     std::vector<int> seen;
-    const PerplexityResult r = Perplexity(model, tokens, 8, bos, [&](int done, int total, const PerplexityResult&) {
-      seen.push_back(done);
-      EXPECT_EQ(total, 6);
-    });
+    const PerplexityResult r =
+        Perplexity(model, tokens, 8, bos, [&](int done, int total, const PerplexityResult&) {
+          seen.push_back(done);
+          EXPECT_EQ(total, 6);
+        });
     EXPECT_EQ(seen, (std::vector<int>{1, 2, 3, 4, 5, 6}));
     EXPECT_EQ(r.windows, 6);
     EXPECT_EQ(r.scored_tokens, 6 * 3);  // positions 4, 5, 6 of each window predict 5, 6, 7
@@ -108,7 +110,8 @@ TEST(Perplexity, RefusesTooShortTextsAndBadContexts) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(8, tokens).find("has 15 tokens; perplexity with --ctx 8 needs at least 16"), std::string::npos);
+  EXPECT_NE(message(8, tokens).find("has 15 tokens; perplexity with --ctx 8 needs at least 16"),
+            std::string::npos);
   EXPECT_NE(message(2, tokens).find("at least 4"), std::string::npos);
   EXPECT_NE(message(256, std::vector<int>(600, 1)).find("exceeds the model's context length 128"),
             std::string::npos);

@@ -68,7 +68,6 @@ TEST(GgufModel, StoredTypesStayQuantized) {
   EXPECT_EQ(layer.w_gate.Bytes(), static_cast<std::size_t>(layer.w_gate.rows) * layer.w_gate.cols / 32 * 20);
 }
 
-
 // The tiny model exported as F16, Q8_0, Q4_0 and Q4_1 against the float64 reference run on gguf-py's own
 // dequantization of the same file (fixtures/tiny-llama/gguf-goldens; thresholds and their reasons are in
 // each manifest). The quantized types move the logits by 1e-3..0.17 from the F32 model, so a block decoded
@@ -141,25 +140,31 @@ std::string LoadError(const Edit& edit) {
   return "no error";
 }
 
-TEST(GgufModel, UnchangedRebuildLoads) { EXPECT_EQ(LoadError({}), "no error"); }
+TEST(GgufModel, UnchangedRebuildLoads) {
+  EXPECT_EQ(LoadError({}), "no error");
+}
 
 TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
   const std::vector<std::pair<Edit, std::string>> cases = {
       {{.drop_key = "llama.block_count"}, "edited.gguf: metadata key 'llama.block_count' is missing"},
-      {{.drop_key = "llama.attention.layer_norm_rms_epsilon"}, "'llama.attention.layer_norm_rms_epsilon' is missing"},
+      {{.drop_key = "llama.attention.layer_norm_rms_epsilon"},
+       "'llama.attention.layer_norm_rms_epsilon' is missing"},
       {{.drop_key = "general.architecture"}, "'general.architecture' is missing"},
       {{.set_key = "general.architecture", .set_value = testing::GgufString("gpt2")},
        "general.architecture 'gpt2' is not supported"},
       {{.set_key = "llama.block_count", .set_value = testing::GgufString("two")},
        "'llama.block_count' has type string"},
-      {{.set_key = "llama.block_count", .set_value = testing::GgufUint32(3)}, "missing tensor 'blk.2.attn_norm.weight'"},
-      {{.set_key = "llama.embedding_length", .set_value = testing::GgufUint32(0)}, "'llama.embedding_length' = 0 is out of range"},
+      {{.set_key = "llama.block_count", .set_value = testing::GgufUint32(3)},
+       "missing tensor 'blk.2.attn_norm.weight'"},
+      {{.set_key = "llama.embedding_length", .set_value = testing::GgufUint32(0)},
+       "'llama.embedding_length' = 0 is out of range"},
       {{.set_key = "llama.rope.dimension_count", .set_value = testing::GgufUint32(8)},
        "partial rotary embeddings are not supported"},
       {{.set_key = "llama.attention.head_count_kv", .set_value = testing::GgufUint32(3)},
        "does not divide num_attention_heads"},
       {{.set_key = "llama.expert_count", .set_value = testing::GgufUint32(8)}, "mixture-of-experts"},
-      {{.set_key = "llama.rope.scaling.type", .set_value = testing::GgufString("yarn")}, "rope.scaling.type 'yarn'"},
+      {{.set_key = "llama.rope.scaling.type", .set_value = testing::GgufString("yarn")},
+       "rope.scaling.type 'yarn'"},
       {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
       {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
       {{.reshape_tensor = "blk.0.attn_k.weight"}, "tensor 'blk.0.attn_k.weight' (offset "},

@@ -86,15 +86,16 @@ TEST_F(SmolLm2Golden, EveryPromptTokensLogitsAndGreedyContinuation) {
     std::vector<int> greedy;
     for (int i = 0; i < steps; ++i) {
       greedy_logits.insert(greedy_logits.end(), step_logits.begin(), step_logits.end());
-      greedy.push_back(static_cast<int>(std::max_element(step_logits.begin(), step_logits.end()) -
-                                        step_logits.begin()));
+      greedy.push_back(
+          static_cast<int>(std::max_element(step_logits.begin(), step_logits.end()) - step_logits.begin()));
       if (i + 1 < steps) {
         const std::span<const float> next = loaded_->model.Decode(greedy.back(), cache);
         step_logits.assign(next.begin(), next.end());
       }
     }
     EXPECT_EQ(greedy, golden_->Ids(name + ".greedy.ids"));
-    ExpectWithin(name + ".greedy.top64.logits", AtIds(greedy_logits, golden_->Ids(name + ".greedy.top64.ids"), k));
+    ExpectWithin(name + ".greedy.top64.logits",
+                 AtIds(greedy_logits, golden_->Ids(name + ".greedy.top64.ids"), k));
   }
 }
 

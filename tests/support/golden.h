@@ -5,9 +5,9 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 

@@ -21,11 +21,11 @@
 namespace plumb {
 
 struct ChatTurn {
-  std::string reply;                 // the assistant's text
-  GenerationStats stats;             // prompt_tokens = tokens prefilled this turn (the new part only)
-  int dropped_messages = 0;          // old messages removed to make room
-  bool reprefilled = false;          // the cache was rebuilt from the start this turn
-  int context_used = 0;              // cache positions in use after the turn
+  std::string reply;         // the assistant's text
+  GenerationStats stats;     // prompt_tokens = tokens prefilled this turn (the new part only)
+  int dropped_messages = 0;  // old messages removed to make room
+  bool reprefilled = false;  // the cache was rebuilt from the start this turn
+  int context_used = 0;      // cache positions in use after the turn
 };
 
 class ChatSession {

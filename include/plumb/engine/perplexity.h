@@ -18,8 +18,8 @@ namespace plumb {
 struct PerplexityResult {
   int windows = 0;
   long long scored_tokens = 0;
-  double mean_nll = 0;     // nats per token
-  double perplexity = 0;   // exp(mean_nll)
+  double mean_nll = 0;        // nats per token
+  double perplexity = 0;      // exp(mean_nll)
   double standard_error = 0;  // of the perplexity
 };
 

@@ -59,6 +59,8 @@ std::optional<GgmlTypeTraits> FindGgmlType(std::uint32_t id);
 // Traits of a valid enum value.
 GgmlTypeTraits GgmlTraits(GgmlType type);
 
-inline std::string_view GgmlTypeName(GgmlType type) { return GgmlTraits(type).name; }
+inline std::string_view GgmlTypeName(GgmlType type) {
+  return GgmlTraits(type).name;
+}
 
 }  // namespace plumb

@@ -32,8 +32,8 @@ struct WeightMatrix {
 
   // Takes ownership of an FP32 matrix.
   static WeightMatrix FromF32(MatrixF32 matrix);
-  // Copies `bytes` (rows × GgmlRowBytes(type, cols)) into a matrix that owns them. Throws plumb::Error if cols
-  // is not a whole number of blocks or the size does not match.
+  // Copies `bytes` (rows × GgmlRowBytes(type, cols)) into a matrix that owns them. Throws plumb::Error if
+  // cols is not a whole number of blocks or the size does not match.
   static WeightMatrix FromBytes(GgmlType type, int rows, int cols, std::vector<std::uint8_t> bytes);
   // A view of rows × cols elements at `data`, kept alive by `owner`.
   static WeightMatrix View(GgmlType type, int rows, int cols, const std::uint8_t* data,

@@ -15,24 +15,24 @@ namespace plumb {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // [d]                 input_layernorm
-  WeightMatrix wq;                  // [n_heads·hd, d]     self_attn.q_proj
-  WeightMatrix wk;                  // [n_kv_heads·hd, d]  self_attn.k_proj
-  WeightMatrix wv;                  // [n_kv_heads·hd, d]  self_attn.v_proj
+  WeightMatrix wq;               // [n_heads·hd, d]     self_attn.q_proj
+  WeightMatrix wk;               // [n_kv_heads·hd, d]  self_attn.k_proj
+  WeightMatrix wv;               // [n_kv_heads·hd, d]  self_attn.v_proj
   std::vector<float> bq;         // [n_heads·hd]        q_proj.bias (empty when the model has none)
   std::vector<float> bk;         // [n_kv_heads·hd]     k_proj.bias (empty when the model has none)
   std::vector<float> bv;         // [n_kv_heads·hd]     v_proj.bias (empty when the model has none)
-  WeightMatrix wo;                  // [d, n_heads·hd]     self_attn.o_proj
+  WeightMatrix wo;               // [d, n_heads·hd]     self_attn.o_proj
   std::vector<float> mlp_norm;   // [d]                 post_attention_layernorm
-  WeightMatrix w_gate;              // [ffn, d]            mlp.gate_proj
-  WeightMatrix w_up;                // [ffn, d]            mlp.up_proj
-  WeightMatrix w_down;              // [d, ffn]            mlp.down_proj
+  WeightMatrix w_gate;           // [ffn, d]            mlp.gate_proj
+  WeightMatrix w_up;             // [ffn, d]            mlp.up_proj
+  WeightMatrix w_down;           // [d, ffn]            mlp.down_proj
 };
 
 struct ModelWeights {
   WeightMatrix token_embedding;  // [V, d]   model.embed_tokens
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [d]  model.norm
-  WeightMatrix lm_head;              // [V, d] lm_head; empty (0 rows) when tied to the embedding
+  WeightMatrix lm_head;           // [V, d] lm_head; empty (0 rows) when tied to the embedding
 
   const WeightMatrix& LmHead() const { return lm_head.rows > 0 ? lm_head : token_embedding; }
   std::size_t Bytes() const;  // every weight, once (a tied head counted once)
