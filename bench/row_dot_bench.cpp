@@ -28,26 +28,6 @@ namespace {
 using plumb::GgmlType;
 using plumb::kernels::RowDotIsa;
 
-// Byte offsets of each block's f16 scales (docs/formats.md, "GGUF blocks"): set to normal values, because a
-// random subnormal or NaN scale would make the float units take their slow paths and skew the timing.
-std::vector<int> ScaleOffsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {0, 2};
-    case GgmlType::Q2_K:
-      return {80, 82};
-    case GgmlType::Q3_K:
-      return {108};
-    case GgmlType::Q6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
-
 std::vector<std::uint8_t> RandomMatrix(GgmlType type, std::int64_t rows, std::int64_t k) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -68,7 +48,8 @@ std::vector<std::uint8_t> RandomMatrix(GgmlType type, std::int64_t rows, std::in
   }
   for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rng());
   for (std::size_t block = 0; block < bytes.size(); block += traits.block_bytes) {
-    for (int offset : ScaleOffsets(type)) {
+    // Normal scales: a random subnormal or NaN one would send the float units down slow paths.
+    for (int offset : plumb::BlockScaleOffsets(type)) {
       const std::uint16_t code = plumb::F32ToF16(0.01f * (1.5f + uniform(rng)));
       std::memcpy(&bytes[block + offset], &code, sizeof code);
     }

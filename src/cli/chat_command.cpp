@@ -27,7 +27,8 @@ Flags ChatFlags() {
   Flags f;
   AddModelFlag(f);
   f.AddValue("system", "TEXT", "system prompt (default: the chat template's own, if it has one)");
-  f.AddValue("chat-template", "NAME", "chatml, llama3, llama2 or gemma, instead of the one the model file names");
+  f.AddValue("chat-template", "NAME",
+             "chatml, llama3, llama2 or gemma, instead of the one the model file names");
   f.AddValue("max-tokens", "N", "maximum length of one reply, in tokens", "1024");
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");
@@ -51,7 +52,8 @@ ChatTemplate TemplateFor(const Flags& flags, const Tokenizer& tokenizer) {
   const std::string eos = TokenText(tokenizer, tokenizer.eos_id());
   if (flags.IsSet("chat-template")) return ChatTemplate::FromName(flags.String("chat-template"), bos, eos);
   if (tokenizer.chat_template().empty()) {
-    throw MakeError("the model has no chat template; name one with --chat-template chatml|llama3|llama2|gemma");
+    throw MakeError(
+        "the model has no chat template; name one with --chat-template chatml|llama3|llama2|gemma");
   }
   try {
     return ChatTemplate::FromJinja(tokenizer.chat_template(), bos, eos);

@@ -304,4 +304,26 @@ void DequantizeRow(GgmlType type, const std::uint8_t* src, float* dst, std::int6
   }
 }
 
+std::vector<int> BlockScaleOffsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+      return {0};  // d
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};  // d, then m (Q4_1, Q5_1) or dmin (Q4_K, Q5_K)
+    case GgmlType::Q2_K:
+      return {80, 82};  // after scales[16] and qs[64]: d, dmin
+    case GgmlType::Q3_K:
+      return {108};  // after hmask[32], qs[64], scales[12]: d
+    case GgmlType::Q6_K:
+      return {208};  // after ql[128], qh[64], scales[16]: d
+    default:
+      return {};
+  }
+}
+
 }  // namespace plumb

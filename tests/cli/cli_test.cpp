@@ -2,19 +2,20 @@
 // line with a non-zero exit code for every kind of bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
-#include <fstream>
+#include <algorithm>
 #include <sstream>
 
 #include "plumb/cli/commands.h"
 #include "plumb/cli/flags.h"
 #include "plumb/core/error.h"
 #include "support/golden.h"
+#include "support/process.h"
 
 namespace plumb {
 namespace {
+
+using testing::ProcessResult;
+using testing::RunPlumb;
 
 const std::string kModel = testing::FixtureDir("tiny-llama");
 
@@ -22,22 +23,6 @@ std::string Join(const std::vector<int>& ids, const char* separator) {
   std::string text;
   for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? separator : "") + std::to_string(ids[i]);
   return text;
-}
-
-struct ProcessResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-ProcessResult RunPlumb(const std::string& args) {
-  const std::string command = std::string(PLUMB_BINARY_DIR) + "/plumb " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
 TEST(Cli, GeneratePrintsTheReferenceGreedyIdsAndTiming) {
@@ -119,55 +104,6 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
     EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
         << "one line: " << result.output;
   }
-}
-
-const std::string kSmolLm2 = std::string(PLUMB_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-
-TEST(Cli, ChatAnswersEveryLineOfInputKeepingTheConversation) {
-  // Three messages, a blank line (ignored) and /reset; every turn prints its reply line on stdout and one
-  // timing line on stderr. The second turn prefills only its own message (the cache is kept).
-  std::istringstream in("Hello!\n\nWhat is 2 plus 2?\n/reset\nHi again.\n");
-  std::ostringstream out, err;
-  const std::vector<std::string> args = {"chat",         "--model", kSmolLm2, "--temp", "0",
-                                         "--max-tokens", "24",      "--ctx",  "512"};
-  ASSERT_EQ(cli::RunMain(args, out, err, in), 0) << err.str();
-  const std::string replies = out.str();
-  EXPECT_EQ(std::count(replies.begin(), replies.end(), '\n'), 3) << replies;
-  const std::string log = err.str();
-  EXPECT_NE(log.find("template chatml | context 512 tokens"), std::string::npos) << log;
-  EXPECT_NE(log.find("(conversation reset)"), std::string::npos) << log;
-  std::vector<int> new_prompt_tokens;
-  for (std::size_t at = log.find('['); at != std::string::npos; at = log.find('[', at + 1)) {
-    new_prompt_tokens.push_back(std::stoi(log.substr(at + 1)));
-  }
-  ASSERT_EQ(new_prompt_tokens.size(), 3u) << log;
-  EXPECT_LT(new_prompt_tokens[1], new_prompt_tokens[0]) << "turn 2 re-prefilled the conversation: " << log;
-  EXPECT_GT(new_prompt_tokens[2], new_prompt_tokens[1])
-      << "after /reset the system prompt comes again: " << log;
-}
-
-TEST(Cli, ChatAndGenerateOnTheRealModelReportBadInputInOneLine) {
-  const std::string m = "--model " + kSmolLm2;
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"chat " + m + " --chat-template vicuna </dev/null", "vicuna"},
-      {"chat " + m + " --ctx 9000 </dev/null", "--ctx: 9000 exceeds the model's context length of 8192"},
-      {"generate " + m + " --prompt hi --ctx 3 --max-tokens 4", "exceeds the context of 3"},
-      {"perplexity " + m + " --file /etc/hostname", "needs at least 1024"},
-  };
-  for (const auto& [args, expected] : cases) {
-    const ProcessResult result = RunPlumb(args);
-    EXPECT_EQ(result.exit_code, 1) << args << "\n" << result.output;
-    EXPECT_NE(result.output.find("plumb: error: "), std::string::npos) << args << "\n" << result.output;
-    EXPECT_NE(result.output.find(expected), std::string::npos) << args << "\n" << result.output;
-  }
-  // A message too long for the context is reported and the chat goes on to the next line.
-  const std::string input = std::string(PLUMB_BINARY_DIR) + "/cli_test_chat_input.txt";
-  std::ofstream(input) << std::string(300, 'x') << "\nHi\n";
-  const ProcessResult chat = RunPlumb("chat " + m + " --ctx 64 --temp 0 --max-tokens 4 <" + input);
-  EXPECT_EQ(chat.exit_code, 0) << chat.output;
-  EXPECT_NE(chat.output.find("leaves no room for a reply in the context of 64"), std::string::npos)
-      << chat.output;
-  EXPECT_NE(chat.output.find("generated"), std::string::npos) << chat.output;
 }
 
 TEST(Flags, ParsesValuesSwitchesAndDefaults) {

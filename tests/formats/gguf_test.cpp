@@ -21,10 +21,14 @@
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "support/errors.h"
 #include "support/gguf_builder.h"
 
 namespace plumb {
 namespace {
+
+using testing::ErrorOf;
+using testing::ExpectMessageHas;
 
 using testing::GgufArray;
 using testing::GgufBool;
@@ -53,23 +57,6 @@ constexpr char kName[] = "test.gguf";
 
 GgufFile Parse(const std::vector<std::uint8_t>& bytes) {
   return GgufFile::FromBytes(bytes, kName);
-}
-
-template <typename Action>
-std::string ErrorOf(Action action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a plumb::Error";
-  return "";
-}
-
-void ExpectMessageHas(const std::string& message, std::initializer_list<std::string> needles) {
-  for (const std::string& needle : needles) {
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message << "\nmissing: " << needle;
-  }
 }
 
 std::string At(std::uint64_t offset) {

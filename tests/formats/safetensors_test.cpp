@@ -20,9 +20,13 @@
 
 #include "plumb/core/error.h"
 #include "plumb/formats/dtype.h"
+#include "support/errors.h"
 
 namespace plumb {
 namespace {
+
+using testing::ErrorOf;
+using testing::ExpectMessageHas;
 
 // ---------------------------------------------------------------------------------------------------------
 // Helpers
@@ -46,24 +50,6 @@ std::vector<std::uint8_t> Assemble(const std::string& header, const std::vector<
 // A header with the one tensor entry "t": `entry` is the JSON of its value.
 std::vector<std::uint8_t> OneTensor(const std::string& entry, std::size_t data_bytes = 16) {
   return Assemble("{\"t\":" + entry + "}", std::vector<std::uint8_t>(data_bytes, 0));
-}
-
-// The plumb::Error message of `action`, or a test failure if it does not throw one.
-template <typename Action>
-std::string ErrorOf(Action action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a plumb::Error";
-  return "";
-}
-
-void ExpectMessageHas(const std::string& message, std::initializer_list<std::string> needles) {
-  for (const std::string& needle : needles) {
-    EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message << "\nmissing: " << needle;
-  }
 }
 
 // Expects FromBytes to reject `bytes` with a message naming the file and containing every needle.

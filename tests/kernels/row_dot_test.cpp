@@ -38,26 +38,6 @@ std::string Name(GgmlType type) {
   return std::string(GgmlTypeName(type));
 }
 
-// Byte offsets of the f16 scale fields (d, m, dmin) in one block (docs/formats.md, "GGUF blocks"). Random
-// bytes there could be inf or NaN; the tests want finite rows, so those fields are written separately.
-std::vector<int> ScaleOffsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {0, 2};
-    case GgmlType::Q2_K:
-      return {80, 82};
-    case GgmlType::Q3_K:
-      return {108};
-    case GgmlType::Q6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
-
 bool IsPlain(GgmlType type) {
   return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
 }
@@ -99,7 +79,7 @@ std::vector<std::uint8_t> RandomRow(GgmlType type, std::int64_t n, std::mt19937&
   for (std::uint8_t& byte : row) byte = static_cast<std::uint8_t>(rng());
   const GgmlTypeTraits traits = GgmlTraits(type);
   for (std::size_t block = 0; block < row.size(); block += traits.block_bytes) {
-    for (int offset : ScaleOffsets(type)) {
+    for (int offset : BlockScaleOffsets(type)) {  // finite scales: the tests want finite rows
       const std::uint16_t code = RandomScale(rng);
       row[block + offset] = static_cast<std::uint8_t>(code);
       row[block + offset + 1] = static_cast<std::uint8_t>(code >> 8);

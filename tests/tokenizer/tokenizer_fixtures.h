@@ -14,6 +14,7 @@
 #include "plumb/core/error.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/tokenizer/unicode.h"
+#include "support/errors.h"
 
 namespace plumb::testing {
 
@@ -99,18 +100,6 @@ inline void ExpectRoundTripAndStreaming(const Tokenizer& tokenizer, const std::v
     EXPECT_EQ(unicode::ToValidUtf8(rest), rest);
     EXPECT_EQ(streamed + rest, decoded) << "entry " << i;
   }
-}
-
-// The plumb::Error message of `action`, or a test failure if it does not throw one.
-template <typename Action>
-std::string ErrorOf(Action action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a plumb::Error";
-  return "";
 }
 
 }  // namespace plumb::testing

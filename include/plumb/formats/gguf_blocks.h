@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "plumb/formats/ggml_types.h"
 
@@ -18,6 +19,11 @@ bool CanDequantize(GgmlType type);
 // The bytes that n elements of `type` occupy: n / block_elements · block_bytes. Throws plumb::Error when n
 // is negative or not a multiple of the type's block, or when the type is not a known ggml type id.
 std::int64_t GgmlRowBytes(GgmlType type, std::int64_t n);
+
+// Byte offsets, within one block, of the block's f16 scale fields (d, and m or dmin where the type has
+// one), as docs/formats.md "GGUF blocks" lays them out; empty for F32, F16 and BF16. Tests and benchmarks
+// that fill blocks with random bytes write finite scales there.
+std::vector<int> BlockScaleOffsets(GgmlType type);
 
 // Writes the n elements stored at src (GgmlRowBytes(type, n) bytes, any alignment) to dst as float32.
 // Throws plumb::Error (naming the type, n and the block size) when CanDequantize(type) is false, or n is
