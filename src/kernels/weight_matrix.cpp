@@ -5,6 +5,16 @@
 
 namespace plumb {
 
+std::size_t WeightMatrix::Bytes() const {
+  std::size_t bytes = static_cast<std::size_t>(rows) * row_bytes;
+  if (encoding == WeightEncoding::kFp8) bytes += (fp8_per_row ? rows : 1) * sizeof(float);
+  if (encoding == WeightEncoding::kInt4) {
+    const std::size_t groups = static_cast<std::size_t>(Int4Groups(cols, int4.group_size));
+    bytes += static_cast<std::size_t>(rows) * (groups * sizeof(std::uint16_t) + Int4ZeroRowBytes(int4, cols));
+  }
+  return bytes;
+}
+
 WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
   auto values = std::make_shared<std::vector<float>>(std::move(matrix.values));
   WeightMatrix w;
@@ -36,6 +46,46 @@ WeightMatrix WeightMatrix::View(GgmlType type, int rows, int cols, const std::ui
   w.row_bytes = static_cast<std::size_t>(GgmlRowBytes(type, cols));
   w.data = data;
   w.owner = std::move(owner);
+  return w;
+}
+
+WeightMatrix WeightMatrix::Fp8View(Fp8Format format, int rows, int cols, const std::uint8_t* codes,
+                                   const float* scales, bool per_row, std::shared_ptr<const void> owner) {
+  WeightMatrix w;
+  w.encoding = WeightEncoding::kFp8;
+  w.type = GgmlType::I8;  // not a ggml matrix; a type no kernel accepts, so a mix-up fails loudly
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = static_cast<std::size_t>(cols);
+  w.data = codes;
+  w.owner = std::move(owner);
+  w.fp8_format = format;
+  w.fp8_per_row = per_row;
+  w.fp8_scales = scales;
+  return w;
+}
+
+WeightMatrix WeightMatrix::Int4View(Int4Params params, int rows, int cols, const std::uint8_t* codes,
+                                    const std::uint16_t* scales, const std::uint8_t* zeros,
+                                    std::shared_ptr<const void> owner) {
+  if (params.group_size != 32 && params.group_size != 64 && params.group_size != 128) {
+    throw MakeError("INT4 group size ", params.group_size, ": expected 32, 64 or 128");
+  }
+  if ((zeros == nullptr) != (params.scheme == Int4Scheme::kSymmetric)) {
+    throw MakeError("INT4 ", Int4SchemeName(params.scheme), " matrix ",
+                    zeros == nullptr ? "needs zero points" : "has zero points it cannot use");
+  }
+  WeightMatrix w;
+  w.encoding = WeightEncoding::kInt4;
+  w.type = GgmlType::I8;  // see Fp8View
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = Int4RowBytes(cols);
+  w.data = codes;
+  w.owner = std::move(owner);
+  w.int4 = params;
+  w.int4_scales = scales;
+  w.int4_zeros = zeros;
   return w;
 }
 
