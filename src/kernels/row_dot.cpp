@@ -124,6 +124,12 @@ bool RowDotIsaSupported(RowDotIsa isa) {
 #else
       return false;
 #endif
+    case RowDotIsa::kNeon:
+#if defined(__aarch64__)
+      return true;  // Advanced SIMD is part of every AArch64 CPU
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -146,7 +152,15 @@ void SetRowDotIsa(RowDotIsa isa) {
 }
 
 const char* RowDotIsaName(RowDotIsa isa) {
-  return isa == RowDotIsa::kAvx2 ? "avx2" : "scalar";
+  switch (isa) {
+    case RowDotIsa::kAvx2:
+      return "avx2";
+    case RowDotIsa::kNeon:
+      return "neon";
+    case RowDotIsa::kScalar:
+      break;
+  }
+  return "scalar";
 }
 
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {

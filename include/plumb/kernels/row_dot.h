@@ -36,7 +36,7 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y);
 
-enum class RowDotIsa { kScalar, kAvx2 };
+enum class RowDotIsa { kScalar, kAvx2, kNeon };
 
 // Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C).
 bool RowDotIsaSupported(RowDotIsa isa);
@@ -62,6 +62,16 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y);
 }  // namespace avx2
+#endif
+
+#if defined(__aarch64__)
+namespace neon {
+// Requires RowDotIsaSupported(RowDotIsa::kNeon) (every aarch64 CPU has Advanced SIMD). Same contract as the
+// avx2:: variants.
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y);
+}  // namespace neon
 #endif
 
 }  // namespace plumb::kernels
