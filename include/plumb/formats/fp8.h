@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace plumb {
 
@@ -30,5 +31,18 @@ const float* Fp8DecodeTable(Fp8Format format);
 // float -> FP8 bits, round to nearest, ties to even, subnormals included, exactly as CUDA's host-callable
 // __nv_cvt_float_to_fp8(x, saturation, interpretation) (cuda_fp8.hpp); NaN inputs as CUDA maps them.
 std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow);
+
+// An FP8 weight matrix [rows][cols] and its FP32 scales, as vLLM quantizes weights: per output channel
+// (scales [rows]) or per tensor (scales [1]), scale = amax / Fp8MaxFinite(format) over the row or tensor
+// (1 where amax is 0), codes = F32ToFp8(w · (1 / scale), format, kSaturate); dequantized w ≈ q · scale.
+struct Fp8Matrix {
+  Fp8Format format = Fp8Format::kE4M3;
+  int rows = 0;
+  int cols = 0;
+  bool per_row = true;
+  std::vector<std::uint8_t> codes;  // [rows][cols]
+  std::vector<float> scales;        // [rows] when per_row, else [1]
+};
+Fp8Matrix QuantizeFp8(const float* w, int rows, int cols, Fp8Format format, bool per_row);
 
 }  // namespace plumb

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace plumb {
 
@@ -52,5 +53,19 @@ inline unsigned Int4Code(const std::uint8_t* codes, std::int64_t c) {
 //   (ignored for kSymmetric).
 void DequantizeInt4Row(Int4Params params, const std::uint8_t* codes, const std::uint16_t* scales,
                        const std::uint8_t* zeros, int cols, float* out);
+
+// An INT4 matrix in the layout above, owning its arrays.
+struct Int4Matrix {
+  Int4Params params;
+  int rows = 0;
+  int cols = 0;
+  std::vector<std::uint8_t> codes;    // [rows][Int4RowBytes(cols)]
+  std::vector<std::uint16_t> scales;  // [rows][groups] FP16
+  std::vector<std::uint8_t> zeros;    // [rows][Int4ZeroRowBytes(params, cols)] (empty for kSymmetric)
+};
+// Round-to-nearest quantization of an FP32 matrix [rows][cols], group by group; the rule for each scheme
+// (how scale and zero are chosen) is in docs/formats.md ("INT4"). Throws plumb::Error for a group size
+// other than 32, 64 or 128.
+Int4Matrix QuantizeInt4(const float* w, int rows, int cols, Int4Params params);
 
 }  // namespace plumb
