@@ -1,0 +1,26 @@
+// Probes of the host the roofline is drawn against: how fast this machine streams memory. Decode at batch 1
+// reads every weight once per token, so its speed limit is bytes per token ÷ this bandwidth; benchmarks and
+// `plumb bench` quote their GB/s against it (memory-bandwidth utilisation, MBU).
+#pragma once
+
+#include <cstddef>
+
+namespace plumb::roofline {
+
+// Σ data[begin, end) in 16 independent lanes (order irrelevant: this is a load-rate probe, not arithmetic).
+// Uses 256-bit loads where the CPU has AVX2, since one core's read rate depends on its load width.
+// end − begin must be a multiple of 16.
+float StreamSum(const float* data, std::ptrdiff_t begin, std::ptrdiff_t end);
+
+// The buffer the probe streams: `bytes` of floats (1 GiB by default, ≫ any last-level cache), allocated and
+// touched once per size, so repeated probes measure DRAM and not page faults.
+const float* ProbeBuffer(std::size_t bytes);
+
+// One streaming read of ProbeBuffer(bytes) by `threads` OpenMP threads, each its own contiguous slice.
+// Returns the sum (so that the read cannot be optimised away).
+float StreamReadOnce(int threads, std::size_t bytes);
+
+// Read bandwidth in bytes per second: the best of `repetitions` StreamReadOnce runs at `threads` threads.
+double MeasureReadBandwidth(int threads, std::size_t bytes = std::size_t{1} << 30, int repetitions = 5);
+
+}  // namespace plumb::roofline
