@@ -9,6 +9,7 @@ constexpr const char* kMainUsage =
     "usage: plumb COMMAND [flags]\n"
     "plumb: a plain C++ reference implementation of Llama-family transformers on the CPU.\n\n"
     "commands:\n"
+    "  bench        prefill and decode tok/s, against the host's memory bandwidth (plumb bench --help)\n"
     "  chat         talk with a model, turn by turn (plumb chat --help)\n"
     "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
     "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n\n"
@@ -28,7 +29,9 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   if (args[0] == "generate") return RunGenerate(rest, out, err);
   if (args[0] == "chat") return RunChat(rest, in, out, err);
   if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
-  throw MakeError("unknown command '", args[0], "' (commands: chat, generate, perplexity; see plumb --help)");
+  if (args[0] == "bench") return RunBench(rest, out, err);
+  throw MakeError("unknown command '", args[0],
+                  "' (commands: bench, chat, generate, perplexity; see plumb --help)");
 }
 
 }  // namespace plumb::cli

@@ -20,6 +20,10 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
 // plumb perplexity --model PATH --file TEXT [--ctx N --threads N]
 int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb bench --model PATH [--threads N,.. --prompt-tokens P --gen-tokens G --repetitions R --probe-mib M]
+// The markdown table goes to `out`, progress to `err`.
+int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
             std::istream& in = std::cin);

@@ -1,0 +1,209 @@
+// plumb bench: end-to-end prefill and decode speed in the spirit of llama-bench, with decode set against the
+// roofline: the bytes one decode step reads, and the host's streaming-read bandwidth measured in the same run
+// at the same thread count (roofline/host_probe.h), so a figure survives a noisy or different machine.
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "plumb/cli/commands.h"
+#include "plumb/cli/common_flags.h"
+#include "plumb/core/error.h"
+#include "plumb/engine/generator.h"
+#include "plumb/kernels/kernels.h"
+#include "plumb/kernels/row_dot.h"
+#include "plumb/roofline/host_probe.h"
+
+namespace plumb::cli {
+namespace {
+
+Flags BenchFlags() {
+  Flags f;
+  AddModelFlag(f);
+  f.AddValue("threads", "N,..",
+             "comma-separated thread counts, one table row each; the default is every core",
+             std::to_string(std::max(1u, std::thread::hardware_concurrency())));
+  f.AddValue("prompt-tokens", "P", "prompt length: prefill of P tokens from an empty cache", "512");
+  f.AddValue("gen-tokens", "G", "decode steps after the prompt", "128");
+  f.AddValue("repetitions", "R", "timed runs per thread count (after one warm-up run)", "3");
+  f.AddValue("probe-mib", "MiB",
+             "buffer the bandwidth probe streams; keep it far beyond the last-level cache", "1024");
+  f.AddSwitch("help", "show this help");
+  return f;
+}
+
+constexpr const char* kBenchUsage =
+    "usage: plumb bench --model PATH [--threads N,..] [--prompt-tokens P] [--gen-tokens G] [--repetitions "
+    "R]\n"
+    "For each thread count: one warm-up run, then R runs of a P-token prefill from an empty cache followed "
+    "by\n"
+    "G decode steps (greedy, sampling included), on fixed token ids (no tokenizer needed). Prints a "
+    "markdown\n"
+    "table: prefill and decode tok/s (mean ± sample standard deviation over the R runs), the bytes one "
+    "decode\n"
+    "step reads, the bandwidth that makes, the host's streaming-read bandwidth measured in the same run at "
+    "the\n"
+    "same thread count, the memory-bandwidth utilisation (MBU) and the decode rate that bandwidth allows.\n\n"
+    "flags:\n";
+
+struct Settings {
+  std::string model_path;
+  std::vector<int> threads;
+  int prompt_tokens = 0;
+  int gen_tokens = 0;
+  int repetitions = 0;
+  std::size_t probe_bytes = 0;
+};
+
+Settings ReadSettings(const Flags& flags) {
+  Settings s;
+  s.model_path = flags.String("model");
+  s.threads = flags.IntList("threads");
+  for (int t : s.threads) {
+    if (t < 1 || t > 4096) throw MakeError("--threads: every thread count must be in [1, 4096], got ", t);
+  }
+  s.prompt_tokens = flags.Int("prompt-tokens", 1, std::numeric_limits<int>::max() / 2);
+  s.gen_tokens = flags.Int("gen-tokens", 1, std::numeric_limits<int>::max() / 2);
+  s.repetitions = flags.Int("repetitions", 1, 1000);
+  s.probe_bytes = static_cast<std::size_t>(flags.Int("probe-mib", 1, 1 << 16)) << 20;
+  return s;
+}
+
+// Fixed, spread-out ids in [0, vocab): the timing does not depend on which tokens they are.
+std::vector<int> BenchPrompt(int length, int vocab) {
+  std::vector<int> ids(static_cast<std::size_t>(length));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int>((i * 2654435761u + 12345u) % static_cast<std::uint64_t>(vocab));
+  }
+  return ids;
+}
+
+struct MeanStd {
+  double mean = 0;
+  double stddev = 0;  // sample standard deviation (÷ (n − 1)), as llama-bench reports; 0 for one run
+};
+
+MeanStd Summarize(const std::vector<double>& values) {
+  MeanStd s;
+  for (double v : values) s.mean += v;
+  s.mean /= static_cast<double>(values.size());
+  if (values.size() > 1) {
+    double squares = 0;
+    for (double v : values) squares += (v - s.mean) * (v - s.mean);
+    s.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
+  }
+  return s;
+}
+
+std::string Format(const MeanStd& s) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(2) << s.mean << " ± " << s.stddev;
+  return text.str();
+}
+
+std::string Format(double value, int precision) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(precision) << value;
+  return text.str();
+}
+
+// What attention reads per decode step: the key and value of every cached position, the new one included,
+// in every layer and KV head (FP32). Step s (0-based) runs at cache length P + s, so it reads P + s + 1
+// positions; the mean over the G steps is P + (G + 1) / 2.
+double MeanKvBytesPerDecodeStep(const ModelConfig& c, int prompt_tokens, int gen_tokens) {
+  const double bytes_per_position = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * sizeof(float);
+  return bytes_per_position * (prompt_tokens + (gen_tokens + 1) / 2.0);
+}
+
+struct Row {
+  int threads = 0;
+  MeanStd prefill;
+  MeanStd decode;
+  double read_bandwidth = 0;  // bytes/s
+};
+
+Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream& err) {
+  kernels::SetNumThreads(threads);
+  const std::vector<int> prompt = BenchPrompt(s.prompt_tokens, model.config().vocab_size);
+  GenerationOptions options;
+  options.max_new_tokens = s.gen_tokens + 1;  // the first token comes from the prefill, the others each from
+                                              // one decode step
+  ContiguousKvCache cache = model.NewKvCache(s.prompt_tokens + s.gen_tokens + 1);
+  std::vector<double> prefill, decode;
+  for (int run = 0; run <= s.repetitions; ++run) {
+    err << "\rbench: " << threads << " thread(s), " << (run == 0 ? "warm-up" : "run " + std::to_string(run))
+        << "   " << std::flush;
+    cache.Clear();
+    const GenerationStats stats = Generate(model, cache, prompt, options, [](int) {});
+    if (stats.decode_steps != s.gen_tokens) {
+      throw MakeError("bench: expected ", s.gen_tokens, " decode steps, ran ", stats.decode_steps);
+    }
+    if (run == 0) continue;  // the warm-up: page faults on the weights, thread start, caches
+    prefill.push_back(stats.PrefillTokensPerSecond());
+    decode.push_back(stats.DecodeTokensPerSecond());
+  }
+  err << "\rbench: " << threads << " thread(s), measuring the host's read bandwidth" << std::flush;
+  Row row;
+  row.threads = threads;
+  row.prefill = Summarize(prefill);
+  row.decode = Summarize(decode);
+  row.read_bandwidth = roofline::MeasureReadBandwidth(threads, s.probe_bytes);
+  err << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  return row;
+}
+
+void PrintTable(std::ostream& out, const Model& model, const Settings& s, const std::vector<Row>& rows) {
+  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
+  const double kv_bytes = MeanKvBytesPerDecodeStep(model.config(), s.prompt_tokens, s.gen_tokens);
+  const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes;
+  const std::string pp = "pp" + std::to_string(s.prompt_tokens);
+  const std::string tg = "tg" + std::to_string(s.gen_tokens);
+  out << "model: " << s.model_path << " | weights " << Format(model.weights().Bytes() / 1e6, 1) << " MB"
+      << " | row dot: " << kernels::RowDotIsaName(kernels::ActiveRowDotIsa()) << " | " << s.repetitions
+      << " runs per row after 1 warm-up\n"
+      << "weight B/token: ModelWeights::BytesReadPerDecodeStep. KV B/token: keys and values attention reads "
+         "per decode step, mean over the "
+      << s.gen_tokens << " steps (context " << s.prompt_tokens + 1 << ".." << s.prompt_tokens + s.gen_tokens
+      << "). decode GB/s = (weight + KV) bytes × decode tok/s. host read: the best of 5 streaming reads of "
+      << (s.probe_bytes >> 20)
+      << " MiB at the row's thread count, measured after its runs. MBU = decode GB/s / "
+      << "host read. ceiling = host read / (weight + KV) bytes.\n\n";
+  out << "| threads | prefill " << pp << " tok/s | decode " << tg
+      << " tok/s | weight B/token | KV B/token | decode GB/s | host read GB/s | MBU % | ceiling tok/s |\n"
+      << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    const double decode_bandwidth = bytes_per_token * r.decode.mean;
+    out << "| " << r.threads << " | " << Format(r.prefill) << " | " << Format(r.decode) << " | "
+        << weight_bytes << " | " << Format(kv_bytes, 0) << " | " << Format(decode_bandwidth / 1e9, 3) << " | "
+        << Format(r.read_bandwidth / 1e9, 2) << " | " << Format(100 * decode_bandwidth / r.read_bandwidth, 1)
+        << " | " << Format(r.read_bandwidth / bytes_per_token, 1) << " |\n";
+  }
+}
+
+}  // namespace
+
+int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  Flags flags = BenchFlags();
+  flags.Parse(args);
+  if (flags.Switch("help")) {
+    out << kBenchUsage << flags.Help();
+    return 0;
+  }
+  const Settings settings = ReadSettings(flags);
+  Model model = Model::Load(settings.model_path);
+  const int context = model.config().max_position_embeddings;
+  if (static_cast<long long>(settings.prompt_tokens) + settings.gen_tokens > context) {
+    throw MakeError("--prompt-tokens ", settings.prompt_tokens, " + --gen-tokens ", settings.gen_tokens,
+                    " = ", settings.prompt_tokens + settings.gen_tokens,
+                    " exceeds the model's context length of ", context, " tokens");
+  }
+  std::vector<Row> rows;
+  for (int threads : settings.threads) rows.push_back(RunOneThreadCount(model, settings, threads, err));
+  PrintTable(out, model, settings, rows);
+  return 0;
+}
+
+}  // namespace plumb::cli
