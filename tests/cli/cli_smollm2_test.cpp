@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "plumb/cli/commands.h"
+#include "support/golden.h"
 #include "support/process.h"
 
 namespace plumb {
@@ -62,6 +63,45 @@ TEST(Cli, ChatAndGenerateOnTheRealModelReportBadInputInOneLine) {
   EXPECT_NE(chat.output.find("leaves no room for a reply in the context of 64"), std::string::npos)
       << chat.output;
   EXPECT_NE(chat.output.find("generated"), std::string::npos) << chat.output;
+}
+
+TEST(Cli, PerplexityAgainstItselfAsKlBaseGivesZeroDivergence) {
+  // The same model as base and as model: the same windows give the same logits, so KL is exactly 0, the
+  // top-1 agreement 100% and both perplexities equal the plain perplexity's.
+  const std::string text = std::string(PLUMB_SOURCE_DIR) + "/fixtures/tokenizer/gpl-3.txt";
+  const std::string no_chunks = "perplexity --model " + kSmolLm2 + " --file " + text + " --ctx 64";
+  const std::string common = no_chunks + " --chunks 2";
+  const ProcessResult plain = RunPlumb(common + " 2>/dev/null");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const std::size_t ppl = plain.output.find("PPL = ");
+  ASSERT_NE(ppl, std::string::npos) << plain.output;
+  const std::string ppl_line = plain.output.substr(ppl + 3, plain.output.find('\n', ppl) - ppl - 3);
+  EXPECT_NE(ppl_line.find("(62 scored tokens in 2 windows of 64)"), std::string::npos) << ppl_line;
+
+  const ProcessResult kl = RunPlumb(common + " --kl-base " + kSmolLm2);
+  ASSERT_EQ(kl.exit_code, 0) << kl.output;
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = kl.output.find(what); at != std::string::npos; at = kl.output.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("PPL" + ppl_line), 2u) << ppl_line << "\n" << kl.output;  // the model's and the base's
+  EXPECT_EQ(count("base PPL" + ppl_line), 1u) << kl.output;
+  EXPECT_EQ(count("mean KL(base || model) = 0.000000 +/- 0.000000 nats\n"), 1u) << kl.output;
+  EXPECT_EQ(count("top-1 agreement = 100.000 +/- 0.000 %\n"), 1u) << kl.output;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --kl-base " + testing::FixtureDir("tiny-llama"),
+       "KL divergence needs one vocabulary: the base model has 320 tokens, the model 49152"},
+      {" --kl-base /nonexistent/model", "/nonexistent/model: model path does not exist"},
+      {" --chunks -1", "--chunks: -1"},
+  };
+  for (const auto& [args, expected] : bad) {
+    const ProcessResult result = RunPlumb(no_chunks + args);
+    EXPECT_EQ(result.exit_code, 1) << args << "\n" << result.output;
+    EXPECT_NE(result.output.find("plumb: error: " + expected), std::string::npos) << args << "\n"
+                                                                                  << result.output;
+  }
 }
 
 }  // namespace
