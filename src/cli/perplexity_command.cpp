@@ -72,16 +72,17 @@ int RunKlDivergence(const std::string& base_path, TextModel& loaded, const std::
       base.model, loaded.model, tokens, n_ctx, bos,
       [&](int done, int total, const KlDivergenceResult& running) {
         err << std::fixed << std::setprecision(4) << "\r[" << done << "/" << total
-            << "] PPL so far: " << running.model.perplexity << ", mean KL so far: " << std::setprecision(6)
-            << running.mean_kl << std::flush;
+            << "] PPL so far: " << running.model.perplexity << ", mean KL so far: " << std::scientific
+            << std::setprecision(4) << running.mean_kl << std::flush;
       },
       chunks);
   err << "\n";
   PrintPerplexity(out, "PPL", r.model, n_ctx);
   PrintPerplexity(out, "base PPL", r.base, n_ctx);
-  out << std::fixed << std::setprecision(6) << "mean KL(base || model) = " << r.mean_kl << " +/- "
+  // KL spans orders of magnitude across formats (FP16 ~1e-6, INT4 ~1e-1): scientific notation keeps digits.
+  out << std::scientific << std::setprecision(4) << "mean KL(base || model) = " << r.mean_kl << " +/- "
       << r.kl_standard_error << " nats\n"
-      << std::setprecision(3) << "top-1 agreement = " << 100 * r.top1_agreement << " +/- "
+      << std::fixed << std::setprecision(3) << "top-1 agreement = " << 100 * r.top1_agreement << " +/- "
       << 100 * r.top1_standard_error << " %\n";
   return 0;
 }

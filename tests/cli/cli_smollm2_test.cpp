@@ -88,7 +88,7 @@ TEST(Cli, PerplexityAgainstItselfAsKlBaseGivesZeroDivergence) {
   };
   EXPECT_EQ(count("PPL" + ppl_line), 2u) << ppl_line << "\n" << kl.output;  // the model's and the base's
   EXPECT_EQ(count("base PPL" + ppl_line), 1u) << kl.output;
-  EXPECT_EQ(count("mean KL(base || model) = 0.000000 +/- 0.000000 nats\n"), 1u) << kl.output;
+  EXPECT_EQ(count("mean KL(base || model) = 0.0000e+00 +/- 0.0000e+00 nats\n"), 1u) << kl.output;
   EXPECT_EQ(count("top-1 agreement = 100.000 +/- 0.000 %\n"), 1u) << kl.output;
   const std::vector<std::pair<std::string, std::string>> bad = {
       {" --kl-base " + testing::FixtureDir("tiny-llama"),
