@@ -55,53 +55,62 @@ const float* Fp8DecodeTable(Fp8Format format) {
   return tables[format == Fp8Format::kE4M3 ? 0 : 1].data();
 }
 
-std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow) {
+namespace {
+
+// float -> FP8 for a format with kMantissaBits stored mantissa bits and exponent bias kBias (docs/formats.md
+// "FP8"), the format's constants known at compile time.
+template <int kMantissaBits, int kBias>
+std::uint8_t EncodeFp8(float value, bool saturate) {
+  constexpr std::uint32_t kMaxFiniteCode = kMantissaBits == 3 ? 0x7Eu : 0x7Bu;  // 448 / 57344
+  constexpr std::uint32_t kOverflowCode = kMantissaBits == 3 ? 0x7Fu : 0x7Cu;   // NaN (E4M3) / inf (E5M2)
+  constexpr int kDropped = 23 - kMantissaBits;                                  // float mantissa bits cut
+  constexpr std::uint32_t kMinNormal = static_cast<std::uint32_t>(127 + 1 - kBias) << 23;  // 2^(1 − bias)
+
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
   // CUDA first replaces every NaN by the canonical 0x7FFFFFFF (positive, all payload bits set), whose
   // encoding is 0x7F in both formats: the input's sign and payload are lost.
   if (magnitude > 0x7F800000u) return 0x7F;
+  const auto sign = static_cast<std::uint32_t>((bits >> 24) & 0x80u);
 
-  const bool e4m3 = format == Fp8Format::kE4M3;
-  const int mantissa_bits = e4m3 ? 3 : 2;
-  const int bias = e4m3 ? 7 : 15;
-  const std::uint32_t max_finite_code = e4m3 ? 0x7Eu : 0x7Bu;
-  const auto sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
-
-  // Float subnormals and zero (exponent field 0) are far below half the smallest FP8 subnormal.
-  const int exponent = static_cast<int>(magnitude >> 23) - 127;
-  std::uint32_t code = max_finite_code + 1;  // stands for "too large" (also for ±inf)
-  if (magnitude == 0 || (magnitude >> 23) == 0) {
-    code = 0;
-  } else if (exponent <= bias + 1) {
-    // The value is significand · 2^(exponent − 23) with the implicit bit restored. In units of the FP8
-    // code's last place (2^(e − bias − mantissa_bits), e clamped to the smallest normal exponent 1 − bias)
-    // it is significand >> shift; rounding that integer to nearest, ties to even, gives the code's
-    // magnitude bits directly, the exponent field included: a carry out of the mantissa bumps the exponent
-    // (and a subnormal that rounds up to 2^(1 − bias) becomes the smallest normal) as the encoding wants.
-    const std::uint32_t significand = (magnitude & 0x007FFFFFu) | 0x00800000u;
-    const int unit_exponent = std::max(exponent, 1 - bias) - mantissa_bits;  // log2 of one code step
-    const int shift = 23 + unit_exponent - exponent;
+  std::uint32_t code;
+  if (magnitude >= kMinNormal) {
+    // Normal (or too large, or inf): round the float's mantissa to kMantissaBits bits, ties to even, by
+    // adding just under half of the last kept place plus the lowest kept bit and truncating; a carry out of
+    // the mantissa bumps the exponent, as the encoding wants. Then rebias the exponent from 127 to kBias.
+    const std::uint32_t lowest_kept_bit = (magnitude >> kDropped) & 1u;
+    const std::uint32_t rounded = magnitude + ((1u << (kDropped - 1)) - 1u) + lowest_kept_bit;
+    code = (rounded >> kDropped) - (static_cast<std::uint32_t>(127 - kBias) << kMantissaBits);
+  } else {
+    // Subnormal result: the code is |x| in units of the smallest subnormal, 2^(1 − bias − kMantissaBits),
+    // rounded to an integer, ties to even. With the implicit bit restored |x| = significand · 2^(e − 150),
+    // so that is significand >> (151 − bias − kMantissaBits − e). A code that rounds up to
+    // 1 << kMantissaBits is the smallest normal, correctly encoded as it stands.
+    const int exponent = static_cast<int>(magnitude >> 23);
+    const int shift = 151 - kBias - kMantissaBits - exponent;
     if (shift > 24) {
-      code = 0;  // below half the smallest subnormal
+      code = 0;  // below half the smallest subnormal, or exactly half (a tie, to the even 0), or ±0
     } else {
-      std::uint32_t units = significand >> shift;
+      const std::uint32_t significand = (magnitude & 0x007FFFFFu) | 0x00800000u;
+      code = significand >> shift;
       const std::uint32_t remainder = significand & ((1u << shift) - 1u);
       const std::uint32_t half = 1u << (shift - 1);
-      if (remainder > half || (remainder == half && (units & 1u) != 0)) ++units;
-      // For normals units is 1.m in 1 + mantissa_bits bits; replacing its leading 1 by the biased exponent
-      // gives the code. For subnormals units is the code itself (biased exponent field 0).
-      code = exponent >= 1 - bias ? (static_cast<std::uint32_t>(exponent + bias - 1) << mantissa_bits) + units
-                                  : units;
+      if (remainder > half || (remainder == half && (code & 1u) != 0)) ++code;
     }
   }
-  if (code > max_finite_code) {
-    // Too large (after rounding), or ±inf: __NV_SATFINITE gives ±max finite, __NV_NOSAT the format's
-    // overflow value (E4M3 has no inf, so NaN with the input's sign; E5M2 ±inf).
-    if (overflow == Fp8Overflow::kSaturate) return static_cast<std::uint8_t>(sign | max_finite_code);
-    return static_cast<std::uint8_t>(sign | (e4m3 ? 0x7Fu : 0x7Cu));
+  if (code > kMaxFiniteCode) {
+    // Too large after rounding, or ±inf: __NV_SATFINITE gives ±max finite; __NV_NOSAT the format's overflow
+    // value with the input's sign (E4M3 has no inf, so NaN; E5M2 ±inf).
+    code = saturate ? kMaxFiniteCode : kOverflowCode;
   }
   return static_cast<std::uint8_t>(sign | code);
+}
+
+}  // namespace
+
+std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow) {
+  const bool saturate = overflow == Fp8Overflow::kSaturate;
+  return format == Fp8Format::kE4M3 ? EncodeFp8<3, 7>(value, saturate) : EncodeFp8<2, 15>(value, saturate);
 }
 
 Fp8Matrix QuantizeFp8(const float* w, int rows, int cols, Fp8Format format, bool per_row) {
