@@ -86,6 +86,33 @@ TEST(F16, AllCodesDecodeExactly) {
   }
 }
 
+TEST(F16, HandCheckedCodes) {
+  // s eeeee mmmmmmmmmm, bias 15: 0x3C00 = 0.01111.0 = 1; 0x3555 = 2^-2 * (1 + 341/1024) = 0.333251953125;
+  // 0xC000 = -2; 0x7BFF = 2^15 * (2 - 2^-10) = 65504; 0x0001 = 2^-24; 0x03FF = 1023 * 2^-24; 0x0400 = 2^-14.
+  const struct {
+    std::uint16_t code;
+    double value;
+  } anchors[] = {{0x0000, 0.0},
+                 {0x0001, 5.9604644775390625e-08},
+                 {0x03FF, 6.097555160522461e-05},
+                 {0x0400, 6.103515625e-05},
+                 {0x3555, 0.333251953125},
+                 {0x3BFF, 0.99951171875},
+                 {0x3C00, 1.0},
+                 {0x3C01, 1.0009765625},
+                 {0x4000, 2.0},
+                 {0x4248, 3.140625},
+                 {0x7BFF, 65504.0},
+                 {0xC000, -2.0},
+                 {0xFBFF, -65504.0}};
+  for (const auto& a : anchors)
+    EXPECT_EQ(static_cast<double>(F16ToF32(a.code)), a.value) << std::hex << a.code;
+  EXPECT_EQ(Bits(F16ToF32(0x8000)), 0x80000000u);
+  EXPECT_EQ(F16ToF32(0x7C00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(Bits(F16ToF32(0x7E00)), 0x7FC00000u);  // the usual quiet NaN
+  EXPECT_EQ(Bits(F16ToF32(0xFC01)), 0xFF802000u);  // a signalling NaN keeps sign and payload
+}
+
 TEST(F16, RoundTripOfEveryCodeIsIdentity) {
   for (std::uint32_t c = 0; c <= 0xFFFF; ++c) {
     const auto code = static_cast<std::uint16_t>(c);
@@ -229,6 +256,27 @@ TEST(BF16, AllCodesDecodeExactly) {
       ASSERT_EQ(static_cast<double>(got), BF16ByFormula(code)) << std::hex << c;
     }
   }
+}
+
+TEST(BF16, HandCheckedCodes) {
+  // s eeeeeeee mmmmmmm, bias 127: 0x3F80 = 1; 0x4049 = 2 * (1 + 73/128) = 3.140625; 0x7F7F = 2^127 * (2 -
+  // 2^-7); 0x0001 = 2^-133 (smallest subnormal); 0x0080 = 2^-126 (smallest normal).
+  const struct {
+    std::uint16_t code;
+    double value;
+  } anchors[] = {{0x0000, 0.0},
+                 {0x0001, std::ldexp(1.0, -133)},
+                 {0x0080, std::ldexp(1.0, -126)},
+                 {0x3F80, 1.0},
+                 {0x3F81, 1.0078125},
+                 {0x4049, 3.140625},
+                 {0x3EAB, 0.333984375},
+                 {0x7F7F, 3.3895313892515355e38},
+                 {0xC000, -2.0}};
+  for (const auto& a : anchors)
+    EXPECT_EQ(static_cast<double>(BF16ToF32(a.code)), a.value) << std::hex << a.code;
+  EXPECT_EQ(BF16ToF32(0xFF80), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(Bits(BF16ToF32(0x7FFF)), 0x7FFF0000u);  // CUDA's canonical NaN
 }
 
 TEST(BF16, RoundTripOfEveryCodeIsIdentity) {

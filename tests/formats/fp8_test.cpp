@@ -53,6 +53,97 @@ std::uint8_t Fp8BySearch(float x, Fp8Format format, Fp8Overflow overflow) {
   return static_cast<std::uint8_t>(sign | best);
 }
 
+// Decoding, by a route other than Fp8ToF32's ldexp: the integer significand (implicit bit added for
+// normals) doubled or halved one step at a time in double, and NaN / inf recognised from explicit code
+// lists rather than field tests.
+double Fp8ByRepeatedScaling(std::uint8_t code, Fp8Format format) {
+  const bool e4m3 = format == Fp8Format::kE4M3;
+  const int mantissa_bits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const int field = (code & 0x7F) >> mantissa_bits;
+  const int mantissa = code & ((1 << mantissa_bits) - 1);
+  double value = field == 0 ? mantissa : (1 << mantissa_bits) + mantissa;
+  for (int k = (field == 0 ? 1 : field) - bias - mantissa_bits; k != 0; k += (k > 0 ? -1 : 1)) {
+    value = k > 0 ? value * 2 : value / 2;
+  }
+  return (code & 0x80) ? -value : value;
+}
+
+TEST(Fp8, AllCodesDecodeExactly) {
+  for (const Fp8Format format : kFormats) {
+    const bool e4m3 = format == Fp8Format::kE4M3;
+    const float* table = Fp8DecodeTable(format);
+    for (int c = 0; c < 256; ++c) {
+      const auto code = static_cast<std::uint8_t>(c);
+      const float got = Fp8ToF32(code, format);
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(table[c]), std::bit_cast<std::uint32_t>(got)) << c;
+      ASSERT_EQ(std::signbit(got), c >= 0x80) << c;  // ±0 and the NaNs too
+      const int low = c & 0x7F;
+      const bool nan = e4m3 ? low == 0x7F : (low == 0x7D || low == 0x7E || low == 0x7F);
+      const bool inf = !e4m3 && low == 0x7C;
+      if (nan) {
+        ASSERT_TRUE(std::isnan(got)) << Fp8FormatName(format) << " " << c;
+      } else if (inf) {
+        ASSERT_EQ(got, c >= 0x80 ? -std::numeric_limits<float>::infinity()
+                                 : std::numeric_limits<float>::infinity());
+      } else {
+        ASSERT_EQ(static_cast<double>(got), Fp8ByRepeatedScaling(code, format))
+            << Fp8FormatName(format) << " " << c;
+      }
+    }
+    // Finite codes 0x00 .. max are strictly increasing: no code is skipped or repeated.
+    const int max_code = e4m3 ? 0x7E : 0x7B;
+    for (int c = 0; c < max_code; ++c) ASSERT_LT(table[c], table[c + 1]) << Fp8FormatName(format) << " " << c;
+  }
+}
+
+TEST(Fp8, HandCheckedCodes) {
+  // E4M3: S EEEE MMM, bias 7. 0x38 = 0.0111.000 = 2^(7-7) = 1; 0x7E = 0.1111.110 = 2^8 * 1.75 = 448;
+  // 0x01 = subnormal 1/8 * 2^-6 = 2^-9; 0x08 = 0.0001.000 = 2^-6; 0x77 = 0.1110.111 = 2^7 * 1.875 = 240.
+  const struct {
+    std::uint8_t code;
+    double e4m3;
+    double e5m2;
+  } anchors[] = {
+      {0x00, 0.0, 0.0},
+      {0x01, 0.001953125, 1.52587890625e-05},   // 2^-9; 2^-16
+      {0x03, 0.005859375, 4.57763671875e-05},   // 3 * 2^-9; 3 * 2^-16
+      {0x04, 0.0078125, 6.103515625e-05},       // 2^-7 (subnormal 4/8 * 2^-6); 2^-14 (smallest normal)
+      {0x07, 0.013671875, 0.0001068115234375},  // 7 * 2^-9 (largest subnormal); 1.75 * 2^-14
+      {0x08, 0.015625, 0.0001220703125},        // 2^-6 (smallest normal); 2^-13
+      {0x38, 1.0, 0.5},                         // E5M2: 0.01110.00 = 2^(14-15)
+      {0x3C, 1.5, 1.0},                         // E5M2: 0.01111.00 = 1
+      {0x3E, 1.75, 1.5},
+      {0x40, 2.0, 2.0},
+      {0x77, 240.0, 28672.0},  // E5M2: 0.11101.11 = 2^14 * 1.75
+      {0x78, 256.0, 32768.0},
+      {0x7B, 352.0, 57344.0},  // E4M3: 2^8 * 1.375; E5M2: largest finite, 2^15 * 1.75
+      {0x7E, 448.0, std::numeric_limits<double>::quiet_NaN()},  // E4M3 largest finite
+      {0xB8, -1.0, -0.5},
+      {0xFE, -448.0, std::numeric_limits<double>::quiet_NaN()},
+  };
+  for (const auto& a : anchors) {
+    EXPECT_EQ(Fp8ToF32(a.code, Fp8Format::kE4M3), a.e4m3) << std::hex << int{a.code};
+    if (std::isnan(a.e5m2)) {
+      EXPECT_TRUE(std::isnan(Fp8ToF32(a.code, Fp8Format::kE5M2))) << std::hex << int{a.code};
+    } else {
+      EXPECT_EQ(Fp8ToF32(a.code, Fp8Format::kE5M2), a.e5m2) << std::hex << int{a.code};
+    }
+  }
+  EXPECT_TRUE(std::signbit(Fp8ToF32(0x80, Fp8Format::kE4M3)));
+  EXPECT_TRUE(std::isnan(Fp8ToF32(0x7F, Fp8Format::kE4M3)));
+  EXPECT_TRUE(std::isnan(Fp8ToF32(0xFF, Fp8Format::kE4M3)));
+  EXPECT_EQ(Fp8ToF32(0x7C, Fp8Format::kE5M2), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(Fp8ToF32(0xFC, Fp8Format::kE5M2), -std::numeric_limits<float>::infinity());
+  for (const std::uint8_t nan : {0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF}) {
+    EXPECT_TRUE(std::isnan(Fp8ToF32(nan, Fp8Format::kE5M2))) << int{nan};
+  }
+  EXPECT_EQ(Fp8MaxFinite(Fp8Format::kE4M3), 448.0f);
+  EXPECT_EQ(Fp8MaxFinite(Fp8Format::kE5M2), 57344.0f);
+  EXPECT_STREQ(Fp8FormatName(Fp8Format::kE4M3), "e4m3");
+  EXPECT_STREQ(Fp8FormatName(Fp8Format::kE5M2), "e5m2");
+}
+
 TEST(Fp8, EncodingMatchesNearestValueSearch) {
   // Every float whose exponent is in FP8's range and its neighbourhood, sampled densely in the low
   // mantissa bits and fully at the bits near the FP8 rounding point, plus the midpoints of adjacent codes.
