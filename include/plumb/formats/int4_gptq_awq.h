@@ -17,7 +17,8 @@
 
 namespace plumb {
 
-// GPTQ's "v1" checkpoint tensors (AutoGPTQ, GPTQModel's default, as exllama, Marlin and vLLM read them):
+// GPTQ's "v1" checkpoint tensors (AutoGPTQ, GPTQModel's default; as AutoGPTQ's and exllama's kernels read
+// them):
 //   qweight int32 [K/8][N]   element (k, n) in word [k/8][n], bits 4·(k mod 8) .. +3, unsigned code q
 //   qzeros  int32 [K/G][N/8] zero of (group g, column n) in word [g][n/8], bits 4·(n mod 8), stored as
 //                            (zero − 1) mod 16: readers add 1 back, so nibble 0xF means zero 16
