@@ -74,21 +74,14 @@ void CheckSize(const Packing& p, const char* field, std::size_t got, std::size_t
   }
 }
 
-// The three packed arrays of either format.
-template <typename Words, typename Scales>
-struct PackedArrays {
-  Words& qweight;
-  Words& qzeros;
-  Scales& scales;
-};
-using PackedOut = PackedArrays<std::vector<std::int32_t>, std::vector<std::uint16_t>>;
-using PackedIn = PackedArrays<const std::vector<std::int32_t>, const std::vector<std::uint16_t>>;
-
-void Pack(const Packing& p, const Int4Matrix& m, PackedOut out) {
+void Pack(const Packing& p, const Int4Matrix& m, Int4PackedWords& out) {
   const int K = m.cols;
   const int N = m.rows;
   const int G = m.params.group_size;
   CheckShape(p, K, N, G);
+  out.in_features = K;
+  out.out_features = N;
+  out.group_size = G;
   const int groups = K / G;
   const std::size_t code_row = Int4RowBytes(K);
   const std::size_t zero_row = Int4ZeroRowBytes(m.params, K);
@@ -141,7 +134,10 @@ void Pack(const Packing& p, const Int4Matrix& m, PackedOut out) {
   }
 }
 
-Int4Matrix Unpack(const Packing& p, int K, int N, int G, PackedIn in, Int4Scheme scheme) {
+Int4Matrix Unpack(const Packing& p, const Int4PackedWords& in, Int4Scheme scheme) {
+  const int K = in.in_features;
+  const int N = in.out_features;
+  const int G = in.group_size;
   CheckShape(p, K, N, G);
   const int groups = K / G;
   const auto n_rows = static_cast<std::size_t>(N);
@@ -198,10 +194,7 @@ Int4Matrix Unpack(const Packing& p, int K, int N, int G, PackedIn in, Int4Scheme
 
 GptqInt4 Int4ToGptq(const Int4Matrix& m) {
   GptqInt4 out;
-  out.in_features = m.cols;
-  out.out_features = m.rows;
-  out.group_size = m.params.group_size;
-  Pack(kGptq, m, {out.qweight, out.qzeros, out.scales});
+  Pack(kGptq, m, out);
   out.g_idx.resize(static_cast<std::size_t>(m.cols));
   for (int k = 0; k < m.cols; ++k) out.g_idx[static_cast<std::size_t>(k)] = k / m.params.group_size;
   return out;
@@ -219,22 +212,17 @@ Int4Matrix Int4FromGptq(const GptqInt4& gptq, Int4Scheme scheme) {
       }
     }
   }
-  return Unpack(kGptq, gptq.in_features, gptq.out_features, gptq.group_size,
-                {gptq.qweight, gptq.qzeros, gptq.scales}, scheme);
+  return Unpack(kGptq, gptq, scheme);
 }
 
 AwqInt4 Int4ToAwq(const Int4Matrix& m) {
   AwqInt4 out;
-  out.in_features = m.cols;
-  out.out_features = m.rows;
-  out.group_size = m.params.group_size;
-  Pack(kAwq, m, {out.qweight, out.qzeros, out.scales});
+  Pack(kAwq, m, out);
   return out;
 }
 
 Int4Matrix Int4FromAwq(const AwqInt4& awq, Int4Scheme scheme) {
-  return Unpack(kAwq, awq.in_features, awq.out_features, awq.group_size,
-                {awq.qweight, awq.qzeros, awq.scales}, scheme);
+  return Unpack(kAwq, awq, scheme);
 }
 
 }  // namespace plumb

@@ -179,14 +179,20 @@ TEST(F16, SubnormalsAndZeros) {
   EXPECT_EQ(Bits(F16ToF32(0x8000)), 0x80000000u);
 }
 
-TEST(F16, EveryNaNBecomesCudasCanonicalNaN) {
-  // __float2half_rn returns 0x7FFF for every NaN; every NaN pattern of both signs, exhaustively.
+// CUDA's __float2half_rn and __float2bfloat16_rn return 0x7FFF for every NaN: checked on every NaN pattern
+// of both signs, including those whose upper 16 bits would truncate to a BF16 inf (payload only in the low
+// 16 bits).
+void ExpectEveryNaNBecomesCanonical(std::uint16_t (*convert)(float)) {
   for (const std::uint32_t sign : {0u, 0x80000000u}) {
     for (std::uint32_t payload = 1; payload <= 0x7FFFFFu; ++payload) {
       const std::uint32_t bits = sign | 0x7F800000u | payload;
-      ASSERT_EQ(F32ToF16(FromBits(bits)), 0x7FFF) << std::hex << bits;
+      ASSERT_EQ(convert(FromBits(bits)), 0x7FFF) << std::hex << bits;
     }
   }
+}
+
+TEST(F16, EveryNaNBecomesCudasCanonicalNaN) {
+  ExpectEveryNaNBecomesCanonical(F32ToF16);
   EXPECT_TRUE(IsF16NaN(0x7FFF));
   EXPECT_TRUE(std::isnan(F16ToF32(0x7FFF)));
 }
@@ -323,14 +329,7 @@ TEST(BF16, OverflowZerosSubnormalsAndInfinity) {
 }
 
 TEST(BF16, EveryNaNBecomesCudasCanonicalNaNNeverInfinity) {
-  // __float2bfloat16_rn returns 0x7FFF for every NaN, including those whose upper 16 bits would truncate to
-  // inf (payload only in the low 16 bits); every NaN pattern of both signs, exhaustively.
-  for (const std::uint32_t sign : {0u, 0x80000000u}) {
-    for (std::uint32_t payload = 1; payload <= 0x7FFFFFu; ++payload) {
-      const std::uint32_t bits = sign | 0x7F800000u | payload;
-      ASSERT_EQ(F32ToBF16(FromBits(bits)), 0x7FFF) << std::hex << bits;
-    }
-  }
+  ExpectEveryNaNBecomesCanonical(F32ToBF16);
   EXPECT_TRUE(IsBF16NaN(0x7FFF));
   EXPECT_TRUE(std::isnan(BF16ToF32(0x7FFF)));
 }

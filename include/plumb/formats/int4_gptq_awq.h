@@ -17,6 +17,16 @@
 
 namespace plumb {
 
+// The three tensors both packings store (their layouts differ; below).
+struct Int4PackedWords {
+  int in_features = 0;   // K
+  int out_features = 0;  // N
+  int group_size = 128;  // G: 32, 64 or 128
+  std::vector<std::int32_t> qweight;
+  std::vector<std::int32_t> qzeros;
+  std::vector<std::uint16_t> scales;  // FP16 bits
+};
+
 // GPTQ's "v1" checkpoint tensors (AutoGPTQ, GPTQModel's default; as AutoGPTQ's and exllama's kernels read
 // them):
 //   qweight int32 [K/8][N]   element (k, n) in word [k/8][n], bits 4·(k mod 8) .. +3, unsigned code q
@@ -26,13 +36,7 @@ namespace plumb {
 //   g_idx   int32 [K]        group of input k; only the trivial k / G is accepted (act-order, whose
 //                            g_idx permutes groups, is refused); may be empty
 // Dequantized: w[n][k] = (q − zero) · scale. Symmetric GPTQ stores zero 8 (nibbles 0x7).
-struct GptqInt4 {
-  int in_features = 0;   // K
-  int out_features = 0;  // N
-  int group_size = 128;  // G: 32, 64 or 128
-  std::vector<std::int32_t> qweight;
-  std::vector<std::int32_t> qzeros;
-  std::vector<std::uint16_t> scales;
+struct GptqInt4 : Int4PackedWords {
   std::vector<std::int32_t> g_idx;
 };
 
@@ -55,14 +59,7 @@ Int4Matrix Int4FromGptq(const GptqInt4& gptq, Int4Scheme scheme);
 // Dequantized: w[n][k] = (q − zero) · scale.
 inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 inline constexpr int kAwqInverseOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-struct AwqInt4 {
-  int in_features = 0;   // K
-  int out_features = 0;  // N
-  int group_size = 128;  // G: 32, 64 or 128
-  std::vector<std::int32_t> qweight;
-  std::vector<std::int32_t> qzeros;
-  std::vector<std::uint16_t> scales;
-};
+struct AwqInt4 : Int4PackedWords {};
 
 // plumb -> AWQ. kSymmetric: q = plumb code + 8, zero 8. kAsymmetric: as they are. kAsymmetricF16Zero:
 // the zero must be an integer 0..15.
