@@ -28,6 +28,11 @@ if(PLUMB_BUILD_TESTS)
   target_compile_options(gtest PRIVATE -w)
   target_compile_options(gtest_main PRIVATE -w)
 
+  if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
+    message(WARNING "Cross-compiling with no CMAKE_CROSSCOMPILING_EMULATOR (qemu-aarch64 not found?): "
+                    "ctest will try to run the ${CMAKE_SYSTEM_PROCESSOR} test programs directly and fail")
+  endif()
+
   # The kernel tests that use only the sources above; the *neon_test.cpp ones exist only on aarch64.
   set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
