@@ -4,9 +4,9 @@
 // computed here from those functions directly, on every format / scheme / group size, on awkward shapes
 // (columns short of, just past and far from multiples of 8 and of the group; 1, 3 and 17 rows, i.e. the
 // four-row path, the single-row path and both), on matrices and vectors at odd addresses, and with every FP8
-// code (NaN, inf, subnormals) decoded. neon::RowDot / RowDots are checked in row_dot_test.cpp, which runs
-// every variant this build has. This file is built only for aarch64 (CMakeLists.txt,
-// cmake/kernels-only.cmake) and runs under qemu-user in CI (scripts/test).
+// code (NaN, inf, subnormals) decoded; and neon::RowDot / RowDots against DequantizeRow + scalar::Dot the
+// same way (row_dot_test.cpp also runs them, through the dispatcher, on its own lengths). This file is built
+// only for aarch64 (CMakeLists.txt, cmake/kernels-only.cmake) and runs under qemu-user in CI (scripts/test).
 #if !defined(__aarch64__)
 #error "neon_test.cpp tests the aarch64 NEON kernels; the build must not compile it for another target"
 #endif
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -26,6 +27,7 @@
 #include "plumb/core/error.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/fp8.h"
+#include "plumb/formats/gguf_blocks.h"
 #include "plumb/formats/int4.h"
 #include "plumb/kernels/packed_dot.h"
 #include "plumb/kernels/row_dot.h"
@@ -85,6 +87,70 @@ void ExpectRowsMatch(const WeightMatrix& W, const std::vector<float>& x, const s
     } else {
       EXPECT_EQ(Bits(y[r]), Bits(expected[r]))
           << what << " row " << r << ": got " << y[r] << ", definition " << expected[r];
+    }
+  }
+}
+
+// ---- GGUF rows: neon::RowDots, called directly -----------------------------------------------------
+
+// Lengths a row of `type` can have: the awkward ones for plain types, whole blocks otherwise.
+std::vector<int> GgmlCols(GgmlType type) {
+  const int block = GgmlTraits(type).block_elements;
+  if (block == 1) return {std::begin(kCols), std::end(kCols)};
+  if (block == 32) return {32, 64, 96, 160, 4096 + 32};
+  return {256, 768};
+}
+
+// rows × GgmlRowBytes(type, cols) bytes: finite plain values ±2^u (u in [-30, 15]), or random block bytes
+// whose FP16 scales are overwritten with finite ones, ±2^u for u in [-14, 4].
+std::vector<std::uint8_t> RandomGgmlRows(GgmlType type, int rows, int cols, std::mt19937& rng) {
+  const std::size_t row_bytes = static_cast<std::size_t>(GgmlRowBytes(type, cols));
+  std::vector<std::uint8_t> bytes(rows * row_bytes);
+  for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rng());
+  const bool plain = GgmlTraits(type).block_elements == 1;
+  std::uniform_real_distribution<float> exponent(plain ? -30.0f : -14.0f, plain ? 15.0f : 4.0f);
+  const auto random_value = [&] { return (rng() % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng)); };
+  const auto put16 = [&](std::size_t at, std::uint16_t v) { std::memcpy(bytes.data() + at, &v, sizeof v); };
+  for (std::size_t at = 0; at < bytes.size(); at += GgmlTraits(type).block_bytes) {
+    if (type == GgmlType::F32) {
+      const float value = random_value();
+      std::memcpy(bytes.data() + at, &value, sizeof value);
+    } else if (plain) {
+      put16(at, type == GgmlType::F16 ? F32ToF16(random_value()) : F32ToBF16(random_value()));
+    } else {
+      for (int offset : BlockScaleOffsets(type)) put16(at + offset, F32ToF16(random_value()));
+    }
+  }
+  return bytes;
+}
+
+TEST(NeonRowDots, IsBitwiseTheDefinitionForEveryTypeOnAwkwardShapes) {
+  std::mt19937 rng(31u);
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                        GgmlType::Q8_0, GgmlType::Q5_1, GgmlType::Q4_K}) {  // the last two: scalar fallback
+    for (int rows : kRows) {
+      for (int cols : GgmlCols(type)) {
+        const std::vector<std::uint8_t> matrix = RandomGgmlRows(type, rows, cols, rng);
+        const std::size_t row_bytes = matrix.size() / rows;
+        std::vector<std::uint8_t> storage;
+        const std::uint8_t* data = Misaligned(storage, matrix);
+        const std::vector<float> x = RandomX(cols, rng() % 2 == 0, rng);
+        std::vector<float> x_storage(cols + 1);
+        std::memcpy(x_storage.data() + 1, x.data(), x.size() * sizeof(float));
+        std::vector<float> y(rows, kUntouched);
+        kernels::neon::RowDots(type, data, row_bytes, rows, x_storage.data() + 1, cols, y.data());
+        std::vector<float> w(cols);
+        for (int r = 0; r < rows; ++r) {
+          DequantizeRow(type, matrix.data() + r * row_bytes, w.data(), cols);
+          const float expected = kernels::scalar::Dot(w.data(), x.data(), cols);
+          ASSERT_TRUE(std::isfinite(expected)) << "test data stays finite";
+          EXPECT_EQ(Bits(y[r]), Bits(expected))
+              << GgmlTypeName(type) << " " << rows << " x " << cols << " row " << r << ": got " << y[r];
+          EXPECT_EQ(Bits(kernels::neon::RowDot(type, data + r * row_bytes, x_storage.data() + 1, cols)),
+                    Bits(expected))
+              << GgmlTypeName(type) << " RowDot, " << cols << " columns";
+        }
+      }
     }
   }
 }
