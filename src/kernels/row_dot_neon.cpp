@@ -167,35 +167,23 @@ void RunRows(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, 
   for (; r < n_rows; ++r) Single(rows + static_cast<std::size_t>(r) * stride, stride, x, n, y + r);
 }
 
-template <class Plain>
-void RunPlain(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
-              std::int64_t n, float* y) {
-  RunRows<PlainDots<Plain, kRows>, PlainDots<Plain, 1>>(rows, stride, n_rows, x, n, y);
-}
-
-template <class Block>
-void RunBlocks(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
-               std::int64_t n, float* y) {
-  RunRows<BlockDots<Block, kRows>, BlockDots<Block, 1>>(rows, stride, n_rows, x, n, y);
-}
-
 }  // namespace
 
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y) {
   switch (type) {
     case GgmlType::F32:
-      return RunPlain<PlainF32>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<PlainDots<PlainF32, kRows>, PlainDots<PlainF32, 1>>(rows, row_stride, n_rows, x, n, y);
     case GgmlType::F16:
-      return RunPlain<PlainF16>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<PlainDots<PlainF16, kRows>, PlainDots<PlainF16, 1>>(rows, row_stride, n_rows, x, n, y);
     case GgmlType::BF16:
-      return RunPlain<PlainBF16>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<PlainDots<PlainBF16, kRows>, PlainDots<PlainBF16, 1>>(rows, row_stride, n_rows, x, n, y);
     case GgmlType::Q4_0:
-      return RunBlocks<BlockQ4_0>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<BlockDots<BlockQ4_0, kRows>, BlockDots<BlockQ4_0, 1>>(rows, row_stride, n_rows, x, n, y);
     case GgmlType::Q4_1:
-      return RunBlocks<BlockQ4_1>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<BlockDots<BlockQ4_1, kRows>, BlockDots<BlockQ4_1, 1>>(rows, row_stride, n_rows, x, n, y);
     case GgmlType::Q8_0:
-      return RunBlocks<BlockQ8_0>(rows, row_stride, n_rows, x, n, y);
+      return RunRows<BlockDots<BlockQ8_0, kRows>, BlockDots<BlockQ8_0, 1>>(rows, row_stride, n_rows, x, n, y);
     default:
       for (std::int64_t r = 0; r < n_rows; ++r) {
         y[r] = scalar::RowDot(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);

@@ -101,14 +101,22 @@ std::vector<int> GgmlCols(GgmlType type) {
   return {256, 768};
 }
 
+// A finite FP16 (for scales): ±2^u for u in [-14, 4]; one time in eight zero or a subnormal instead.
+std::uint16_t RandomHalf(std::mt19937& rng) {
+  std::uniform_real_distribution<float> exponent(-14.0f, 4.0f);
+  const unsigned pick = rng() % 16;
+  if (pick < 2) return static_cast<std::uint16_t>(pick == 0 ? 0 : 1 + rng() % 0x3FF);
+  return F32ToF16((rng() % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng)));
+}
+
 // rows × GgmlRowBytes(type, cols) bytes: finite plain values ±2^u (u in [-30, 15]), or random block bytes
-// whose FP16 scales are overwritten with finite ones, ±2^u for u in [-14, 4].
+// whose FP16 scales are overwritten with RandomHalf ones.
 std::vector<std::uint8_t> RandomGgmlRows(GgmlType type, int rows, int cols, std::mt19937& rng) {
   const std::size_t row_bytes = static_cast<std::size_t>(GgmlRowBytes(type, cols));
   std::vector<std::uint8_t> bytes(rows * row_bytes);
   for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rng());
   const bool plain = GgmlTraits(type).block_elements == 1;
-  std::uniform_real_distribution<float> exponent(plain ? -30.0f : -14.0f, plain ? 15.0f : 4.0f);
+  std::uniform_real_distribution<float> exponent(-30.0f, 15.0f);
   const auto random_value = [&] { return (rng() % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng)); };
   const auto put16 = [&](std::size_t at, std::uint16_t v) { std::memcpy(bytes.data() + at, &v, sizeof v); };
   for (std::size_t at = 0; at < bytes.size(); at += GgmlTraits(type).block_bytes) {
@@ -118,7 +126,7 @@ std::vector<std::uint8_t> RandomGgmlRows(GgmlType type, int rows, int cols, std:
     } else if (plain) {
       put16(at, type == GgmlType::F16 ? F32ToF16(random_value()) : F32ToBF16(random_value()));
     } else {
-      for (int offset : BlockScaleOffsets(type)) put16(at + offset, F32ToF16(random_value()));
+      for (int offset : BlockScaleOffsets(type)) put16(at + offset, RandomHalf(rng));
     }
   }
   return bytes;
@@ -246,16 +254,6 @@ TEST(NeonPackedRowDots, Fp8DecodesEveryCodeIncludingNanInfAndSubnormals) {
 
 // ---- INT4 --------------------------------------------------------------------------------------------
 
-// A finite FP16 scale: ±2^u for u in [-12, 4], sometimes 0 or a subnormal.
-std::uint16_t RandomScale(std::mt19937& rng) {
-  const unsigned kind = rng() % 16;
-  if (kind == 0) return 0;
-  if (kind == 1) return static_cast<std::uint16_t>(1 + rng() % 0x3FF);
-  std::uniform_real_distribution<float> exponent(-12.0f, 4.0f);
-  const float magnitude = std::exp2(exponent(rng));
-  return F32ToF16(rng() % 2 ? -magnitude : magnitude);
-}
-
 std::vector<float> Int4Definition(const WeightMatrix& W, const std::vector<float>& x) {
   const int groups = Int4Groups(W.cols, W.int4.group_size);
   const std::size_t zero_bytes = Int4ZeroRowBytes(W.int4, W.cols);
@@ -284,7 +282,7 @@ TEST(NeonPackedRowDots, Int4IsBitwiseTheDefinitionForEverySchemeGroupAndShape) {
           std::vector<std::uint8_t> codes(rows * Int4RowBytes(cols));
           for (std::uint8_t& b : codes) b = static_cast<std::uint8_t>(rng());
           std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows) * groups);
-          for (std::uint16_t& s : scales) s = RandomScale(rng);
+          for (std::uint16_t& s : scales) s = RandomHalf(rng);
           std::vector<std::uint8_t> zeros(rows * zero_bytes);
           if (scheme == Int4Scheme::kAsymmetricF16Zero) {
             for (std::size_t i = 0; i + 1 < zeros.size(); i += 2) {
