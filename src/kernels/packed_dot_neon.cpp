@@ -94,16 +94,12 @@ void Fp8Dots(const WeightMatrix& W, int row0, const float* x, float* y) {
 
 // ---- INT4: a decoder holds one group's scale (and zero) and turns 8 codes, in column order, into weights --
 
+// Where one row's scales and zeros start, and the group in hand.
 struct Int4Group {
-  const WeightMatrix& W;
-  int row;
+  const std::uint16_t* scales;  // the row's FP16 scales
+  const std::uint8_t* zeros;    // the row's zero points (null for kSymmetric)
   int group;
-  const std::uint8_t* ZeroRow() const {
-    return W.int4_zeros + static_cast<std::size_t>(row) * Int4ZeroRowBytes(W.int4, W.cols);
-  }
   float32x4_t Scale() const {
-    const std::uint16_t* scales =
-        W.int4_scales + static_cast<std::size_t>(row) * Int4Groups(W.cols, W.int4.group_size);
     return neon_lanes::HalfBroadcast(reinterpret_cast<const std::uint8_t*>(scales + group));
   }
 };
@@ -123,7 +119,7 @@ struct AsymDecoder {  // float(q − z)·scale, z a nibble
   int8x8_t zero;
   AsymDecoder() = default;
   explicit AsymDecoder(const Int4Group& g)
-      : scale(g.Scale()), zero(vdup_n_s8(static_cast<std::int8_t>(Int4Code(g.ZeroRow(), g.group)))) {}
+      : scale(g.Scale()), zero(vdup_n_s8(static_cast<std::int8_t>(Int4Code(g.zeros, g.group)))) {}
   Lanes8 operator()(uint8x8_t q) const {
     const int8x8_t shifted = vsub_s8(vreinterpret_s8_u8(q), zero);
     return neon_lanes::Mul8(neon_lanes::S16ToFloat(vmovl_s8(shifted)), scale);
@@ -135,8 +131,7 @@ struct F16ZeroDecoder {  // (float(q) − z)·scale, z an FP16
   float32x4_t zero;
   F16ZeroDecoder() = default;
   explicit F16ZeroDecoder(const Int4Group& g)
-      : scale(g.Scale()),
-        zero(neon_lanes::HalfBroadcast(g.ZeroRow() + 2 * static_cast<std::size_t>(g.group))) {}
+      : scale(g.Scale()), zero(neon_lanes::HalfBroadcast(g.zeros + 2 * static_cast<std::size_t>(g.group))) {}
   Lanes8 operator()(uint8x8_t q) const {
     const Lanes8 value = neon_lanes::S16ToFloat(vreinterpretq_s16_u16(vmovl_u8(q)));
     return neon_lanes::Mul8({vsubq_f32(value.lo, zero), vsubq_f32(value.hi, zero)}, scale);
@@ -156,11 +151,19 @@ void Int4Dots(const WeightMatrix& W, int row0, const float* x, float* y) {
   const int cols = W.cols;
   const int group_size = W.int4.group_size;
   Lanes8 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = neon_lanes::Zero8();
+  const std::uint16_t* scales[R];
+  const std::uint8_t* zeros[R];
+  const std::size_t zero_bytes = Int4ZeroRowBytes(W.int4, cols);
+  for (int r = 0; r < R; ++r) {
+    acc[r] = neon_lanes::Zero8();
+    scales[r] = W.int4_scales + static_cast<std::size_t>(row0 + r) * Int4Groups(cols, group_size);
+    zeros[r] =
+        W.int4_zeros == nullptr ? nullptr : W.int4_zeros + static_cast<std::size_t>(row0 + r) * zero_bytes;
+  }
   for (int g = 0, begin = 0; begin < cols; ++g, begin += group_size) {
     const int end = std::min(cols, begin + group_size);
     Decoder decode[R];
-    for (int r = 0; r < R; ++r) decode[r] = Decoder(Int4Group{W, row0 + r, g});
+    for (int r = 0; r < R; ++r) decode[r] = Decoder(Int4Group{scales[r], zeros[r], g});
     int c = begin;
     // 32 columns from 16 bytes: the nibbles split, then zipped back into column order.
     for (; c + 32 <= end; c += 32) {
