@@ -21,6 +21,11 @@ namespace plumb::kernels {
 // W.encoding is kFp8 or kInt4.
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 
+// out[W.cols] = row r as the dot product above sees it: kFp8 the decoded codes, Fp8ToF32 exactly (the scale
+// is NOT applied: the definition applies it to the dot), kInt4 DequantizeInt4Row. The tiles of the packed
+// GEMM (kernels::Gemm) are made of these rows. Throws plumb::Error as PackedRowDots does.
+void DecodePackedRow(const WeightMatrix& W, int r, float* out);
+
 namespace scalar {
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace scalar
