@@ -1,12 +1,279 @@
-// PackedRowDots with AVX2 + F16C (provisional: the scalar definition until the vector kernel lands).
+// PackedRowDots with AVX2 + F16C: the scalar definition (kernels/packed_dot.h), eight lanes at a time.
+//
+// Why the bits match the definition: one __m256 accumulator per row holds scalar::Dot's eight lanes
+// (column i in lane i mod 8; every group of 8 columns is one vector, and groups start at multiples of 8);
+// each step is _mm256_mul_ps then _mm256_add_ps (no FMA: the target leaves "fma" out and the build has
+// -ffp-contract=off); a row's last cols mod 8 columns are added lane by lane in scalar code as scalar::Dot's
+// tail loop does; the lanes are reduced by the definition's expression. Weights are made exactly as the
+// definition makes them:
+//   FP8 E5M2 is the top byte of an FP16 (same sign, exponent width and bias), so code << 8 converted by
+//   F16C is Fp8ToF32 exactly, inf and NaN included. FP8 E4M3's sign, exponent and mantissa bits placed in an
+//   FP16 (S.0EEEE.MMM0000000) give the value · 2^-8 exactly, subnormals included; the NaN codes (S.1111.111)
+//   are mapped to an FP16 NaN first. The 2^8 goes onto x instead of onto each weight: h·(2^8·x) and
+//   (2^8·h)·x are the same real number, so the rounded product is the same bits, as long as 2^8·x is exact,
+//   i.e. finite; a row times an x with an element of magnitude ≥ 2^120 scales the weights instead.
+//   INT4 codes are widened to int32 lanes by a variable shift of the row's 32-bit word (8 nibbles, column c
+//   at bits 4c..4c+3), then float(q)·scale, float(q − z)·scale or (float(q) − z)·scale, in formats/int4.h's
+//   order of float operations.
+// F16C conversions are exact and differ from F16ToF32 only in quieting a signalling NaN, which changes no
+// result but a NaN's payload.
+//
+// Several rows are computed together (kRows accumulators, x loaded once for them): one row's adds form a
+// single dependency chain (the definition fixes it), so interleaving rows keeps the adders busy.
 #include "plumb/kernels/packed_dot.h"
 
 #if defined(__x86_64__)
 
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "plumb/formats/dtype.h"
+
+#define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
+
 namespace plumb::kernels::avx2 {
+namespace {
+
+constexpr int kRows = 4;
+
+PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+// The eight lanes of acc, plus columns [full, cols) of the row added lane by lane (w(c) gives the weight),
+// reduced: scalar::Dot's tail and reduction.
+template <class Weight>
+PLUMB_AVX2 float Finish(__m256 acc, int full, int cols, const float* x, Weight w) {
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, acc);
+  for (int c = full; c < cols; ++c) lane[c - full] += w(c) * x[c];
+  return ReduceLanes(lane);
+}
+
+// ---- FP8 --------------------------------------------------------------------------------------------
+
+// 16 codes (one per 16-bit lane of `codes`) as FP16 bits: E5M2 code << 8; E4M3 the value · 2^-8.
+template <Fp8Format F>
+PLUMB_AVX2 inline __m256i Fp8ToHalf(const std::uint8_t* p) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (F == Fp8Format::kE5M2) {
+    return _mm256_slli_epi16(_mm256_cvtepu8_epi16(bytes), 8);
+  } else {
+    // Sign-extended and shifted: S.S.EEEE.MMM.0000000; clearing bit 14 leaves S.0EEEE.MMM0000000.
+    const __m256i s = _mm256_slli_epi16(_mm256_cvtepi8_epi16(bytes), 7);
+    const __m256i half = _mm256_and_si256(s, _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    // NaN codes have every E and M bit set: s | 0xC000 == 0xFF80 exactly for them. All-ones is an FP16 NaN.
+    const __m256i nan = _mm256_cmpeq_epi16(_mm256_or_si256(s, _mm256_set1_epi16(static_cast<short>(0xC000))),
+                                           _mm256_set1_epi16(static_cast<short>(0xFF80)));
+    return _mm256_or_si256(half, nan);
+  }
+}
+
+// kScaleX: E4M3 with x pre-multiplied by 2^8 (see the top of the file); otherwise E4M3 weights are
+// multiplied by 2^8 themselves. E5M2 ignores it.
+template <Fp8Format F, bool kScaleX, int R>
+PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
+  constexpr bool kE4M3 = F == Fp8Format::kE4M3;
+  const int cols = W.cols;
+  const __m256 two8 = _mm256_set1_ps(256.0f);
+  const std::uint8_t* row[R];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.Row(r0 + r);
+    acc[r] = _mm256_setzero_ps();
+  }
+  const int full16 = cols - cols % 16;
+  for (int c = 0; c < full16; c += 16) {
+    __m256 x0 = _mm256_loadu_ps(x + c);
+    __m256 x1 = _mm256_loadu_ps(x + c + 8);
+    if constexpr (kE4M3 && kScaleX) {
+      x0 = _mm256_mul_ps(x0, two8);
+      x1 = _mm256_mul_ps(x1, two8);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i half = Fp8ToHalf<F>(row[r] + c);
+      __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
+      __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
+      if constexpr (kE4M3 && !kScaleX) {
+        w0 = _mm256_mul_ps(w0, two8);
+        w1 = _mm256_mul_ps(w1, two8);
+      }
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w0, x0));
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w1, x1));
+    }
+  }
+  // At most one more whole vector, then the tail, both through the decode table (exact values).
+  const float* table = Fp8DecodeTable(F);
+  const int full = cols - cols % 8;
+  for (int r = 0; r < R; ++r) {
+    if (full > full16) {
+      alignas(32) float w[8];
+      for (int j = 0; j < 8; ++j) w[j] = table[row[r][full16 + j]];
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_load_ps(w), _mm256_loadu_ps(x + full16)));
+    }
+    const std::uint8_t* codes = row[r];
+    const float dot = Finish(acc[r], full, cols, x, [&](int c) { return table[codes[c]]; });
+    y[r0 + r] = W.fp8_scales[W.fp8_per_row ? r0 + r : 0] * dot;
+  }
+}
+
+// True when 2^8·x[i] is exact for every i: no finite element of magnitude 2^120 or more.
+PLUMB_AVX2 bool CanScaleX(const float* x, int n) {
+  const __m256 limit = _mm256_set1_ps(0x1p120f);
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 bad = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask);
+    bad = _mm256_or_ps(bad,
+                       _mm256_and_ps(_mm256_cmp_ps(a, limit, _CMP_GE_OQ), _mm256_cmp_ps(a, inf, _CMP_LT_OQ)));
+  }
+  bool ok = _mm256_movemask_ps(bad) == 0;
+  for (; i < n; ++i) {
+    const float a = __builtin_fabsf(x[i]);
+    ok = ok && !(a >= 0x1p120f && a < __builtin_inff());
+  }
+  return ok;
+}
+
+// ---- INT4 -------------------------------------------------------------------------------------------
+
+inline std::uint32_t ReadU32(const std::uint8_t* p) {
+  std::uint32_t value;
+  std::memcpy(&value, p, sizeof value);  // little-endian, as the layout: column c at bits 4c..4c+3
+  return value;
+}
+
+inline std::uint16_t ReadU16(const std::uint8_t* p) {
+  std::uint16_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// One row's group parameters as vectors, and the decoding of 8 columns from their 32-bit word.
+template <Int4Scheme S>
+struct Int4Group {
+  __m256 scale;
+  __m256i zero;   // kAsymmetric
+  __m256 zero_f;  // kAsymmetricF16Zero
+
+  PLUMB_AVX2 void Load(const WeightMatrix& W, int r, int g, int groups, std::size_t zero_row) {
+    scale = _mm256_set1_ps(_cvtsh_ss(W.int4_scales[static_cast<std::size_t>(r) * groups + g]));
+    if constexpr (S == Int4Scheme::kAsymmetric) {
+      const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
+      zero = _mm256_set1_epi32(static_cast<int>(Int4Code(z, g)));
+    } else if constexpr (S == Int4Scheme::kAsymmetricF16Zero) {
+      const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
+      zero_f = _mm256_set1_ps(_cvtsh_ss(ReadU16(z + 2 * static_cast<std::size_t>(g))));
+    }
+  }
+
+  PLUMB_AVX2 __m256 Decode(std::uint32_t word) const {
+    const __m256i w = _mm256_set1_epi32(static_cast<int>(word));
+    if constexpr (S == Int4Scheme::kSymmetric) {
+      // Nibble c to the top of its lane, then an arithmetic shift back: the two's-complement value.
+      const __m256i q =
+          _mm256_srai_epi32(_mm256_sllv_epi32(w, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0)), 28);
+      return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
+    } else {
+      const __m256i q = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                         _mm256_set1_epi32(0xF));
+      if constexpr (S == Int4Scheme::kAsymmetric) {
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, zero)), scale);
+      } else {
+        return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q), zero_f), scale);
+      }
+    }
+  }
+
+  // The definition's weight for one column (the row's tail), from the same group parameters.
+  PLUMB_AVX2 float DecodeOne(unsigned nibble) const {
+    const float s = _mm256_cvtss_f32(scale);
+    if constexpr (S == Int4Scheme::kSymmetric) {
+      return static_cast<float>(static_cast<int>(nibble ^ 8u) - 8) * s;
+    } else if constexpr (S == Int4Scheme::kAsymmetric) {
+      return static_cast<float>(static_cast<int>(nibble) - _mm256_cvtsi256_si32(zero)) * s;
+    } else {
+      return (static_cast<float>(nibble) - _mm256_cvtss_f32(zero_f)) * s;
+    }
+  }
+};
+
+template <Int4Scheme S, int R>
+PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
+  const int cols = W.cols;
+  const int G = W.int4.group_size;
+  const int groups = Int4Groups(cols, G);
+  const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
+  const int full = cols - cols % 8;
+  const std::uint8_t* row[R];
+  __m256 acc[R];
+  Int4Group<S> group[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.Row(r0 + r);
+    acc[r] = _mm256_setzero_ps();
+  }
+  for (int g = 0; g < groups; ++g) {
+    for (int r = 0; r < R; ++r) group[r].Load(W, r0 + r, g, groups, zero_row);
+    const int end = g * G + G < full ? g * G + G : full;
+    for (int c = g * G; c < end; c += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + c);
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(group[r].Decode(ReadU32(row[r] + c / 2)), xv));
+      }
+    }
+  }
+  // The tail (cols mod 8 columns) lies in the last group, whose parameters are loaded.
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* codes = row[r];
+    y[r0 + r] = Finish(acc[r], full, cols, x, [&](int c) { return group[r].DecodeOne(Int4Code(codes, c)); });
+  }
+}
+
+// ---- dispatch ---------------------------------------------------------------------------------------
+
+using RowsFn = void (*)(const WeightMatrix&, int, const float*, float*);
+
+// Rows in groups of kRows, then one at a time.
+void RunRows(RowsFn group, RowsFn single, const WeightMatrix& W, int row_begin, int row_end, const float* x,
+             float* y) {
+  int r = row_begin;
+  for (; r + kRows <= row_end; r += kRows) group(W, r, x, y);
+  for (; r < row_end; ++r) single(W, r, x, y);
+}
+
+template <Fp8Format F, bool kScaleX>
+void RunFp8(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  RunRows(Fp8Dots<F, kScaleX, kRows>, Fp8Dots<F, kScaleX, 1>, W, row_begin, row_end, x, y);
+}
+
+template <Int4Scheme S>
+void RunInt4(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  RunRows(Int4Dots<S, kRows>, Int4Dots<S, 1>, W, row_begin, row_end, x, y);
+}
+
+}  // namespace
 
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  scalar::PackedRowDots(W, row_begin, row_end, x, y);
+  if (row_end <= row_begin) return;
+  if (W.encoding == WeightEncoding::kFp8) {
+    if (W.fp8_format == Fp8Format::kE5M2) return RunFp8<Fp8Format::kE5M2, false>(W, row_begin, row_end, x, y);
+    if (CanScaleX(x, W.cols)) return RunFp8<Fp8Format::kE4M3, true>(W, row_begin, row_end, x, y);
+    return RunFp8<Fp8Format::kE4M3, false>(W, row_begin, row_end, x, y);
+  }
+  if (W.encoding == WeightEncoding::kInt4) {
+    switch (W.int4.scheme) {
+      case Int4Scheme::kSymmetric:
+        return RunInt4<Int4Scheme::kSymmetric>(W, row_begin, row_end, x, y);
+      case Int4Scheme::kAsymmetric:
+        return RunInt4<Int4Scheme::kAsymmetric>(W, row_begin, row_end, x, y);
+      case Int4Scheme::kAsymmetricF16Zero:
+        return RunInt4<Int4Scheme::kAsymmetricF16Zero>(W, row_begin, row_end, x, y);
+    }
+  }
+  scalar::PackedRowDots(W, row_begin, row_end, x, y);  // not reached: the caller checked the encoding
 }
 
 }  // namespace plumb::kernels::avx2

@@ -369,6 +369,27 @@ TEST_P(PackedRowDotsIsa, Fp8NanInfAndSubnormalCodesGiveTheDefinitionsResult) {
   }
 }
 
+TEST_P(PackedRowDotsIsa, IsBitwiseTheDefinitionForExtremeX) {
+  // A vector kernel may rescale x by a power of two (exact unless it overflows): x elements near FLT_MAX,
+  // at 2^120 where 2^8·x overflows, inf and NaN, subnormal, must all still give the definition's bits.
+  const float specials[] = {
+      0x1p120f,   -0x1p121f, 3.0e38f, __builtin_inff(), -__builtin_inff(), __builtin_nanf(""), 1e-40f,
+      -0x1p-149f, 0.0f,      -0.0f};
+  for (float special : specials) {
+    for (int cols : {19, 40, 129}) {
+      std::vector<float> x = RandomVector(cols, 3u * cols);
+      x[cols / 2] = special;
+      for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+        const WeightMatrix W = RandomFp8(f, 5, cols, true, 41u * cols);
+        ExpectDefinition(W, x.data(), 0, W.rows, Describe(W) + " x special " + std::to_string(special));
+      }
+      for (const WeightMatrix& W : AllKinds(5, cols, 43u * cols)) {
+        ExpectDefinition(W, x.data(), 0, W.rows, Describe(W) + " x special " + std::to_string(special));
+      }
+    }
+  }
+}
+
 TEST_P(PackedRowDotsIsa, DecodePackedRowIsTheDefinitionsRow) {
   for (int cols : {1, 9, 65, 300}) {
     for (const WeightMatrix& W : AllKinds(3, cols, 13u * cols, 1)) {
