@@ -58,6 +58,9 @@ void CheckArgs(const char* what, const WeightMatrix& W, int row_begin, int row_e
 
 void DecodePackedRow(const WeightMatrix& W, int r, float* out) {
   CheckArgs("DecodePackedRow", W, r, r + 1);
+#if defined(__x86_64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::DecodePackedRow(W, r, out);
+#endif
   for (int c0 = 0; c0 < W.cols; c0 += kChunk) DecodeChunk(W, r, c0, std::min(kChunk, W.cols - c0), out + c0);
 }
 

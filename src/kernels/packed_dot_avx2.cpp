@@ -155,9 +155,9 @@ inline std::uint16_t ReadU16(const std::uint8_t* p) {
 // One row's group parameters as vectors, and the decoding of 8 columns from their 32-bit word.
 template <Int4Scheme S>
 struct Int4Group {
-  __m256 scale;
-  __m256i zero;   // kAsymmetric
-  __m256 zero_f;  // kAsymmetricF16Zero
+  __m256 scale{};
+  __m256i zero{};   // kAsymmetric
+  __m256 zero_f{};  // kAsymmetricF16Zero
 
   PLUMB_AVX2 void Load(const WeightMatrix& W, int r, int g, int groups, std::size_t zero_row) {
     scale = _mm256_set1_ps(_cvtsh_ss(W.int4_scales[static_cast<std::size_t>(r) * groups + g]));
@@ -232,6 +232,45 @@ PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y
   }
 }
 
+// ---- rows decoded for GEMM tiles ----------------------------------------------------------------------
+
+template <Fp8Format F>
+PLUMB_AVX2 void DecodeFp8Row(const WeightMatrix& W, int r, float* out) {
+  const std::uint8_t* row = W.Row(r);
+  const int cols = W.cols;
+  const int full16 = cols - cols % 16;
+  for (int c = 0; c < full16; c += 16) {
+    const __m256i half = Fp8ToHalf<F>(row + c);
+    __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
+    __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
+    if constexpr (F == Fp8Format::kE4M3) {  // exact: the value · 2^-8, times 2^8
+      w0 = _mm256_mul_ps(w0, _mm256_set1_ps(256.0f));
+      w1 = _mm256_mul_ps(w1, _mm256_set1_ps(256.0f));
+    }
+    _mm256_storeu_ps(out + c, w0);
+    _mm256_storeu_ps(out + c + 8, w1);
+  }
+  const float* table = Fp8DecodeTable(F);
+  for (int c = full16; c < cols; ++c) out[c] = table[row[c]];
+}
+
+template <Int4Scheme S>
+PLUMB_AVX2 void DecodeInt4Row(const WeightMatrix& W, int r, float* out) {
+  const std::uint8_t* row = W.Row(r);
+  const int cols = W.cols;
+  const int G = W.int4.group_size;
+  const int groups = Int4Groups(cols, G);
+  const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
+  const int full = cols - cols % 8;
+  Int4Group<S> group;
+  for (int g = 0; g < groups; ++g) {
+    group.Load(W, r, g, groups, zero_row);
+    const int end = g * G + G < full ? g * G + G : full;
+    for (int c = g * G; c < end; c += 8) _mm256_storeu_ps(out + c, group.Decode(ReadU32(row + c / 2)));
+  }
+  for (int c = full; c < cols; ++c) out[c] = group.DecodeOne(Int4Code(row, c));
+}
+
 // ---- dispatch ---------------------------------------------------------------------------------------
 
 using RowsFn = void (*)(const WeightMatrix&, int, const float*, float*);
@@ -274,6 +313,21 @@ void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const floa
     }
   }
   scalar::PackedRowDots(W, row_begin, row_end, x, y);  // not reached: the caller checked the encoding
+}
+
+void DecodePackedRow(const WeightMatrix& W, int r, float* out) {
+  if (W.encoding == WeightEncoding::kFp8) {
+    if (W.fp8_format == Fp8Format::kE5M2) return DecodeFp8Row<Fp8Format::kE5M2>(W, r, out);
+    return DecodeFp8Row<Fp8Format::kE4M3>(W, r, out);
+  }
+  switch (W.int4.scheme) {
+    case Int4Scheme::kSymmetric:
+      return DecodeInt4Row<Int4Scheme::kSymmetric>(W, r, out);
+    case Int4Scheme::kAsymmetric:
+      return DecodeInt4Row<Int4Scheme::kAsymmetric>(W, r, out);
+    case Int4Scheme::kAsymmetricF16Zero:
+      return DecodeInt4Row<Int4Scheme::kAsymmetricF16Zero>(W, r, out);
+  }
 }
 
 }  // namespace plumb::kernels::avx2
