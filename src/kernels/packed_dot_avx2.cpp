@@ -8,13 +8,13 @@
 // definition makes them:
 //   FP8 E5M2 is the top byte of an FP16 (same sign, exponent width and bias), so code << 8 converted by
 //   F16C is Fp8ToF32 exactly, inf and NaN included. FP8 E4M3's sign, exponent and mantissa bits placed in an
-//   FP16 (S.0EEEE.MMM0000000) give the value · 2^-8 exactly, subnormals included; the NaN codes (S.1111.111)
-//   are mapped to an FP16 NaN first. The 2^8 goes onto x instead of onto each weight: h·(2^8·x) and
-//   (2^8·h)·x are the same real number, so the rounded product is the same bits, as long as 2^8·x is exact,
-//   i.e. finite; a row times an x with an element of magnitude ≥ 2^120 scales the weights instead.
-//   INT4 codes are widened to int32 lanes by a variable shift of the row's 32-bit word (8 nibbles, column c
-//   at bits 4c..4c+3), then float(q)·scale, float(q − z)·scale or (float(q) − z)·scale, in formats/int4.h's
-//   order of float operations.
+//   FP16 (S.0EEEE.MMM0000000) give the value · 2^-8 exactly, subnormals included; the NaN codes (S.1111.111),
+//   which would read as 480, are noted apart (see Fp8Dots). The 2^8 goes onto x instead of onto each weight:
+//   h·(2^8·x) and (2^8·h)·x are the same real number, so the rounded product is the same bits, as long as
+//   2^8·x is exact, i.e. finite; a row times an x with an element of magnitude ≥ 2^120 scales the weights
+//   instead. INT4 codes are widened to int32 lanes by a variable shift of the row's 32-bit word (8 nibbles,
+//   column c at bits 4c..4c+3), then float(q)·scale, float(q − z)·scale or (float(q) − z)·scale, in
+//   formats/int4.h's order of float operations.
 // F16C conversions are exact and differ from F16ToF32 only in quieting a signalling NaN, which changes no
 // result but a NaN's payload.
 //
@@ -53,25 +53,39 @@ PLUMB_AVX2 float Finish(__m256 acc, int full, int cols, const float* x, Weight w
 
 // ---- FP8 --------------------------------------------------------------------------------------------
 
-// 16 codes (one per 16-bit lane of `codes`) as FP16 bits: E5M2 code << 8; E4M3 the value · 2^-8.
+// 16 codes at p as FP16 bits, codes 0-7 in lo and 8-15 in hi: E5M2 code << 8; E4M3 the value · 2^-8,
+// with its NaN codes (S.1111.111) read as the finite 1.875 (kernels that see them must note them apart:
+// E4M3NanCodes).
+struct Halves {
+  __m128i lo, hi;
+};
 template <Fp8Format F>
-PLUMB_AVX2 inline __m256i Fp8ToHalf(const std::uint8_t* p) {
+PLUMB_AVX2 inline Halves Fp8ToHalf(const std::uint8_t* p) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   if constexpr (F == Fp8Format::kE5M2) {
-    return _mm256_slli_epi16(_mm256_cvtepu8_epi16(bytes), 8);
+    return {_mm_unpacklo_epi8(_mm_setzero_si128(), bytes), _mm_unpackhi_epi8(_mm_setzero_si128(), bytes)};
   } else {
     // Sign-extended and shifted: S.S.EEEE.MMM.0000000; clearing bit 14 leaves S.0EEEE.MMM0000000.
     const __m256i s = _mm256_slli_epi16(_mm256_cvtepi8_epi16(bytes), 7);
     const __m256i half = _mm256_and_si256(s, _mm256_set1_epi16(static_cast<short>(0xBF80)));
-    // NaN codes have every E and M bit set: s | 0xC000 == 0xFF80 exactly for them. All-ones is an FP16 NaN.
-    const __m256i nan = _mm256_cmpeq_epi16(_mm256_or_si256(s, _mm256_set1_epi16(static_cast<short>(0xC000))),
-                                           _mm256_set1_epi16(static_cast<short>(0xFF80)));
-    return _mm256_or_si256(half, nan);
+    return {_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)};
   }
+}
+
+// All-ones bytes where the 32 E4M3 codes at p are NaN (S.1111.111), zero elsewhere.
+PLUMB_AVX2 inline __m256i E4M3NanCodes(const std::uint8_t* p) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, _mm256_set1_epi8(static_cast<char>(0x80))),
+                           _mm256_set1_epi8(static_cast<char>(0xFF)));
 }
 
 // kScaleX: E4M3 with x pre-multiplied by 2^8 (see the top of the file); otherwise E4M3 weights are
 // multiplied by 2^8 themselves. E5M2 ignores it.
+//
+// E4M3 NaN codes: the definition's dot of a row holding one is NaN whatever x is (NaN · x is NaN, and a NaN
+// lane makes the sum NaN). So the vector loop decodes them as finite values, notes per row whether it met
+// one (a byte compare over 32 codes at a time, cheaper than patching each decoded weight), and the row's
+// result is then NaN. Columns past the last multiple of 32 go through the decode table, which has the NaNs.
 template <Fp8Format F, bool kScaleX, int R>
 PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
   constexpr bool kE4M3 = F == Fp8Format::kE4M3;
@@ -79,41 +93,46 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
   const __m256 two8 = _mm256_set1_ps(256.0f);
   const std::uint8_t* row[R];
   __m256 acc[R];
+  __m256i nan[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
     acc[r] = _mm256_setzero_ps();
+    nan[r] = _mm256_setzero_si256();
   }
-  const int full16 = cols - cols % 16;
-  for (int c = 0; c < full16; c += 16) {
-    __m256 x0 = _mm256_loadu_ps(x + c);
-    __m256 x1 = _mm256_loadu_ps(x + c + 8);
-    if constexpr (kE4M3 && kScaleX) {
-      x0 = _mm256_mul_ps(x0, two8);
-      x1 = _mm256_mul_ps(x1, two8);
+  const int full32 = cols - cols % 32;
+  for (int c = 0; c < full32; c += 32) {
+    __m256 xv[4];
+    for (int v = 0; v < 4; ++v) {
+      xv[v] = _mm256_loadu_ps(x + c + 8 * v);
+      if constexpr (kE4M3 && kScaleX) xv[v] = _mm256_mul_ps(xv[v], two8);
     }
     for (int r = 0; r < R; ++r) {
-      const __m256i half = Fp8ToHalf<F>(row[r] + c);
-      __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
-      __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
-      if constexpr (kE4M3 && !kScaleX) {
-        w0 = _mm256_mul_ps(w0, two8);
-        w1 = _mm256_mul_ps(w1, two8);
+      if constexpr (kE4M3) nan[r] = _mm256_or_si256(nan[r], E4M3NanCodes(row[r] + c));
+      for (int h = 0; h < 2; ++h) {
+        const Halves half = Fp8ToHalf<F>(row[r] + c + 16 * h);
+        __m256 w0 = _mm256_cvtph_ps(half.lo);
+        __m256 w1 = _mm256_cvtph_ps(half.hi);
+        if constexpr (kE4M3 && !kScaleX) {
+          w0 = _mm256_mul_ps(w0, two8);
+          w1 = _mm256_mul_ps(w1, two8);
+        }
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w0, xv[2 * h]));
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w1, xv[2 * h + 1]));
       }
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w0, x0));
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w1, x1));
     }
   }
-  // At most one more whole vector, then the tail, both through the decode table (exact values).
+  // Up to three more whole vectors, then the tail, through the decode table (exact values, NaNs included).
   const float* table = Fp8DecodeTable(F);
   const int full = cols - cols % 8;
   for (int r = 0; r < R; ++r) {
-    if (full > full16) {
+    for (int c = full32; c < full; c += 8) {
       alignas(32) float w[8];
-      for (int j = 0; j < 8; ++j) w[j] = table[row[r][full16 + j]];
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_load_ps(w), _mm256_loadu_ps(x + full16)));
+      for (int j = 0; j < 8; ++j) w[j] = table[row[r][c + j]];
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_load_ps(w), _mm256_loadu_ps(x + c)));
     }
     const std::uint8_t* codes = row[r];
-    const float dot = Finish(acc[r], full, cols, x, [&](int c) { return table[codes[c]]; });
+    float dot = Finish(acc[r], full, cols, x, [&](int c) { return table[codes[c]]; });
+    if (kE4M3 && !_mm256_testz_si256(nan[r], nan[r])) dot = table[0x7F];  // NaN, as the definition gives
     y[r0 + r] = W.fp8_scales[W.fp8_per_row ? r0 + r : 0] * dot;
   }
 }
@@ -152,30 +171,23 @@ inline std::uint16_t ReadU16(const std::uint8_t* p) {
   return value;
 }
 
-// One row's group parameters as vectors, and the decoding of 8 columns from their 32-bit word.
+// A group's parameters as vectors, and the decoding of 8 columns from their 32-bit word (nibble i is column
+// i of the 8, at bits 4i..4i+3). Every step is exact (4-bit codes, 11-bit scales) but the f16-zero scheme's
+// subtraction, which is done as the definition does it; so the weights are the definition's to the bit.
 template <Int4Scheme S>
 struct Int4Group {
-  __m256 scale{};
+  __m256 scale{};   // sym: s·2^-28 (see Decode); else s
   __m256i zero{};   // kAsymmetric
   __m256 zero_f{};  // kAsymmetricF16Zero
 
-  PLUMB_AVX2 void Load(const WeightMatrix& W, int r, int g, int groups, std::size_t zero_row) {
-    scale = _mm256_set1_ps(_cvtsh_ss(W.int4_scales[static_cast<std::size_t>(r) * groups + g]));
-    if constexpr (S == Int4Scheme::kAsymmetric) {
-      const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
-      zero = _mm256_set1_epi32(static_cast<int>(Int4Code(z, g)));
-    } else if constexpr (S == Int4Scheme::kAsymmetricF16Zero) {
-      const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
-      zero_f = _mm256_set1_ps(_cvtsh_ss(ReadU16(z + 2 * static_cast<std::size_t>(g))));
-    }
-  }
-
-  PLUMB_AVX2 __m256 Decode(std::uint32_t word) const {
-    const __m256i w = _mm256_set1_epi32(static_cast<int>(word));
+  PLUMB_AVX2 __m256 Decode(const std::uint8_t* p) const {
+    const __m256i w = _mm256_set1_epi32(static_cast<int>(ReadU32(p)));
     if constexpr (S == Int4Scheme::kSymmetric) {
-      // Nibble c to the top of its lane, then an arithmetic shift back: the two's-complement value.
-      const __m256i q =
-          _mm256_srai_epi32(_mm256_sllv_epi32(w, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0)), 28);
+      // Nibble i to the top of lane i and masked: the two's-complement q·2^28, converted exactly; the 2^-28
+      // is in the scale (exact: s ≥ 2^-24), so the product is float(q)·s. (A mask instead of an arithmetic
+      // shift back: shifts have fewer ports.)
+      const __m256i top = _mm256_sllv_epi32(w, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0));
+      const __m256i q = _mm256_and_si256(top, _mm256_set1_epi32(static_cast<int>(0xF0000000u)));
       return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
     } else {
       const __m256i q = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
@@ -187,19 +199,72 @@ struct Int4Group {
       }
     }
   }
+};
 
-  // The definition's weight for one column (the row's tail), from the same group parameters.
-  PLUMB_AVX2 float DecodeOne(unsigned nibble) const {
-    const float s = _mm256_cvtss_f32(scale);
-    if constexpr (S == Int4Scheme::kSymmetric) {
-      return static_cast<float>(static_cast<int>(nibble ^ 8u) - 8) * s;
-    } else if constexpr (S == Int4Scheme::kAsymmetric) {
-      return static_cast<float>(static_cast<int>(nibble) - _mm256_cvtsi256_si32(zero)) * s;
-    } else {
-      return (static_cast<float>(nibble) - _mm256_cvtss_f32(zero_f)) * s;
+// The parameters of 8 consecutive groups g8 .. g8+7 of one row, converted together (one F16C conversion
+// for 8 scales instead of 8), from which each group's vectors are one permute away.
+template <Int4Scheme S>
+struct Int4Groups8 {
+  __m256 scales;
+  __m256i zeros;   // kAsymmetric
+  __m256 zeros_f;  // kAsymmetricF16Zero
+
+  PLUMB_AVX2 void Load(const WeightMatrix& W, int r, int g8, int groups, std::size_t zero_row) {
+    const std::uint16_t* s = W.int4_scales + static_cast<std::size_t>(r) * groups + g8;
+    const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
+    if (g8 + 8 <= groups) {
+      scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+      if constexpr (S == Int4Scheme::kAsymmetric) {  // 8 zero nibbles: bytes g8/2 .. g8/2 + 3
+        const __m256i w = _mm256_set1_epi32(static_cast<int>(ReadU32(z + g8 / 2)));
+        zeros = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                 _mm256_set1_epi32(0xF));
+      } else if constexpr (S == Int4Scheme::kAsymmetricF16Zero) {
+        zeros_f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(z + 2 * std::size_t(g8))));
+      }
+    } else {  // the row's last, partial block of groups: read no further than the arrays go
+      alignas(32) float sf[8] = {}, zf[8] = {};
+      alignas(32) int zi[8] = {};
+      for (int j = 0; g8 + j < groups; ++j) {
+        sf[j] = _cvtsh_ss(s[j]);
+        if constexpr (S == Int4Scheme::kAsymmetric) zi[j] = static_cast<int>(Int4Code(z, g8 + j));
+        if constexpr (S == Int4Scheme::kAsymmetricF16Zero)
+          zf[j] = _cvtsh_ss(ReadU16(z + 2 * std::size_t(g8 + j)));
+      }
+      scales = _mm256_load_ps(sf);
+      zeros = _mm256_load_si256(reinterpret_cast<const __m256i*>(zi));
+      zeros_f = _mm256_load_ps(zf);
     }
+    if constexpr (S == Int4Scheme::kSymmetric) scales = _mm256_mul_ps(scales, _mm256_set1_ps(0x1p-28f));
+  }
+
+  PLUMB_AVX2 Int4Group<S> Select(int j) const {
+    const __m256i index = _mm256_set1_epi32(j);
+    Int4Group<S> group;
+    group.scale = _mm256_permutevar8x32_ps(scales, index);
+    if constexpr (S == Int4Scheme::kAsymmetric) group.zero = _mm256_permutevar8x32_epi32(zeros, index);
+    if constexpr (S == Int4Scheme::kAsymmetricF16Zero)
+      group.zero_f = _mm256_permutevar8x32_ps(zeros_f, index);
+    return group;
   }
 };
+
+// The definition's weight of column c of row r (formats/int4.h), for the few columns past the last whole
+// vector of a row.
+float Int4Weight(const WeightMatrix& W, int r, int c) {
+  const int G = W.int4.group_size, g = c / G;
+  const float s = F16ToF32(W.int4_scales[static_cast<std::size_t>(r) * Int4Groups(W.cols, G) + g]);
+  const unsigned n = Int4Code(W.Row(r), c);
+  const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * Int4ZeroRowBytes(W.int4, W.cols);
+  switch (W.int4.scheme) {
+    case Int4Scheme::kSymmetric:
+      return static_cast<float>(static_cast<int>(n ^ 8u) - 8) * s;
+    case Int4Scheme::kAsymmetric:
+      return static_cast<float>(static_cast<int>(n) - static_cast<int>(Int4Code(z, g))) * s;
+    case Int4Scheme::kAsymmetricF16Zero:
+      return (static_cast<float>(n) - F16ToF32(ReadU16(z + 2 * static_cast<std::size_t>(g)))) * s;
+  }
+  return 0.0f;
+}
 
 template <Int4Scheme S, int R>
 PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
@@ -210,25 +275,28 @@ PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y
   const int full = cols - cols % 8;
   const std::uint8_t* row[R];
   __m256 acc[R];
-  Int4Group<S> group[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
     acc[r] = _mm256_setzero_ps();
   }
-  for (int g = 0; g < groups; ++g) {
-    for (int r = 0; r < R; ++r) group[r].Load(W, r0 + r, g, groups, zero_row);
-    const int end = g * G + G < full ? g * G + G : full;
-    for (int c = g * G; c < end; c += 8) {
-      const __m256 xv = _mm256_loadu_ps(x + c);
-      for (int r = 0; r < R; ++r) {
-        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(group[r].Decode(ReadU32(row[r] + c / 2)), xv));
+  for (int g8 = 0; g8 * G < full; g8 += 8) {
+    Int4Groups8<S> params[R];
+    for (int r = 0; r < R; ++r) params[r].Load(W, r0 + r, g8, groups, zero_row);
+    for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
+      Int4Group<S> group[R];
+      for (int r = 0; r < R; ++r) group[r] = params[r].Select(j);
+      const int begin = (g8 + j) * G;
+      const int end = begin + G < full ? begin + G : full;
+      for (int c = begin; c < end; c += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + c);
+        for (int r = 0; r < R; ++r) {
+          acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(group[r].Decode(row[r] + c / 2), xv));
+        }
       }
     }
   }
-  // The tail (cols mod 8 columns) lies in the last group, whose parameters are loaded.
   for (int r = 0; r < R; ++r) {
-    const std::uint8_t* codes = row[r];
-    y[r0 + r] = Finish(acc[r], full, cols, x, [&](int c) { return group[r].DecodeOne(Int4Code(codes, c)); });
+    y[r0 + r] = Finish(acc[r], full, cols, x, [&](int c) { return Int4Weight(W, r0 + r, c); });
   }
 }
 
@@ -240,12 +308,17 @@ PLUMB_AVX2 void DecodeFp8Row(const WeightMatrix& W, int r, float* out) {
   const int cols = W.cols;
   const int full16 = cols - cols % 16;
   for (int c = 0; c < full16; c += 16) {
-    const __m256i half = Fp8ToHalf<F>(row + c);
-    __m256 w0 = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
-    __m256 w1 = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
-    if constexpr (F == Fp8Format::kE4M3) {  // exact: the value · 2^-8, times 2^8
+    const Halves half = Fp8ToHalf<F>(row + c);
+    __m256 w0 = _mm256_cvtph_ps(half.lo);
+    __m256 w1 = _mm256_cvtph_ps(half.hi);
+    if constexpr (F == Fp8Format::kE4M3) {
+      // Exact: the value · 2^-8, times 2^8. NaN codes (decoded as 1.875 · 2^-8) become NaN again.
+      const __m256 nan_value = _mm256_set1_ps(480.0f);
+      const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
       w0 = _mm256_mul_ps(w0, _mm256_set1_ps(256.0f));
       w1 = _mm256_mul_ps(w1, _mm256_set1_ps(256.0f));
+      w0 = _mm256_or_ps(w0, _mm256_cmp_ps(_mm256_and_ps(w0, abs_mask), nan_value, _CMP_EQ_OQ));
+      w1 = _mm256_or_ps(w1, _mm256_cmp_ps(_mm256_and_ps(w1, abs_mask), nan_value, _CMP_EQ_OQ));
     }
     _mm256_storeu_ps(out + c, w0);
     _mm256_storeu_ps(out + c + 8, w1);
@@ -262,13 +335,17 @@ PLUMB_AVX2 void DecodeInt4Row(const WeightMatrix& W, int r, float* out) {
   const int groups = Int4Groups(cols, G);
   const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
   const int full = cols - cols % 8;
-  Int4Group<S> group;
-  for (int g = 0; g < groups; ++g) {
-    group.Load(W, r, g, groups, zero_row);
-    const int end = g * G + G < full ? g * G + G : full;
-    for (int c = g * G; c < end; c += 8) _mm256_storeu_ps(out + c, group.Decode(ReadU32(row + c / 2)));
+  for (int g8 = 0; g8 * G < full; g8 += 8) {
+    Int4Groups8<S> params;
+    params.Load(W, r, g8, groups, zero_row);
+    for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
+      const Int4Group<S> group = params.Select(j);
+      const int begin = (g8 + j) * G;
+      const int end = begin + G < full ? begin + G : full;
+      for (int c = begin; c < end; c += 8) _mm256_storeu_ps(out + c, group.Decode(row + c / 2));
+    }
   }
-  for (int c = full; c < cols; ++c) out[c] = group.DecodeOne(Int4Code(row, c));
+  for (int c = full; c < cols; ++c) out[c] = Int4Weight(W, r, c);
 }
 
 // ---- dispatch ---------------------------------------------------------------------------------------
