@@ -53,24 +53,24 @@ struct Kind {
   Int4Params int4;
 };
 
-Kind Ggml(const char* name, GgmlType type) {
+Kind Named(const char* name, Kind::Encoding encoding) {
   Kind k;
   k.name = name;
-  k.encoding = Kind::kGgml;
+  k.encoding = encoding;
+  return k;
+}
+Kind Ggml(const char* name, GgmlType type) {
+  Kind k = Named(name, Kind::kGgml);
   k.type = type;
   return k;
 }
 Kind Fp8(const char* name, Fp8Format format) {
-  Kind k;
-  k.name = name;
-  k.encoding = Kind::kFp8;
+  Kind k = Named(name, Kind::kFp8);
   k.fp8 = format;
   return k;
 }
 Kind Int4(const char* name, Int4Scheme scheme, int group_size) {
-  Kind k;
-  k.name = name;
-  k.encoding = Kind::kInt4;
+  Kind k = Named(name, Kind::kInt4);
   k.int4 = Int4Params{scheme, group_size};
   return k;
 }
@@ -220,14 +220,16 @@ void BM_Gemv(benchmark::State& state, const Kind& kind, int rows, int cols, RowD
   plumb::kernels::SetNumThreads(threads);
   const std::vector<float> x = RandomFloats(cols, 7);
   std::vector<float> y(rows);
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     plumb::kernels::Gemv(W, x.data(), y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes = static_cast<double>(state.iterations()) * static_cast<double>(W.Bytes());
   state.counters["weight_B/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
-  state.counters["MBU"] = benchmark::Counter(bytes / stream, benchmark::Counter::kIsRate);
+  state.counters["MBU"] = bytes / seconds / stream;
   state.counters["stream_B/s"] = stream;
   plumb::kernels::SetNumThreads(0);
 }
