@@ -5,7 +5,7 @@
 //       weight_B/s  W.Bytes() per call ÷ mean time (codes + scales + zeros: every byte a GEMV must read)
 //       best_B/s    the same for the fastest call
 //       MBU         best_B/s ÷ stream_B/s, the streaming read at the same thread count measured in this run
-//                   (roofline::MeasureReadBandwidth, best of 20, over 512 MiB)
+//                   just before the GEMV (roofline::MeasureReadBandwidth, best of 10, over 512 MiB)
 //   StreamRead/threads:<n>   roofline::StreamReadOnce of a buffer ≫ LLC: read_B/s (mean), best_B/s.
 //   Gemm/<type>/<rows>x<cols>/P:512/threads:<n>   Y = X·Wᵀ for 512 tokens (prefill). Counters: GFLOP/s
 //       (2·P·rows·cols per call) and vs_sgemm, the ratio to FP32 (cblas_sgemm) measured in the same run.
@@ -188,14 +188,11 @@ const WeightMatrix& CachedMatrix(const Kind& kind, int rows, int cols) {
   return matrix;
 }
 
-// The streaming read at each thread count, measured once (best of 5) and quoted by every GEMV's MBU.
+// The streaming read at `threads` threads, best of 10, measured by each GEMV benchmark just before its own
+// loop: on a shared machine the memory traffic of other processes changes from minute to minute, and MBU
+// should compare two measurements taken under the same conditions.
 double StreamBandwidth(int threads) {
-  static std::map<int, double> measured;
-  auto it = measured.find(threads);
-  if (it == measured.end()) {
-    it = measured.emplace(threads, plumb::roofline::MeasureReadBandwidth(threads, kProbeBytes, 20)).first;
-  }
-  return it->second;
+  return plumb::roofline::MeasureReadBandwidth(threads, kProbeBytes, 10);
 }
 
 std::vector<float> RandomFloats(std::size_t n, std::uint32_t seed) {
@@ -234,8 +231,8 @@ void BM_Gemv(benchmark::State& state, const Kind& kind, int rows, int cols, RowD
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  const double stream = StreamBandwidth(threads);
   const WeightMatrix& W = CachedMatrix(kind, rows, cols);
+  const double stream = StreamBandwidth(threads);
   plumb::kernels::SetRowDotIsa(isa);
   plumb::kernels::SetNumThreads(threads);
   const std::vector<float> x = RandomFloats(cols, 7);
