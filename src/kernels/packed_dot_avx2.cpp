@@ -37,6 +37,16 @@ namespace {
 
 constexpr int kRows = 4;
 
+// How far ahead of the loads each row is prefetched. A row of a large matrix is a few KiB, a handful of
+// pages, and the kernel walks kRows rows side by side; the hardware prefetchers, which stop at page
+// boundaries, then leave each row's first lines of every page to DRAM latency.
+// 1 KiB: FP8 E5M2 at 4096 x 14336, one thread, went from 11.8 to 13.4 GB/s (best of ~100 calls).
+constexpr int kPrefetchAhead = 1024;
+
+inline void Prefetch(const std::uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+
 PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
@@ -107,6 +117,7 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
       if constexpr (kE4M3 && kScaleX) xv[v] = _mm256_mul_ps(xv[v], two8);
     }
     for (int r = 0; r < R; ++r) {
+      if (c % 64 == 0) Prefetch(row[r] + c);
       if constexpr (kE4M3) nan[r] = _mm256_or_si256(nan[r], E4M3NanCodes(row[r] + c));
       for (int h = 0; h < 2; ++h) {
         const Halves half = Fp8ToHalf<F>(row[r] + c + 16 * h);
@@ -284,8 +295,11 @@ PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y
     for (int r = 0; r < R; ++r) params[r].Load(W, r0 + r, g8, groups, zero_row);
     for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
       Int4Group<S> group[R];
-      for (int r = 0; r < R; ++r) group[r] = params[r].Select(j);
       const int begin = (g8 + j) * G;
+      for (int r = 0; r < R; ++r) {
+        group[r] = params[r].Select(j);
+        Prefetch(row[r] + begin / 2);
+      }
       const int end = begin + G < full ? begin + G : full;
       for (int c = begin; c < end; c += 8) {
         const __m256 xv = _mm256_loadu_ps(x + c);

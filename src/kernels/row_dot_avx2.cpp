@@ -27,6 +27,14 @@ namespace {
 
 constexpr int kRows = 4;
 
+// Rows are prefetched this far ahead of the loads: the kernel walks kRows rows of a few KiB side by side,
+// and the hardware prefetchers stop at page boundaries (see packed_dot_avx2.cpp).
+constexpr int kPrefetchAhead = 1024;
+
+inline void Prefetch(const std::uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+
 std::uint16_t ReadU16(const std::uint8_t* p) {
   std::uint16_t value;
   std::memcpy(&value, p, sizeof value);  // x86 is little-endian, as the format
@@ -81,6 +89,7 @@ PLUMB_AVX2 void PlainDots(const std::uint8_t* rows, std::size_t stride, const fl
   for (std::int64_t i = 0; i < full; i += 8) {
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < R; ++r) {
+      if ((i * Plain::kBytes) % 64 == 0) Prefetch(rows + r * stride + i * Plain::kBytes);
       const __m256 w = Plain::Load8(rows + r * stride + i * Plain::kBytes);
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w, xv));
     }
@@ -154,6 +163,7 @@ PLUMB_AVX2 void BlockDots(const std::uint8_t* rows, std::size_t stride, const fl
   for (std::int64_t b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * Block::kElements;
     for (int r = 0; r < R; ++r) {
+      if (b % 2 == 0) Prefetch(rows + r * stride + b * Block::kBytes);  // blocks are 18-34 bytes
       __m256 w[kVectors];
       Block::Decode(rows + r * stride + b * Block::kBytes, w);
       for (int v = 0; v < kVectors; ++v) {
