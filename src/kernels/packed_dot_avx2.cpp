@@ -26,6 +26,7 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "plumb/formats/dtype.h"
@@ -37,14 +38,14 @@ namespace {
 
 constexpr int kRows = 4;
 
-// How far ahead of the loads each row is prefetched. A row of a large matrix is a few KiB, a handful of
-// pages, and the kernel walks kRows rows side by side; the hardware prefetchers, which stop at page
-// boundaries, then leave each row's first lines of every page to DRAM latency.
-// 1 KiB: FP8 E5M2 at 4096 x 14336, one thread, went from 11.8 to 13.4 GB/s (best of ~100 calls).
-constexpr int kPrefetchAhead = 1024;
-
-inline void Prefetch(const std::uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+// Each row is prefetched at the same column of the row kRows further on, the one the next pass will read:
+// the kernel walks kRows rows of a few KiB side by side, the hardware prefetchers stop at page boundaries,
+// and a new row would start on DRAM latency. One thread, FP8 E5M2 at 14336 x 4096: 9.5 GB/s with no
+// prefetch, 13.6 with a prefetch 1 KiB ahead in the same row, 14.5 with this one (15.9 with W in cache).
+// Past the last row it touches memory that is not the matrix's: a prefetch never faults.
+// (The address is computed as an integer: a pointer past the end of the matrix would be undefined.)
+inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
 }
 
 PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
@@ -117,7 +118,7 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
       if constexpr (kE4M3 && kScaleX) xv[v] = _mm256_mul_ps(xv[v], two8);
     }
     for (int r = 0; r < R; ++r) {
-      if (c % 64 == 0) Prefetch(row[r] + c);
+      if (c % 64 == 0) Prefetch(row[r], R * W.row_bytes + c);
       if constexpr (kE4M3) nan[r] = _mm256_or_si256(nan[r], E4M3NanCodes(row[r] + c));
       for (int h = 0; h < 2; ++h) {
         const Halves half = Fp8ToHalf<F>(row[r] + c + 16 * h);
@@ -298,7 +299,7 @@ PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y
       const int begin = (g8 + j) * G;
       for (int r = 0; r < R; ++r) {
         group[r] = params[r].Select(j);
-        Prefetch(row[r] + begin / 2);
+        Prefetch(row[r], R * W.row_bytes + begin / 2);
       }
       const int end = begin + G < full ? begin + G : full;
       for (int c = begin; c < end; c += 8) {
