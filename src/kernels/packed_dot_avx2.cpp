@@ -14,7 +14,7 @@
 //   2^8·x is exact, i.e. finite; a row times an x with an element of magnitude ≥ 2^120 scales the weights
 //   instead. INT4 codes are widened to int32 lanes by a variable shift of the row's 32-bit word (8 nibbles,
 //   column c at bits 4c..4c+3), then float(q)·scale, float(q − z)·scale or (float(q) − z)·scale, in
-//   formats/int4.h's order of float operations.
+//   formats/int4.h's order of float operations (sym takes q·2^28 and s·2^-28, exactly the same product).
 // F16C conversions are exact and differ from F16ToF32 only in quieting a signalling NaN, which changes no
 // result but a NaN's payload.
 //
@@ -40,8 +40,8 @@ constexpr int kRows = 4;
 
 // Each row is prefetched at the same column of the row kRows further on, the one the next pass will read:
 // the kernel walks kRows rows of a few KiB side by side, the hardware prefetchers stop at page boundaries,
-// and a new row would start on DRAM latency. One thread, FP8 E5M2 at 14336 x 4096: 9.5 GB/s with no
-// prefetch, 13.6 with a prefetch 1 KiB ahead in the same row, 14.5 with this one (15.9 with W in cache).
+// and a new row would start on DRAM latency. One thread, FP8 E5M2 at 14336 x 4096: 9.2 GB/s with no
+// prefetch, 9.5 with one 1 KiB ahead in the same row, 14.5 with this one (15.9 with W in cache).
 // Past the last row it touches memory that is not the matrix's: a prefetch never faults.
 // (The address is computed as an integer: a pointer past the end of the matrix would be undefined.)
 inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
