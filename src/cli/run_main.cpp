@@ -11,7 +11,8 @@ constexpr const char* kMainUsage =
     "commands:\n"
     "  chat         talk with a model, turn by turn (plumb chat --help)\n"
     "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
-    "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n\n"
+    "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n"
+    "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n\n"
     "  plumb --help | --version\n";
 }  // namespace
 
@@ -28,7 +29,9 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   if (args[0] == "generate") return RunGenerate(rest, out, err);
   if (args[0] == "chat") return RunChat(rest, in, out, err);
   if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
-  throw MakeError("unknown command '", args[0], "' (commands: chat, generate, perplexity; see plumb --help)");
+  if (args[0] == "pack") return RunPack(rest, out, err);
+  throw MakeError("unknown command '", args[0],
+                  "' (commands: chat, generate, perplexity, pack; see plumb --help)");
 }
 
 }  // namespace plumb::cli
