@@ -42,7 +42,10 @@ constexpr std::uint32_t kF32MantMask = 0x007FFFFFu;
 constexpr std::uint16_t kF16SignMask = 0x8000u;
 constexpr std::uint16_t kF16ExpMask = 0x7C00u;  // also the bits of +inf
 constexpr std::uint16_t kF16MantMask = 0x03FFu;
-constexpr std::uint16_t kF16QuietBit = 0x0200u;
+
+// The NaN CUDA's __float2half_rn and __float2bfloat16_rn return for every NaN input: positive, all
+// mantissa bits set (quiet in both formats).
+constexpr std::uint16_t kCanonicalNaN16 = 0x7FFFu;
 
 }  // namespace
 
@@ -99,9 +102,9 @@ std::uint16_t F32ToF16(float value) {
   const std::uint32_t magnitude = bits & ~kF32SignMask;
 
   if (magnitude > kF32ExpMask) {
-    // NaN: keep the sign and the top 10 payload bits, and set the quiet bit so the result is a NaN even
-    // when those 10 bits are all zero.
-    return static_cast<std::uint16_t>(sign | kF16ExpMask | kF16QuietBit | ((magnitude & kF32MantMask) >> 13));
+    // NaN: CUDA's __float2half_rn (and cvt.rn.f16.f32) give the canonical NaN 0x7FFF whatever the input's
+    // sign and payload (docs/formats.md "FP16 (IEEE binary16)").
+    return kCanonicalNaN16;
   }
   if (magnitude >= 0x477FF000u) {
     // >= 65520 = halfway between 65504 (0x7BFF, odd mantissa) and 2^16: ties to even go up, to inf.
@@ -141,8 +144,9 @@ float BF16ToF32(std::uint16_t bits) {
 std::uint16_t F32ToBF16(float value) {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   if ((bits & ~kF32SignMask) > kF32ExpMask) {
-    // NaN: truncating could clear every payload bit (0x7F800001 -> 0x7F80 = inf), so set the quiet bit.
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
+    // NaN: CUDA's __float2bfloat16_rn gives the canonical 0x7FFF. Rounding it like a number could carry
+    // into the sign or truncate it to inf (0x7F800001 -> 0x7F80); neither happens.
+    return kCanonicalNaN16;
   }
   // Round the lower 16 bits away, ties to even: add just under half (0x7FFF) plus the lowest kept bit.
   // Carries propagate into the exponent; the largest finite values round up to inf, as they should.

@@ -94,9 +94,16 @@ RowDotIsa DefaultIsa() {
     }
     return RowDotIsa::kAvx2;
   }
+  if (requested == "neon") {
+    if (!RowDotIsaSupported(RowDotIsa::kNeon))
+      throw MakeError("PLUMB_ISA=neon, but this is not an aarch64 build");
+    return RowDotIsa::kNeon;
+  }
   if (!requested.empty())
-    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar' or 'avx2' (or unset)");
-  return RowDotIsaSupported(RowDotIsa::kAvx2) ? RowDotIsa::kAvx2 : RowDotIsa::kScalar;
+    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2' or 'neon' (or unset)");
+  if (RowDotIsaSupported(RowDotIsa::kAvx2)) return RowDotIsa::kAvx2;
+  if (RowDotIsaSupported(RowDotIsa::kNeon)) return RowDotIsa::kNeon;
+  return RowDotIsa::kScalar;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -168,6 +175,9 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 #if defined(__x86_64__)
   if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDot(type, row, x, n);
 #endif
+#if defined(__aarch64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kNeon) return neon::RowDot(type, row, x, n);
+#endif
   return ScalarRowDotUnchecked(type, row, x, n);
 }
 
@@ -177,6 +187,9 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
   if (n_rows < 0) throw MakeError("RowDots: n_rows = ", n_rows, " (negative)");
 #if defined(__x86_64__)
   if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
+#endif
+#if defined(__aarch64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kNeon) return neon::RowDots(type, rows, row_stride, n_rows, x, n, y);
 #endif
   for (std::int64_t r = 0; r < n_rows; ++r) {
     y[r] = ScalarRowDotUnchecked(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);

@@ -1,6 +1,6 @@
 // RowDot / RowDots against their definition (include/plumb/kernels/row_dot.h):
 //   RowDot(type, row, x, n) == scalar::Dot(DequantizeRow(type, row, n), x, n), bit for bit,
-// for every type, on each variant this CPU can run (scalar and AVX2 in the same process), on many lengths
+// for every type, on each variant this CPU can run (scalar, AVX2 / NEON in one process), on many lengths
 // (odd ones for F32 / F16 / BF16, whose rows need not fill a group of 8), unaligned rows and x, and two kinds
 // of x: unit normals, and a mix of signs and magnitudes from 2^-125 (products go subnormal) to 2^40.
 // DequantizeRow itself is checked against gguf-py in tests/formats/gguf_blocks_test.cpp.
@@ -221,8 +221,19 @@ TEST_P(RowDotTest, InfinitiesAndNaNsPropagateAsInTheDefinition) {
   EXPECT_TRUE(std::isnan(kernels::RowDot(type(), row.data(), nan_x.data(), n)));
 }
 
+// The variants compiled for this target (one this CPU cannot run, AVX2 on an old x86-64, says so and skips).
+const RowDotIsa kIsasOfThisBuild[] = {
+    RowDotIsa::kScalar,
+#if defined(__x86_64__)
+    RowDotIsa::kAvx2,
+#endif
+#if defined(__aarch64__)
+    RowDotIsa::kNeon,
+#endif
+};
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, RowDotTest,
-                         ::testing::Combine(::testing::Values(RowDotIsa::kScalar, RowDotIsa::kAvx2),
+                         ::testing::Combine(::testing::ValuesIn(kIsasOfThisBuild),
                                             ::testing::ValuesIn(kTypes)),
                          [](const ::testing::TestParamInfo<std::tuple<RowDotIsa, GgmlType>>& param_info) {
                            return std::string(kernels::RowDotIsaName(std::get<0>(param_info.param))) + "_" +
@@ -249,6 +260,10 @@ TEST(RowDot, ActiveIsaIsASupportedOne) {
 #if !defined(__x86_64__)
   EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
   EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx2), Error);
+#endif
+#if !defined(__aarch64__)
+  EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kNeon));
+  EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kNeon), Error);
 #endif
 }
 

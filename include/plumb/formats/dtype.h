@@ -38,15 +38,15 @@ float F16ToF32(std::uint16_t bits);
 
 // float -> FP16 bits, rounding to nearest, ties to even. |x| >= 65520 (halfway between the largest finite
 // FP16, 65504, and 2^16) becomes +-inf; results below 2^-14 become subnormals or +-0 (sign kept).
-// A NaN becomes a quiet NaN (mantissa top bit set) with the same sign and the top 10 payload bits.
+// Exactly CUDA's __float2half_rn: every NaN, whatever its sign and payload, becomes 0x7FFF.
 std::uint16_t F32ToF16(float value);
 
 // BF16 bits -> float. Exact: the BF16 bits are the upper 16 bits of the float.
 float BF16ToF32(std::uint16_t bits);
 
 // float -> BF16 bits: the upper 16 bits rounded to nearest, ties to even (finite values beyond the largest
-// BF16 round to +-inf). A NaN becomes a quiet NaN with the same sign and its top 6 payload bits; it never
-// becomes inf (as plain rounding of e.g. 0x7F800001 would).
+// BF16 round to +-inf). Exactly CUDA's __float2bfloat16_rn: every NaN becomes 0x7FFF (never inf, as plain
+// rounding of e.g. 0x7F800001 would give).
 std::uint16_t F32ToBF16(float value);
 
 }  // namespace plumb

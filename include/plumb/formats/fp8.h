@@ -34,7 +34,8 @@ std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow);
 
 // An FP8 weight matrix [rows][cols] and its FP32 scales, as vLLM quantizes weights: per output channel
 // (scales [rows]) or per tensor (scales [1]), scale = amax / Fp8MaxFinite(format) over the row or tensor
-// (1 where amax is 0), codes = F32ToFp8(w · (1 / scale), format, kSaturate); dequantized w ≈ q · scale.
+// (1 where amax is 0, or so small that 1 / scale overflows), codes = F32ToFp8(w · (1 / scale), format,
+// kSaturate); dequantized w ≈ q · scale. Throws plumb::Error for a non-finite weight or a negative shape.
 struct Fp8Matrix {
   Fp8Format format = Fp8Format::kE4M3;
   int rows = 0;

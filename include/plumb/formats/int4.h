@@ -65,7 +65,7 @@ struct Int4Matrix {
 };
 // Round-to-nearest quantization of an FP32 matrix [rows][cols], group by group; the rule for each scheme
 // (how scale and zero are chosen) is in docs/formats.md ("INT4"). Throws plumb::Error for a group size
-// other than 32, 64 or 128.
+// other than 32, 64 or 128, a non-finite weight, or a group whose scale exceeds FP16's range.
 Int4Matrix QuantizeInt4(const float* w, int rows, int cols, Int4Params params);
 
 }  // namespace plumb
