@@ -2,6 +2,8 @@
 #include "plumb/model/config.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -207,6 +209,16 @@ ModelConfig LoadConfigJson(const std::string& path) {
 }  // namespace plumb
 
 namespace plumb {
+namespace {
+
+// The shortest decimal that reads back as `value` (1e-05, not the double 9.999999747378752e-06).
+nlohmann::json ShortestJson(float value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return nlohmann::json(std::strtod(std::string(text, result.ptr).c_str(), nullptr));
+}
+
+}  // namespace
 
 std::string ConfigToJson(const ModelConfig& c) {
   json root = {
@@ -219,8 +231,8 @@ std::string ConfigToJson(const ModelConfig& c) {
       {"num_attention_heads", c.num_heads},
       {"num_key_value_heads", c.num_kv_heads},
       {"head_dim", c.head_dim},
-      {"rms_norm_eps", c.rms_norm_eps},
-      {"rope_theta", c.rope_theta},
+      {"rms_norm_eps", ShortestJson(c.rms_norm_eps)},
+      {"rope_theta", ShortestJson(c.rope_theta)},
       {"vocab_size", c.vocab_size},
       {"max_position_embeddings", c.max_position_embeddings},
       {"tie_word_embeddings", c.tie_word_embeddings},
