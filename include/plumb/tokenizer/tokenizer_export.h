@@ -1,5 +1,6 @@
 // A TokenizerSpec written out as Hugging Face tokenizer.json + tokenizer_config.json, so that a checkpoint
-// plumb pack makes from a GGUF file carries its tokenizer in the form Hugging Face checkpoints do.
+// plumb pack makes from a GGUF file carries its tokenizer in the form Hugging Face checkpoints do. The
+// mapping is specified in docs/formats.md ("The tokenizer of a GGUF source").
 #pragma once
 
 #include <string>
