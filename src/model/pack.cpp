@@ -2,9 +2,9 @@
 // checkpoints").
 #include "plumb/model/pack.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -90,9 +90,9 @@ class Packer {
         break;
       }
       case PackKind::kFp8: {
-        const Fp8Matrix q = QuantizeFp8(values.data(), w.rows, w.cols, format.fp8, format.fp8_per_row);
+        Fp8Matrix q = Fp8(values, w.rows, w.cols, format);
         Add(prefix + ".weight", format.fp8 == Fp8Format::kE4M3 ? DType::F8_E4M3 : DType::F8_E5M2,
-            {rows, cols}, q.codes);
+            {rows, cols}, std::move(q.codes));
         Add(prefix + ".weight_scale", DType::F32,
             format.fp8_per_row ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{},
             AsBytes(q.scales));
@@ -113,6 +113,25 @@ class Packer {
   std::vector<TensorToWrite> Take() { return std::move(tensors_); }
 
  private:
+  // Per-channel scales make rows independent, so blocks of rows are quantized side by side; a per-tensor
+  // scale needs the whole matrix's amax, so that case runs as one block.
+  Fp8Matrix Fp8(const std::vector<float>& values, int rows, int cols, const PackFormat& format) const {
+    if (!format.fp8_per_row) return QuantizeFp8(values.data(), rows, cols, format.fp8, false);
+    Fp8Matrix out{format.fp8,
+                  rows,
+                  cols,
+                  true,
+                  std::vector<std::uint8_t>(static_cast<std::size_t>(rows) * cols),
+                  std::vector<float>(rows)};
+    ForRowBlocks(rows, options_.threads, [&](int begin, int end) {
+      const Fp8Matrix q = QuantizeFp8(values.data() + static_cast<std::size_t>(begin) * cols, end - begin,
+                                      cols, format.fp8, true);
+      std::copy(q.codes.begin(), q.codes.end(), out.codes.begin() + static_cast<std::size_t>(begin) * cols);
+      std::copy(q.scales.begin(), q.scales.end(), out.scales.begin() + begin);
+    });
+    return out;
+  }
+
   // Rows are independent in every INT4 scheme, so blocks of rows are quantized side by side and appended.
   void Int4(const std::string& prefix, const std::vector<float>& values, int rows, int cols,
             Int4Params params) {
