@@ -12,17 +12,16 @@ namespace plumb {
 namespace {
 
 using nlohmann::json;
-using ordered_json = nlohmann::ordered_json;
 
-ordered_json ByteLevel(bool use_regex) {
+json ByteLevel(bool use_regex) {
   return {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
 }
 
 // The pre_tokenizer that tokenizer_json.cpp maps back to `kind`.
-ordered_json PreTokenizerJson(PreTokenizer kind) {
+json PreTokenizerJson(PreTokenizer kind) {
   auto split_then_byte_level = [](const char* regex) {
-    return ordered_json{
+    return json{
         {"type", "Sequence"},
         {"pretokenizers",
          {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
@@ -62,8 +61,8 @@ TokenizerJsonFiles ExportTokenizerJson(const TokenizerSpec& spec) {
   const Tokenizer validated(spec);  // the same checks FromGguf made; throws for a bad spec
   const PreTokenizer pre = PreTokenizerOf(spec.pre);
   const std::size_t n = spec.tokens.size();
-  ordered_json vocab = ordered_json::object();
-  ordered_json added = ordered_json::array();
+  json vocab = json::object();
+  json added = json::array();
   for (std::size_t id = 0; id < n; ++id) {
     const std::string& text = spec.tokens[id];
     vocab[text] = id;
@@ -85,29 +84,27 @@ TokenizerJsonFiles ExportTokenizerJson(const TokenizerSpec& spec) {
                        {"special", type != kTokenUserDefined}});
     }
   }
-  ordered_json merges = ordered_json::array();
+  json merges = json::array();
   for (const std::string& m : spec.merges) merges.push_back(m);
 
-  ordered_json model = {{"type", "BPE"},
-                        {"dropout", nullptr},
-                        {"unk_token", spec.unk_id >= 0 ? ordered_json(spec.tokens[spec.unk_id]) : nullptr},
-                        {"continuing_subword_prefix", nullptr},
-                        {"end_of_word_suffix", nullptr},
-                        {"fuse_unk", false},
-                        {"byte_fallback", false},
-                        {"ignore_merges", spec.ignore_merges},
-                        {"vocab", std::move(vocab)},
-                        {"merges", std::move(merges)}};
-  const ordered_json tokenizer = {{"version", "1.0"},          {"truncation", nullptr},
-                                  {"padding", nullptr},        {"added_tokens", std::move(added)},
-                                  {"normalizer", nullptr},     {"pre_tokenizer", PreTokenizerJson(pre)},
-                                  {"post_processor", nullptr}, {"decoder", ByteLevel(true)},
-                                  {"model", std::move(model)}};
+  json model = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", spec.unk_id >= 0 ? json(spec.tokens[spec.unk_id]) : nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", spec.ignore_merges},
+                {"vocab", std::move(vocab)},
+                {"merges", std::move(merges)}};
+  const json tokenizer = {{"version", "1.0"},          {"truncation", nullptr},
+                          {"padding", nullptr},        {"added_tokens", std::move(added)},
+                          {"normalizer", nullptr},     {"pre_tokenizer", PreTokenizerJson(pre)},
+                          {"post_processor", nullptr}, {"decoder", ByteLevel(true)},
+                          {"model", std::move(model)}};
 
-  ordered_json config = {{"add_bos_token", spec.add_bos}, {"add_eos_token", spec.add_eos}};
-  auto name = [&](std::int32_t id) {
-    return id >= 0 ? ordered_json(spec.tokens[id]) : ordered_json(nullptr);
-  };
+  json config = {{"add_bos_token", spec.add_bos}, {"add_eos_token", spec.add_eos}};
+  auto name = [&](std::int32_t id) { return id >= 0 ? json(spec.tokens[id]) : json(nullptr); };
   config["bos_token"] = name(spec.bos_id);
   config["eos_token"] = name(spec.eos_id);
   config["pad_token"] = name(spec.pad_id);
