@@ -296,6 +296,10 @@ struct QuantCase {
   bool keep_embedding;
 };
 
+void PrintTo(const QuantCase& c, std::ostream* out) {
+  *out << c.format << (c.per_row ? "" : " per-tensor") << (c.keep_embedding ? " keep-embedding" : "");
+}
+
 class QuantizedPack : public ::testing::TestWithParam<QuantCase> {};
 
 TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantizedWeights) {
