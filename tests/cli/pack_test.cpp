@@ -83,6 +83,21 @@ TEST_F(PackCli, F32FromGgufWritesTheSameTensorsAsFromSafetensors) {
   EXPECT_TRUE(Bytes(root_ / "a/model.safetensors") == Bytes(root_ / "b/model.safetensors"));
 }
 
+TEST_F(PackCli, TokenizerFilesOfAHuggingFaceSourceAreCopied) {
+  const fs::path source = root_ / "hf";
+  fs::create_directories(source);
+  for (const char* file : {"config.json", "model.safetensors"})
+    fs::copy_file(fs::path(kTiny) / file, source / file);
+  const fs::path tokenizer = fs::path(PLUMB_SOURCE_DIR) / "fixtures/tokenizer/bpe-tiny";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(tokenizer / file, source / file);
+  ASSERT_EQ(Pack({"--model", source.string(), "--dtype", "bf16", "--out", (root_ / "out").string()}), 0);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    EXPECT_EQ(Bytes(root_ / "out" / file), Bytes(tokenizer / file)) << file;
+  }
+  EXPECT_NE(out_.str().find("tokenizer files copied"), std::string::npos) << out_.str();
+}
+
 TEST_F(PackCli, SameInputSameBytes) {
   for (const char* dtype : {"int4-asym-g32", "fp8-e4m3"}) {
     ASSERT_EQ(Pack({"--model", kTiny, "--dtype", dtype, "--out", (root_ / "x").string(), "--threads", "1"}),
