@@ -121,13 +121,18 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
   options.threads =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!fs::exists(model_path)) throw MakeError("--model ", model_path, ": does not exist");
-  PrepareOutDir(out_dir, flags.Switch("force"));
-
-  const TextModel loaded = TextModel::Load(model_path);
-  // The tokenizer first: an unsupported one fails before the slow part.
   const fs::path hf_dir = HfDir(model_path);
+  std::error_code ec;
+  if (!hf_dir.empty() && fs::equivalent(hf_dir, out_dir, ec)) {
+    throw MakeError("--out ", out_dir.string(),
+                    ": is the model's own directory; write the packed model elsewhere");
+  }
+
+  // Everything that can fail fast (the input, its tokenizer, the output directory) before the slow part.
+  const TextModel loaded = TextModel::Load(model_path);
   std::optional<TokenizerJsonFiles> exported;
   if (hf_dir.empty() && loaded.tokenizer) exported = ExportTokenizerJson(loaded.tokenizer->spec());
+  PrepareOutDir(out_dir, flags.Switch("force"));
 
   const bool terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
   PackedCheckpoint packed =

@@ -165,6 +165,8 @@ TEST_F(PackCli, BadInputIsOneClearError) {
   EXPECT_FALSE(fs::exists(fs::path(out) / "model-00002-of-00002.safetensors"));  // a stale shard: removed
   EXPECT_NO_THROW(Model::Load(out));
 
+  ExpectMessageHas(PackError({"--model", out, "--dtype", "f16", "--out", out, "--force"}),
+                   {out, "own directory"});
   // --out is a file, or lies under one (so the directory cannot be created).
   std::ofstream(root_ / "file") << "x";
   ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--out", (root_ / "file").string()}),
