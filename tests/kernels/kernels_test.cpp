@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
 #include "support/naive.h"
 
@@ -69,6 +70,35 @@ TEST_P(GemvShapes, ThreadedIsBitwiseTheScalarDefinitionForAnyThreadCount) {
     kernels::Gemv(W, x.data(), y.data());
     for (int r = 0; r < n; ++r) ASSERT_EQ(y[r], reference[r]) << "threads " << threads << " row " << r;
   }
+}
+
+TEST_P(GemvShapes, EveryVariantIsBitwiseTheScalarDefinition) {
+  // FP32 GEMV runs the vector RowDots where one is active; every variant must give GemvRows' bits, for a
+  // MatrixF32 and for the same values as a WeightMatrix.
+  const auto [n, k] = GetParam();
+  const MatrixF32 W = RandomMatrix(n, k, 13u * n + k);
+  const std::vector<float> x = RandomVector(k, 9u * k + 2);
+  std::vector<float> reference(n);
+  kernels::scalar::GemvRows(W.values.data(), x.data(), reference.data(), k, 0, n);
+  const WeightMatrix stored = WeightMatrix::FromF32(W);
+  const kernels::RowDotIsa previous = kernels::ActiveRowDotIsa();
+  for (kernels::RowDotIsa isa :
+       {kernels::RowDotIsa::kScalar, kernels::RowDotIsa::kAvx2, kernels::RowDotIsa::kNeon}) {
+    if (!kernels::RowDotIsaSupported(isa)) continue;  // each CPU checks the variants it has
+    kernels::SetRowDotIsa(isa);
+    for (int threads : {1, 2}) {
+      kernels::SetNumThreads(threads);
+      std::vector<float> y(n, -1.0f), y_stored(n, -1.0f);
+      kernels::Gemv(W, x.data(), y.data());
+      kernels::Gemv(stored, x.data(), y_stored.data());
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(y[r], reference[r])
+            << kernels::RowDotIsaName(isa) << " threads " << threads << " row " << r;
+        ASSERT_EQ(y_stored[r], reference[r]) << kernels::RowDotIsaName(isa) << " WeightMatrix, row " << r;
+      }
+    }
+  }
+  kernels::SetRowDotIsa(previous);
 }
 
 // Rows and columns off every vector width and block size, a single row, a single column.

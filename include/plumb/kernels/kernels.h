@@ -17,7 +17,8 @@ int NumThreads();
 
 // y[W.rows] = W · x[W.cols]. Decode's projection: one token, so every weight is read once and used once
 // (arithmetic intensity ≈ 2 FLOPs per 4-byte weight): bandwidth-bound. OpenMP over output rows; each row is
-// one scalar::Dot, so the result is bitwise the same for any thread count.
+// one scalar::Dot (computed by the vector RowDots where the CPU has one: the same bits), so the result is
+// bitwise the same for any thread count.
 void Gemv(const MatrixF32& W, const float* x, float* y);
 
 // Y[m][W.rows] = X[m][W.cols] · Wᵀ. Prefill's projection: m prompt tokens share every weight read, so it is
@@ -25,15 +26,20 @@ void Gemv(const MatrixF32& W, const float* x, float* y);
 void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 
 // The same two ops on a stored weight matrix of any type (kernels/weight_matrix.h).
-//   Gemv: each row is one kernels::RowDot (kernels/row_dot.h), which is defined as scalar::Dot of the
-//         dequantized row, so for F32 it is bitwise Gemv(MatrixF32) and for a block type it is bitwise the
-//         Gemv of the dequantized matrix, without ever expanding it.
-//   Gemm: F32 as above; other types are dequantized a few rows at a time into a per-thread FP32 tile that
-//         cblas_sgemm multiplies, so prefill stays a GEMM while the whole model stays quantized.
+//   Gemv: GGUF types (kGgml): each row is one kernels::RowDot (kernels/row_dot.h), defined as scalar::Dot of
+//         the dequantized row, so for F32 it is bitwise Gemv(MatrixF32) and for a block type it is bitwise
+//         the Gemv of the dequantized matrix, without ever expanding it. FP8 and INT4 (kFp8, kInt4): each
+//         row is kernels::PackedRowDots (kernels/packed_dot.h), the scale applied as defined there. Either
+//         way bitwise the same for any thread count and any variant (scalar / AVX2 / NEON).
+//   Gemm: F32 as above; other types are decoded into per-thread FP32 tiles of ~8 MiB (DequantizeRow or
+//         DecodePackedRow) that cblas_sgemm multiplies, so prefill stays a GEMM while the whole model stays
+//         quantized; FP8 scales multiply the finished products. Within the dot-product error bound of the
+//         exact result, not bitwise (BLAS's summation order is its own).
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 
-// out[W.cols] = row r of W in FP32 (the token-embedding lookup).
+// out[W.cols] = row r of W in FP32 (the token-embedding lookup). For FP8 each element is Fp8ToF32(q)·scale,
+// rounded to FP32 once: the row as a vector of its own, where the GEMV applies the scale to the dot instead.
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out);
 
 // RMSNorm of `rows` independent vectors of length n (OpenMP over rows when there are several).

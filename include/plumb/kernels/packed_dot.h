@@ -21,6 +21,12 @@ namespace plumb::kernels {
 // W.encoding is kFp8 or kInt4.
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 
+// out[W.cols] = row r as the dot product above sees it: kFp8 the decoded codes, Fp8ToF32 exactly (the scale
+// is NOT applied: the definition applies it to the dot), kInt4 DequantizeInt4Row. The tiles of the packed
+// GEMM (kernels::Gemm) are made of these rows. Throws plumb::Error as PackedRowDots does. Every variant
+// (avx2:: on x86-64; aarch64 runs the scalar one) writes the same bits.
+void DecodePackedRow(const WeightMatrix& W, int r, float* out);
+
 namespace scalar {
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace scalar
@@ -28,6 +34,7 @@ void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const floa
 #if defined(__x86_64__)
 namespace avx2 {
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+void DecodePackedRow(const WeightMatrix& W, int r, float* out);  // no argument checks: the caller's
 }  // namespace avx2
 #endif
 
