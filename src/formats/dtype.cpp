@@ -20,9 +20,10 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::F64, "F64", 8}, {DType::F32, "F32", 4},   {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
-    {DType::I64, "I64", 8}, {DType::I32, "I32", 4},   {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
-    {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
+    {DType::F64, "F64", 8},   {DType::F32, "F32", 4},         {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8},         {DType::I32, "I32", 4},
+    {DType::I16, "I16", 2},   {DType::I8, "I8", 1},           {DType::U8, "U8", 1},
+    {DType::BOOL, "BOOL", 1}, {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
 };
 
 const DTypeEntry& Entry(DType dtype) {
@@ -61,6 +62,10 @@ std::optional<DType> ParseSafetensorsDType(std::string_view name) {
     if (entry.name == name) return entry.dtype;
   }
   return std::nullopt;
+}
+
+std::string_view SupportedDTypeNames() {
+  return "F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2";
 }
 
 bool IsFloatDType(DType dtype) {

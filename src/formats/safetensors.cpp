@@ -247,8 +247,8 @@ void SafetensorsFile::Parse() {
     }
     const std::optional<DType> parsed_dtype = ParseSafetensorsDType(dtype.get_ref<const std::string&>());
     if (!parsed_dtype) {
-      throw fail_tensor("unsupported dtype ", Excerpt(dtype),
-                        " in field 'dtype' (plumb reads F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
+      throw fail_tensor("unsupported dtype ", Excerpt(dtype), " in field 'dtype' (plumb reads ",
+                        SupportedDTypeNames(), ")");
     }
     info.dtype = *parsed_dtype;
 

@@ -1,6 +1,9 @@
 // config.json → ModelConfig. Field names are those of Hugging Face's LlamaConfig / Qwen2Config.
 #include "plumb/model/config.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -51,6 +54,67 @@ bool OptionalBool(const json& object, const char* key, bool fallback, const std:
   return value->get<bool>();
 }
 
+// config.json "quantization_config" of a packed checkpoint (docs/formats.md "Packed checkpoints"). Strict:
+// an unknown key or method is an error, since a checkpoint quantized some other way would load as garbage.
+WeightPacking ParseQuantizationConfig(const json& q, const std::string& source) {
+  const std::string where = source + ": quantization_config";
+  if (!q.is_object()) throw MakeError(where, " must be an object, got ", q.dump());
+  auto string_field = [&](const char* key) -> std::string {
+    const json* value = Find(q, key);
+    if (value == nullptr) throw MakeError(where, ".", key, " is missing");
+    if (!value->is_string()) throw MakeError(where, ".", key, " must be a string, got ", value->dump());
+    return value->get<std::string>();
+  };
+  const std::string method = string_field("quant_method");
+  if (method != "plumb") {
+    throw MakeError(
+        where, ".quant_method = \"", method,
+        "\" is not supported (plumb reads the packed checkpoints it writes, quant_method \"plumb\")");
+  }
+  const std::string name = string_field("format");
+  const std::optional<PackFormat> format = ParsePackFormat(name);
+  if (!format || !format->IsQuantized()) {
+    std::string valid;
+    for (const std::string& n : PackFormatNames()) {
+      if (ParsePackFormat(n)->IsQuantized()) valid += (valid.empty() ? "" : ", ") + n;
+    }
+    throw MakeError(where, ".format = \"", name, "\" is not a packed format (", valid, ")");
+  }
+  WeightPacking packing{*format, true};
+  const std::string embedding = string_field("embedding");
+  if (embedding != "packed" && embedding != "f16") {
+    throw MakeError(where, ".embedding = \"", embedding, "\": expected \"packed\" or \"f16\"");
+  }
+  packing.embedding_packed = embedding == "packed";
+  std::vector<std::string> known = {"quant_method", "format", "embedding"};
+  if (format->kind == PackKind::kFp8) {
+    const std::string scale = string_field("weight_scale");
+    if (scale != "channel" && scale != "tensor") {
+      throw MakeError(where, ".weight_scale = \"", scale, "\": expected \"channel\" or \"tensor\"");
+    }
+    packing.format.fp8_per_row = scale == "channel";
+    known.push_back("weight_scale");
+  } else {
+    // Said again in the keys other tools look for; they must agree with "format".
+    if (RequireInt(q, "group_size", where) != format->int4.group_size) {
+      throw MakeError(where, ".group_size = ", q["group_size"].dump(), " contradicts format \"", name, "\"");
+    }
+    if (RequireInt(q, "bits", where) != 4) {
+      throw MakeError(where, ".bits = ", q["bits"].dump(), " contradicts format \"", name, "\"");
+    }
+    if (string_field("scheme") != Int4SchemeName(format->int4.scheme)) {
+      throw MakeError(where, ".scheme = ", q["scheme"].dump(), " contradicts format \"", name, "\"");
+    }
+    known.insert(known.end(), {"group_size", "bits", "scheme"});
+  }
+  for (const auto& item : q.items()) {
+    if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
+      throw MakeError(where, ".", item.key(), " is not a field plumb knows for format \"", name, "\"");
+    }
+  }
+  return packing;
+}
+
 }  // namespace
 
 ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source) {
@@ -97,6 +161,9 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
     // Llama-3.1-style frequency scaling changes RoPE's numerics; refusing beats being silently wrong.
     throw MakeError(source, ": rope_scaling ", scaling->dump(), " is not supported yet");
   }
+  if (const json* q = Find(root, "quantization_config"); q != nullptr) {
+    c.packing = ParseQuantizationConfig(*q, source);
+  }
   ValidateConfig(c, source);
   return c;
 }
@@ -137,6 +204,57 @@ ModelConfig LoadConfigJson(const std::string& path) {
   std::ostringstream text;
   text << file.rdbuf();
   return ParseConfigJson(text.str(), path);
+}
+
+}  // namespace plumb
+
+namespace plumb {
+namespace {
+
+// The shortest decimal that reads back as `value` (1e-05, not the double 9.999999747378752e-06).
+nlohmann::json ShortestJson(float value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return nlohmann::json(std::strtod(std::string(text, result.ptr).c_str(), nullptr));
+}
+
+}  // namespace
+
+std::string ConfigToJson(const ModelConfig& c) {
+  json root = {
+      {"architectures", json::array({c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"})},
+      {"model_type", c.model_type.empty() ? "llama" : c.model_type},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", c.num_heads},
+      {"num_key_value_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim},
+      {"rms_norm_eps", ShortestJson(c.rms_norm_eps)},
+      {"rope_theta", ShortestJson(c.rope_theta)},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"attention_bias", c.attention_bias},
+  };
+  if (c.bos_token_id >= 0) root["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) root["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) root["eos_token_id"] = c.eos_token_ids;
+  if (c.packing) {
+    const PackFormat& f = c.packing->format;
+    json q = {{"quant_method", "plumb"},
+              {"format", f.Name()},
+              {"embedding", c.packing->embedding_packed ? "packed" : "f16"}};
+    if (f.kind == PackKind::kFp8) q["weight_scale"] = f.fp8_per_row ? "channel" : "tensor";
+    if (f.kind == PackKind::kInt4) {
+      q["bits"] = 4;
+      q["group_size"] = f.int4.group_size;
+      q["scheme"] = Int4SchemeName(f.int4.scheme);
+    }
+    root["quantization_config"] = q;
+  }
+  return root.dump(2) + "\n";
 }
 
 }  // namespace plumb

@@ -1,8 +1,11 @@
-// Hugging Face safetensors → ModelWeights.
+// Hugging Face safetensors → ModelWeights: plain checkpoints (F32, F16, BF16) and the packed checkpoints
+// plumb pack writes (FP8, INT4; docs/formats.md "Packed checkpoints").
 #include "plumb/model/weights.h"
 
 #include <cstdint>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <string_view>
 
 #include "plumb/core/error.h"
@@ -11,17 +14,37 @@
 namespace plumb {
 namespace {
 
+std::string ShapeText(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// An array copied out of the mapping into storage aligned for T: the kernels read FP16 scales as
+// std::uint16_t and FP8 scales as float, and safetensors promises no alignment.
+template <typename T>
+std::shared_ptr<const std::vector<T>> AlignedCopy(std::span<const std::uint8_t> bytes) {
+  auto out = std::make_shared<std::vector<T>>(bytes.size() / sizeof(T));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// Keeps several owners alive as one.
+struct Owners {
+  std::shared_ptr<const void> file, a, b;
+};
+
 // Finds each tensor name in whichever shard holds it.
 class ShardSet {
  public:
   explicit ShardSet(const std::vector<std::string>& files) {
     if (files.empty()) throw MakeError("no .safetensors files given");
     for (const std::string& path : files) {
-      shards_.push_back(SafetensorsFile::Open(path));
-      for (const TensorInfo& info : shards_.back().tensors()) {
+      shards_.push_back(std::make_shared<const SafetensorsFile>(SafetensorsFile::Open(path)));
+      for (const TensorInfo& info : shards_.back()->tensors()) {
         auto [it, inserted] = owner_.emplace(info.name, shards_.size() - 1);
         if (!inserted) {
-          throw MakeError(path, ": tensor \"", info.name, "\" also appears in ", shards_[it->second].path());
+          throw MakeError(path, ": tensor \"", info.name, "\" also appears in ", shards_[it->second]->path());
         }
       }
     }
@@ -34,22 +57,115 @@ class ShardSet {
     return Shard(name).ReadF32(name, shape);
   }
 
-  WeightMatrix Matrix(const std::string& name, int rows, int cols) const {
-    const std::int64_t shape[] = {rows, cols};
-    return WeightMatrix::FromF32(MatrixF32{rows, cols, Shard(name).ReadF32(name, shape)});
+  // `prefix`.weight as stored: F32 copied into an owned matrix (kernels read it as floats, which need
+  // alignment), F16 and BF16 viewed in place in the mapping (RowDot reads any alignment).
+  WeightMatrix Plain(const std::string& prefix, int rows, int cols) const {
+    const std::string name = prefix + ".weight";
+    const TensorInfo& info = Checked(name, {rows, cols}, nullptr);
+    if (info.dtype == DType::F32) {
+      const std::int64_t shape[] = {rows, cols};
+      return WeightMatrix::FromF32(MatrixF32{rows, cols, Shard(name).ReadF32(name, shape)});
+    }
+    if (info.dtype != DType::F16 && info.dtype != DType::BF16) {
+      throw Fail(
+          name, "has dtype ", DTypeName(info.dtype),
+          ", expected F32, F16 or BF16 (or FP8 / INT4 tensors with a quantization_config in config.json)");
+    }
+    return WeightMatrix::View(info.dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16, rows, cols,
+                              Shard(name).Bytes(name).data(), ShardOwner(name));
+  }
+
+  // `prefix`.weight (F8_E4M3 / F8_E5M2, [rows, cols]) and `prefix`.weight_scale (F32, [rows] or [] / [1]).
+  WeightMatrix Fp8(const std::string& prefix, int rows, int cols, const PackFormat& format) const {
+    const std::string name = prefix + ".weight";
+    const DType dtype = format.fp8 == Fp8Format::kE4M3 ? DType::F8_E4M3 : DType::F8_E5M2;
+    Checked(name, {rows, cols}, &dtype);
+    const std::string scale_name = prefix + ".weight_scale";
+    const DType f32 = DType::F32;
+    const TensorInfo& scale = Checked(scale_name, {}, &f32);
+    const bool shape_ok = format.fp8_per_row
+                              ? scale.shape == std::vector<std::int64_t>{rows}
+                              : scale.shape.empty() || scale.shape == std::vector<std::int64_t>{1};
+    if (!shape_ok) {
+      throw Fail(scale_name, "has shape ", ShapeText(scale.shape), ", expected ",
+                 format.fp8_per_row
+                     ? "[" + std::to_string(rows) + "] (quantization_config.weight_scale = channel)"
+                     : std::string("[] or [1] (quantization_config.weight_scale = tensor)"));
+    }
+    auto scales = AlignedCopy<float>(Shard(scale_name).Bytes(scale_name));
+    const float* scale_data = scales->data();
+    auto owner = std::make_shared<const Owners>(Owners{ShardOwner(name), scales, nullptr});
+    return WeightMatrix::Fp8View(format.fp8, rows, cols, Shard(name).Bytes(name).data(), scale_data,
+                                 format.fp8_per_row, owner);
+  }
+
+  // `prefix`.qweight (U8 [rows, ceil(cols/2)]), .scales (F16 [rows, groups]) and, for the asymmetric schemes,
+  // .qzeros (U8 [rows, ceil(groups/2)] or F16 [rows, groups]); the layout of formats/int4.h.
+  WeightMatrix Int4(const std::string& prefix, int rows, int cols, const Int4Params& params) const {
+    const int groups = Int4Groups(cols, params.group_size);
+    const DType u8 = DType::U8, f16 = DType::F16;
+    const std::string codes_name = prefix + ".qweight", scales_name = prefix + ".scales",
+                      zeros_name = prefix + ".qzeros";
+    Checked(codes_name, {rows, static_cast<std::int64_t>(Int4RowBytes(cols))}, &u8);
+    Checked(scales_name, {rows, groups}, &f16);
+    auto scales = AlignedCopy<std::uint16_t>(Shard(scales_name).Bytes(scales_name));
+    std::shared_ptr<const std::vector<std::uint8_t>> zeros;
+    if (params.scheme == Int4Scheme::kAsymmetric) {
+      Checked(zeros_name, {rows, static_cast<std::int64_t>(Int4RowBytes(groups))}, &u8);
+      zeros = AlignedCopy<std::uint8_t>(Shard(zeros_name).Bytes(zeros_name));
+    } else if (params.scheme == Int4Scheme::kAsymmetricF16Zero) {
+      Checked(zeros_name, {rows, groups}, &f16);
+      zeros = AlignedCopy<std::uint8_t>(Shard(zeros_name).Bytes(zeros_name));
+    } else if (Contains(zeros_name)) {
+      throw Fail(zeros_name, "is present, but the symmetric scheme has no zero points");
+    }
+    const std::uint16_t* scale_data = scales->data();
+    const std::uint8_t* zero_data = zeros ? zeros->data() : nullptr;
+    auto owner = std::make_shared<const Owners>(Owners{ShardOwner(codes_name), scales, zeros});
+    return WeightMatrix::Int4View(params, rows, cols, Shard(codes_name).Bytes(codes_name).data(), scale_data,
+                                  zero_data, owner);
+  }
+
+  // A matrix stored as `packing` says (plain when it is null).
+  WeightMatrix Matrix(const std::string& prefix, int rows, int cols, const WeightPacking* packing) const {
+    if (packing == nullptr) return Plain(prefix, rows, cols);
+    if (packing->format.kind == PackKind::kFp8) return Fp8(prefix, rows, cols, packing->format);
+    return Int4(prefix, rows, cols, packing->format.int4);
   }
 
  private:
-  const SafetensorsFile& Shard(const std::string& name) const {
+  const SafetensorsFile& Shard(const std::string& name) const { return *shards_[Index(name)]; }
+  std::shared_ptr<const void> ShardOwner(const std::string& name) const { return shards_[Index(name)]; }
+
+  std::size_t Index(const std::string& name) const {
     auto it = owner_.find(name);
     if (it == owner_.end()) {
-      throw MakeError(shards_.front().path(), shards_.size() > 1 ? " (and other shards)" : "",
+      throw MakeError(shards_.front()->path(), shards_.size() > 1 ? " (and other shards)" : "",
                       ": missing tensor \"", name, "\"");
     }
-    return shards_[it->second];
+    return it->second;
   }
 
-  std::vector<SafetensorsFile> shards_;
+  template <typename... Parts>
+  Error Fail(const std::string& name, const Parts&... parts) const {
+    return MakeError(Shard(name).path(), ": tensor \"", name, "\" ", parts...);
+  }
+
+  // The tensor's info, its shape checked (when `shape` is non-empty) and its dtype (when given).
+  const TensorInfo& Checked(const std::string& name, const std::vector<std::int64_t>& shape,
+                            const DType* dtype) const {
+    const TensorInfo& info = Shard(name).Info(name);
+    if (dtype != nullptr && info.dtype != *dtype) {
+      throw Fail(name, "has dtype ", DTypeName(info.dtype), ", expected ", DTypeName(*dtype),
+                 " (config.json quantization_config)");
+    }
+    if (!shape.empty() && info.shape != shape) {
+      throw Fail(name, "has shape ", ShapeText(info.shape), ", expected ", ShapeText(shape));
+    }
+    return info;
+  }
+
+  std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
   std::map<std::string, std::size_t> owner_;
 };
 
@@ -74,31 +190,35 @@ std::size_t ModelWeights::BytesReadPerDecodeStep() const {
 ModelWeights LoadSafetensorsWeights(const ModelConfig& c, const std::vector<std::string>& files) {
   const ShardSet shards(files);
   const int d = c.hidden_size;
+  // Linear weights follow quantization_config; the embedding and LM head too unless it says "f16".
+  const WeightPacking* linear = c.packing ? &*c.packing : nullptr;
+  const WeightPacking* embedding = c.packing && c.packing->embedding_packed ? linear : nullptr;
   ModelWeights w;
-  w.token_embedding = shards.Matrix("model.embed_tokens.weight", c.vocab_size, d);
+  w.token_embedding = shards.Matrix("model.embed_tokens", c.vocab_size, d, embedding);
   w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
     l.attn_norm = shards.Vector(p + "input_layernorm.weight", d);
-    l.wq = shards.Matrix(p + "self_attn.q_proj.weight", c.QueryDim(), d);
-    l.wk = shards.Matrix(p + "self_attn.k_proj.weight", c.KvDim(), d);
-    l.wv = shards.Matrix(p + "self_attn.v_proj.weight", c.KvDim(), d);
+    l.wq = shards.Matrix(p + "self_attn.q_proj", c.QueryDim(), d, linear);
+    l.wk = shards.Matrix(p + "self_attn.k_proj", c.KvDim(), d, linear);
+    l.wv = shards.Matrix(p + "self_attn.v_proj", c.KvDim(), d, linear);
     if (c.attention_bias) {
       l.bq = shards.Vector(p + "self_attn.q_proj.bias", c.QueryDim());
       l.bk = shards.Vector(p + "self_attn.k_proj.bias", c.KvDim());
       l.bv = shards.Vector(p + "self_attn.v_proj.bias", c.KvDim());
     }
-    l.wo = shards.Matrix(p + "self_attn.o_proj.weight", d, c.QueryDim());
+    l.wo = shards.Matrix(p + "self_attn.o_proj", d, c.QueryDim(), linear);
     l.mlp_norm = shards.Vector(p + "post_attention_layernorm.weight", d);
-    l.w_gate = shards.Matrix(p + "mlp.gate_proj.weight", c.intermediate_size, d);
-    l.w_up = shards.Matrix(p + "mlp.up_proj.weight", c.intermediate_size, d);
-    l.w_down = shards.Matrix(p + "mlp.down_proj.weight", d, c.intermediate_size);
+    l.w_gate = shards.Matrix(p + "mlp.gate_proj", c.intermediate_size, d, linear);
+    l.w_up = shards.Matrix(p + "mlp.up_proj", c.intermediate_size, d, linear);
+    l.w_down = shards.Matrix(p + "mlp.down_proj", d, c.intermediate_size, linear);
   }
   w.final_norm = shards.Vector("model.norm.weight", d);
   // Some tied checkpoints still store lm_head.weight (a copy); reading it is correct either way.
-  if (shards.Contains("lm_head.weight")) {
-    w.lm_head = shards.Matrix("lm_head.weight", c.vocab_size, d);
+  const bool has_head = shards.Contains("lm_head.weight") || shards.Contains("lm_head.qweight");
+  if (has_head) {
+    w.lm_head = shards.Matrix("lm_head", c.vocab_size, d, embedding);
   } else if (!c.tie_word_embeddings) {
     throw MakeError(files.front(),
                     ": missing tensor \"lm_head.weight\" (config says tie_word_embeddings = false)");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hf_regexes.h"
 #include "plumb/core/error.h"
 #include "plumb/tokenizer/tokenizer.h"
 
@@ -18,14 +19,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kSpaceSymbol = "\xE2\x96\x81";  // U+2581
-
-// The regexes of the pre-tokenizers plumb implements, exactly as tokenizer.json files spell them.
-constexpr const char* kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -26,10 +26,11 @@ float FromBits(std::uint32_t bits) {
 // DType
 
 TEST(DType, SizesNamesAndParsing) {
-  const DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
-                       DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
-  const std::size_t sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1};
-  const char* names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"};
+  const DType all[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,     DType::I32,
+                       DType::I16, DType::I8,  DType::U8,  DType::BOOL, DType::F8_E4M3, DType::F8_E5M2};
+  const std::size_t sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1, 1, 1};
+  const char* names[] = {"F64", "F32", "F16", "BF16", "I64",     "I32",
+                         "I16", "I8",  "U8",  "BOOL", "F8_E4M3", "F8_E5M2"};
   for (std::size_t i = 0; i < std::size(all); ++i) {
     EXPECT_EQ(DTypeSize(all[i]), sizes[i]) << names[i];
     EXPECT_EQ(DTypeName(all[i]), names[i]);
@@ -37,10 +38,15 @@ TEST(DType, SizesNamesAndParsing) {
   }
   EXPECT_EQ(ParseSafetensorsDType("f32"), std::nullopt);  // case-sensitive
   EXPECT_EQ(ParseSafetensorsDType("U16"), std::nullopt);
-  EXPECT_EQ(ParseSafetensorsDType("F8_E4M3"), std::nullopt);
+  EXPECT_EQ(ParseSafetensorsDType("F8_E8M0"), std::nullopt);
+  EXPECT_EQ(ParseSafetensorsDType("f8_e4m3"), std::nullopt);
   EXPECT_EQ(ParseSafetensorsDType(""), std::nullopt);
   EXPECT_TRUE(IsFloatDType(DType::BF16));
   EXPECT_FALSE(IsFloatDType(DType::I32));
+  EXPECT_FALSE(IsFloatDType(DType::F8_E4M3));  // meaningless without its scale
+  for (const char* name : names) {
+    EXPECT_NE(SupportedDTypeNames().find(name), std::string_view::npos) << name;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

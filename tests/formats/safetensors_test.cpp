@@ -99,6 +99,8 @@ std::vector<TensorToWrite> SampleTensors() {
   t.push_back({"i8", DType::I8, {3}, ToBytes<std::int8_t>({-128, 0, 127})});
   t.push_back({"u8", DType::U8, {2}, ToBytes<std::uint8_t>({0, 255})});
   t.push_back({"mask", DType::BOOL, {2}, ToBytes<std::uint8_t>({1, 0})});
+  t.push_back({"w.e4m3", DType::F8_E4M3, {2, 2}, ToBytes<std::uint8_t>({0x38, 0xB8, 0x7E, 0x7F})});
+  t.push_back({"w.e5m2", DType::F8_E5M2, {3}, ToBytes<std::uint8_t>({0x3C, 0x7C, 0x01})});
   t.push_back({"scalar", DType::F64, {}, ToBytes<double>({3.141592653589793})});
   t.push_back({"empty", DType::F32, {0, 5}, {}});
   t.push_back({"empty2", DType::BF16, {3, 0}, {}});
@@ -245,8 +247,11 @@ TEST(SafetensorsRead, WrongDtypeIsAnError) {
   tensors.push_back({"ids", DType::I32, {1}, ToBytes<std::int32_t>({5})});
   tensors.push_back({"w", DType::F32, {1}, ToBytes<float>({5.0f})});
   tensors.push_back({"m", DType::BOOL, {1}, {1}});
+  tensors.push_back({"q", DType::F8_E4M3, {1}, {0x38}});
   const SafetensorsFile file = SafetensorsFile::FromBytes(SerializeSafetensors(tensors), "f.safetensors");
   ExpectMessageHas(ErrorOf([&] { file.ReadF32("ids"); }), {"'f.safetensors'", "tensor 'ids'", "I32"});
+  // FP8 codes mean nothing without their scale, so they are read as bytes, never converted alone.
+  ExpectMessageHas(ErrorOf([&] { file.ReadF32("q"); }), {"tensor 'q'", "F8_E4M3"});
   ExpectMessageHas(ErrorOf([&] { file.ReadF64("m"); }), {"tensor 'm'", "BOOL"});
   ExpectMessageHas(ErrorOf([&] { file.ReadI32("w"); }), {"tensor 'w'", "F32"});
 }
@@ -370,8 +375,10 @@ TEST(SafetensorsMalformed, DtypeNotString) {
 }
 
 TEST(SafetensorsMalformed, UnknownDtype) {
-  EXPECT_REJECTED(OneTensor(R"({"dtype":"F8_E4M3","shape":[2,8],"data_offsets":[0,16]})"), "tensor 't'",
-                  "unsupported dtype \"F8_E4M3\"");
+  EXPECT_REJECTED(OneTensor(R"({"dtype":"F8_E8M0","shape":[2,8],"data_offsets":[0,16]})"), "tensor 't'",
+                  "unsupported dtype \"F8_E8M0\"");
+  EXPECT_REJECTED(OneTensor(R"({"dtype":"U16","shape":[2,4],"data_offsets":[0,16]})"), "tensor 't'",
+                  "unsupported dtype \"U16\"");
   EXPECT_REJECTED(OneTensor(R"({"dtype":"f32","shape":[2,2],"data_offsets":[0,16]})"), "tensor 't'",
                   "unsupported dtype \"f32\"");
 }

@@ -20,6 +20,11 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
 // plumb perplexity --model PATH --file TEXT [--ctx N --threads N]
 int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb pack --model IN --dtype D --out DIR [--fp8-scale channel|tensor --keep-embedding --threads N --force]
+// Writes DIR/model.safetensors, config.json and the tokenizer (docs/formats.md "Packed checkpoints");
+// progress on `err` when it is a terminal, a summary line on `err` and `out`.
+int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // plumb bench --model PATH [--threads N,.. --prompt-tokens P --gen-tokens G --repetitions R --probe-mib M]
 // The markdown table goes to `out`, progress to `err`.
 int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err);

@@ -11,20 +11,25 @@
 namespace plumb {
 
 // The tensor element types plumb reads and writes (a subset of the safetensors dtypes; docs/formats.md).
-enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+// F8_E4M3 and F8_E5M2 are one FP8 code per element (formats/fp8.h, docs/formats.md "FP8").
+enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2 };
 
-// Bytes per element: 8, 4, 2, 2, 8, 4, 2, 1, 1, 1.
+// Bytes per element: 8, 4, 2, 2, 8, 4, 2, 1, 1, 1, 1, 1.
 std::size_t DTypeSize(DType dtype);
 
 // The safetensors spelling of the dtype: "F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8",
-// "BOOL".
+// "BOOL", "F8_E4M3", "F8_E5M2".
 std::string_view DTypeName(DType dtype);
 
 // Inverse of DTypeName (case-sensitive, as in the safetensors format); nullopt for any other string,
-// including safetensors dtypes plumb does not support (U16, U32, U64, F8_E4M3, F8_E5M2, ...).
+// including safetensors dtypes plumb does not support (U16, U32, U64, F8_E8M0, F4, ...).
 std::optional<DType> ParseSafetensorsDType(std::string_view name);
 
-// True for F64, F32, F16 and BF16.
+// "F64, F32, ..., F8_E5M2": every dtype plumb reads, for error messages.
+std::string_view SupportedDTypeNames();
+
+// True for F64, F32, F16 and BF16: the dtypes that convert to float on their own. FP8 needs its scale
+// (docs/formats.md "Packed checkpoints"), so it is not one of them.
 bool IsFloatDType(DType dtype);
 
 // FP16 bits -> float. Exact: every binary16 value (normal, subnormal, +-0, +-inf) is a binary32 value.

@@ -1,8 +1,11 @@
 // ModelConfig: the hyper-parameters of a Llama-family decoder, read from a Hugging Face config.json.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "plumb/model/packing.h"
 
 namespace plumb {
 
@@ -22,6 +25,9 @@ struct ModelConfig {
   bool attention_bias = false;       // Q/K/V projections carry biases (Qwen2)
   int bos_token_id = -1;             // -1: none
   std::vector<int> eos_token_ids;    // config's eos_token_id, a number or a list
+  // A packed checkpoint's FP8 / INT4 storage (config.json "quantization_config", docs/formats.md "Packed
+  // checkpoints"); absent for plain F32/F16/BF16 checkpoints and for GGUF.
+  std::optional<WeightPacking> packing;
 
   int QueryDim() const { return num_heads * head_dim; }
   int KvDim() const { return num_kv_heads * head_dim; }
@@ -31,6 +37,11 @@ struct ModelConfig {
 // for a missing or ill-typed required field and for inconsistent values (e.g. heads not divisible).
 ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source);
 ModelConfig LoadConfigJson(const std::string& path);
+
+// config.json text for `config` (the Hugging Face keys ParseConfigJson reads, "architectures", and a
+// quantization_config when config.packing is set), so that ParseConfigJson gives `config` back. Keys sorted,
+// two-space indent: the same config always gives the same bytes.
+std::string ConfigToJson(const ModelConfig& config);
 
 class GgufFile;
 // Reads the hyper-parameters of a GGUF model from its `<arch>.*` metadata (llama.cpp's keys; arch is

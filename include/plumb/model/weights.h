@@ -41,8 +41,11 @@ struct ModelWeights {
   std::size_t BytesReadPerDecodeStep() const;
 };
 
-// Loads Hugging Face tensor names from one or more .safetensors files (shards), converting F32, F16 and
-// BF16 to FP32 and checking every shape against the config. Errors name the file and the tensor.
+// Loads Hugging Face tensor names from one or more .safetensors files (shards), checking every dtype and
+// shape against the config. Errors name the file and the tensor. F16 and BF16 matrices stay in the file's
+// mapping (the returned matrices keep it alive); F32 ones are copied. With config.packing, the matrices are
+// FP8 or INT4 as docs/formats.md ("Packed checkpoints") defines; their scales and zeros are copied into
+// aligned storage. Vectors (norms, biases) are converted to FP32.
 ModelWeights LoadSafetensorsWeights(const ModelConfig& config, const std::vector<std::string>& files);
 
 class GgufFile;

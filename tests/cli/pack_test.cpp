@@ -1,0 +1,179 @@
+// plumb pack through the CLI: the tiny fixture model from safetensors and from GGUF into every format, the
+// packed model generating through build/plumb, deterministic bytes, and one clear error per bad input.
+// The numerics of every format are checked in tests/model/packed_load_test.cpp.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plumb/cli/commands.h"
+#include "plumb/core/error.h"
+#include "plumb/model/model.h"
+#include "plumb/model/packing.h"
+#include "support/errors.h"
+#include "support/golden.h"
+#include "support/process.h"
+
+namespace plumb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ExpectMessageHas;
+
+const std::string kTiny = testing::FixtureDir("tiny-llama");
+
+class PackCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("plumb-pack-cli-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Runs `plumb pack ARGS` in process; returns the exit code, the output in out_ / err_.
+  int Pack(std::vector<std::string> args) {
+    args.insert(args.begin(), "pack");
+    out_.str("");
+    err_.str("");
+    return cli::RunMain(args, out_, err_);
+  }
+  std::string PackError(const std::vector<std::string>& args) {
+    return testing::ErrorOf([&] { Pack(args); });
+  }
+  static std::string Bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  fs::path root_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(PackCli, EveryFormatFromSafetensorsAndGgufLoadsAndGenerates) {
+  const testing::GoldenFixture golden(kTiny);
+  for (const std::string& source : {kTiny, kTiny + "/model.q8_0.gguf"}) {
+    for (const std::string& dtype : PackFormatNames()) {
+      SCOPED_TRACE(source + " -> " + dtype);
+      const fs::path out = root_ / (fs::path(source).filename().string() + "-" + dtype);
+      ASSERT_EQ(Pack({"--model", source, "--dtype", dtype, "--out", out.string(), "--threads", "2"}), 0);
+      EXPECT_NE(err_.str().find("as " + dtype), std::string::npos) << err_.str();
+      for (const char* file : {"model.safetensors", "config.json"})
+        EXPECT_TRUE(fs::exists(out / file)) << file;
+      Model model = Model::Load(out.string());
+      EXPECT_EQ(model.config().packing.has_value(), ParsePackFormat(dtype)->IsQuantized());
+      ContiguousKvCache cache = model.NewKvCache();
+      const std::vector<float> logits = model.Prefill(golden.prompt_ids(), cache);
+      EXPECT_EQ(logits.size(), static_cast<std::size_t>(model.config().vocab_size));
+    }
+  }
+}
+
+TEST_F(PackCli, F32FromGgufWritesTheSameTensorsAsFromSafetensors) {
+  // model.f32.gguf holds model.safetensors' numbers (Q/K rows permuted, which the loader undoes): the
+  // packed files must be byte for byte the same, so the GGUF path loses nothing.
+  ASSERT_EQ(Pack({"--model", kTiny, "--dtype", "f32", "--out", (root_ / "a").string()}), 0);
+  ASSERT_EQ(Pack({"--model", kTiny + "/model.f32.gguf", "--dtype", "f32", "--out", (root_ / "b").string()}),
+            0);
+  EXPECT_TRUE(Bytes(root_ / "a/model.safetensors") == Bytes(root_ / "b/model.safetensors"));
+}
+
+TEST_F(PackCli, TokenizerFilesOfAHuggingFaceSourceAreCopied) {
+  const fs::path source = root_ / "hf";
+  fs::create_directories(source);
+  for (const char* file : {"config.json", "model.safetensors"})
+    fs::copy_file(fs::path(kTiny) / file, source / file);
+  const fs::path tokenizer = fs::path(PLUMB_SOURCE_DIR) / "fixtures/tokenizer/bpe-tiny";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(tokenizer / file, source / file);
+  ASSERT_EQ(Pack({"--model", source.string(), "--dtype", "bf16", "--out", (root_ / "out").string()}), 0);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    EXPECT_EQ(Bytes(root_ / "out" / file), Bytes(tokenizer / file)) << file;
+  }
+  EXPECT_NE(out_.str().find("tokenizer files copied"), std::string::npos) << out_.str();
+}
+
+TEST_F(PackCli, SameInputSameBytes) {
+  for (const char* dtype : {"int4-asym-g32", "fp8-e4m3"}) {
+    ASSERT_EQ(Pack({"--model", kTiny, "--dtype", dtype, "--out", (root_ / "x").string(), "--threads", "1"}),
+              0);
+    ASSERT_EQ(Pack({"--model", kTiny, "--dtype", dtype, "--out", (root_ / "y").string(), "--threads", "3"}),
+              0);
+    EXPECT_TRUE(Bytes(root_ / "x/model.safetensors") == Bytes(root_ / "y/model.safetensors")) << dtype;
+    EXPECT_EQ(Bytes(root_ / "x/config.json"), Bytes(root_ / "y/config.json"));
+    fs::remove_all(root_ / "x");
+    fs::remove_all(root_ / "y");
+  }
+}
+
+TEST_F(PackCli, PerTensorScalesAndKeptEmbeddingReachTheConfig) {
+  ASSERT_EQ(Pack({"--model", kTiny, "--dtype", "fp8-e5m2", "--fp8-scale", "tensor", "--keep-embedding",
+                  "--out", (root_ / "t").string()}),
+            0);
+  const ModelConfig config = LoadConfigJson((root_ / "t/config.json").string());
+  ASSERT_TRUE(config.packing);
+  EXPECT_FALSE(config.packing->format.fp8_per_row);
+  EXPECT_FALSE(config.packing->embedding_packed);
+  EXPECT_EQ(Model::Load((root_ / "t").string()).weights().token_embedding.type, GgmlType::F16);
+}
+
+TEST_F(PackCli, GenerateRunsOnAPackedModel) {
+  const fs::path out = root_ / "int4";
+  ASSERT_EQ(Pack({"--model", kTiny, "--dtype", "int4-sym-g32", "--out", out.string()}), 0);
+  const testing::ProcessResult run = testing::RunPlumb("generate --model " + out.string() +
+                                                       " --prompt-ids 1,2,3 --max-tokens 4 --ignore-eos");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("generated: 4 tokens"), std::string::npos) << run.output;
+  // The help lists the command and its flags.
+  const testing::ProcessResult help = testing::RunPlumb("pack --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* flag : {"--model", "--dtype", "--out", "--fp8-scale", "--keep-embedding", "--threads",
+                           "--force", "int4-asym-f16zero-g128"}) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(testing::RunPlumb("--help").output.find("pack"), std::string::npos);
+}
+
+TEST_F(PackCli, BadInputIsOneClearError) {
+  const std::string out = (root_ / "o").string();
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "int3", "--out", out}),
+                   {"--dtype", "'int3'", "f16", "fp8-e5m2", "int4-asym-f16zero-g128"});
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--fp8-scale", "tensor", "--out", out}),
+                   {"--fp8-scale", "f16"});
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "fp8-e4m3", "--fp8-scale", "row", "--out", out}),
+                   {"--fp8-scale", "'row'"});
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--keep-embedding", "--out", out}),
+                   {"--keep-embedding"});
+  ExpectMessageHas(PackError({"--model", (root_ / "nothing").string(), "--dtype", "f16", "--out", out}),
+                   {"nothing", "does not exist"});
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16"}), {"--out"});
+
+  // A non-empty --out is refused, and kept as it was, unless --force.
+  fs::create_directories(out);
+  std::ofstream(fs::path(out) / "notes.txt") << "mine";
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--out", out}),
+                   {out, "not empty", "--force"});
+  EXPECT_FALSE(fs::exists(fs::path(out) / "model.safetensors"));
+  std::ofstream(fs::path(out) / "model-00002-of-00002.safetensors") << "stale shard";
+  EXPECT_EQ(Pack({"--model", kTiny, "--dtype", "f16", "--out", out, "--force"}), 0);
+  EXPECT_TRUE(fs::exists(fs::path(out) / "notes.txt"));                          // not ours: kept
+  EXPECT_FALSE(fs::exists(fs::path(out) / "model-00002-of-00002.safetensors"));  // a stale shard: removed
+  EXPECT_NO_THROW(Model::Load(out));
+
+  ExpectMessageHas(PackError({"--model", out, "--dtype", "f16", "--out", out, "--force"}),
+                   {out, "own directory"});
+  // --out is a file, or lies under one (so the directory cannot be created).
+  std::ofstream(root_ / "file") << "x";
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--out", (root_ / "file").string()}),
+                   {"file", "not a directory"});
+  ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "f16", "--out", (root_ / "file/sub").string()}),
+                   {"file/sub", "cannot create"});
+}
+
+}  // namespace
+}  // namespace plumb
