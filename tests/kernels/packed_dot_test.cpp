@@ -27,6 +27,7 @@
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/row_dot.h"
+#include "support/isa_variants.h"
 #include "support/naive.h"
 
 namespace plumb {
@@ -412,19 +413,7 @@ TEST_P(PackedRowDotsIsa, DecodePackedRowIsTheDefinitionsRow) {
   }
 }
 
-// The variants compiled for this target, so that no test is skipped for a variant the build cannot have (one
-// this CPU cannot run, AVX2 on an old x86-64, says so and skips).
-const RowDotIsa kIsasOfThisBuild[] = {
-    RowDotIsa::kScalar,
-#if defined(__x86_64__)
-    RowDotIsa::kAvx2,
-#endif
-#if defined(__aarch64__)
-    RowDotIsa::kNeon,
-#endif
-};
-
-INSTANTIATE_TEST_SUITE_P(Variants, PackedRowDotsIsa, ::testing::ValuesIn(kIsasOfThisBuild),
+INSTANTIATE_TEST_SUITE_P(Variants, PackedRowDotsIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                          [](const auto& p) { return std::string(kernels::RowDotIsaName(p.param)); });
 
 // ---- kernels::Gemv / Gemm / DequantizeRowOf ------------------------------------------------------------

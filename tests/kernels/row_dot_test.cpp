@@ -24,6 +24,7 @@
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/scalar.h"
+#include "support/isa_variants.h"
 
 namespace plumb {
 namespace {
@@ -221,19 +222,8 @@ TEST_P(RowDotTest, InfinitiesAndNaNsPropagateAsInTheDefinition) {
   EXPECT_TRUE(std::isnan(kernels::RowDot(type(), row.data(), nan_x.data(), n)));
 }
 
-// The variants compiled for this target (one this CPU cannot run, AVX2 on an old x86-64, says so and skips).
-const RowDotIsa kIsasOfThisBuild[] = {
-    RowDotIsa::kScalar,
-#if defined(__x86_64__)
-    RowDotIsa::kAvx2,
-#endif
-#if defined(__aarch64__)
-    RowDotIsa::kNeon,
-#endif
-};
-
 INSTANTIATE_TEST_SUITE_P(AllTypes, RowDotTest,
-                         ::testing::Combine(::testing::ValuesIn(kIsasOfThisBuild),
+                         ::testing::Combine(::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                                             ::testing::ValuesIn(kTypes)),
                          [](const ::testing::TestParamInfo<std::tuple<RowDotIsa, GgmlType>>& param_info) {
                            return std::string(kernels::RowDotIsaName(std::get<0>(param_info.param))) + "_" +
