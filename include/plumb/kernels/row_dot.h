@@ -8,10 +8,10 @@
 // multiple of 8 elements, so block b's element t always lands in lane t mod 8 and each block can be
 // dequantized just before its products are summed. Layouts: docs/formats.md ("GGUF blocks").
 //
-// Variants: scalar::RowDot is the definition (plain C++). On x86-64 CPUs with AVX2 and F16C, avx2::RowDot
-// computes the same thing 8 lanes at a time for F32, F16, BF16, Q8_0, Q4_0 and Q4_1 (the other types fall
-// back to the scalar code). RowDot picks one at run time; PLUMB_ISA=scalar in the environment, or
-// SetRowDotIsa(RowDotIsa::kScalar), forces the definition.
+// Variants: scalar::RowDot is the definition (plain C++). On x86-64 CPUs with AVX2 and F16C, avx2::RowDot,
+// and on aarch64 neon::RowDot, compute the same bits 8 lanes at a time for F32, F16, BF16, Q8_0, Q4_0 and
+// Q4_1 (the other types fall back to the scalar code). RowDot picks one at run time;
+// PLUMB_ISA=scalar|avx2|neon in the environment, or SetRowDotIsa, forces one.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +46,7 @@ RowDotIsa ActiveRowDotIsa();
 // Selects the variant for all threads (tests and benchmarks compare both in one process). Throws
 // plumb::Error when RowDotIsaSupported(isa) is false.
 void SetRowDotIsa(RowDotIsa isa);
-const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2"
+const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2", "neon"
 
 namespace scalar {
 // The definition: dequantizes 256 elements at a time into a local buffer and sums them as scalar::Dot.
