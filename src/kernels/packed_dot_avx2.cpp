@@ -29,9 +29,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "avx2_common.h"
 #include "plumb/formats/dtype.h"
-
-#define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
 
 namespace plumb::kernels::avx2 {
 namespace {
@@ -42,15 +41,10 @@ constexpr int kRows = 4;
 // the kernel walks kRows rows of a few KiB side by side, the hardware prefetchers stop at page boundaries,
 // and a new row would start on DRAM latency. One thread, FP8 E5M2 at 14336 x 4096: 9.2 GB/s with no
 // prefetch, 9.5 with one 1 KiB ahead in the same row, 14.5 with this one (15.9 with W in cache).
-// Past the last row it touches memory that is not the matrix's: a prefetch never faults.
-// (The address is computed as an integer: a pointer past the end of the matrix would be undefined.)
-inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
-}
-
-PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
+// Past the last row it touches memory that is not the matrix's: a prefetch never faults (avx2_common.h).
+using avx2_common::Prefetch;
+using avx2_common::ReadU16;
+using avx2_common::ReduceLanes;
 
 // The eight lanes of acc, plus columns [full, cols) of the row added lane by lane (w(c) gives the weight),
 // reduced: scalar::Dot's tail and reduction.
@@ -174,12 +168,6 @@ PLUMB_AVX2 bool CanScaleX(const float* x, int n) {
 inline std::uint32_t ReadU32(const std::uint8_t* p) {
   std::uint32_t value;
   std::memcpy(&value, p, sizeof value);  // little-endian, as the layout: column c at bits 4c..4c+3
-  return value;
-}
-
-inline std::uint16_t ReadU16(const std::uint8_t* p) {
-  std::uint16_t value;
-  std::memcpy(&value, p, sizeof value);
   return value;
 }
 

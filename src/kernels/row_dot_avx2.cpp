@@ -19,32 +19,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "avx2_common.h"
 #include "plumb/formats/dtype.h"
-
-#define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
 
 namespace plumb::kernels::avx2 {
 namespace {
 
 constexpr int kRows = 4;
 
-// Each row is prefetched at the same column of the row kRows further on, which the next pass reads: the
-// kernel walks kRows rows of a few KiB side by side and the hardware prefetchers stop at page boundaries
-// (packed_dot_avx2.cpp has the figures). A prefetch past the matrix never faults.
-// (The address is computed as an integer: a pointer past the end of the matrix would be undefined.)
-inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
-}
-
-std::uint16_t ReadU16(const std::uint8_t* p) {
-  std::uint16_t value;
-  std::memcpy(&value, p, sizeof value);  // x86 is little-endian, as the format
-  return value;
-}
-
-PLUMB_AVX2 inline float ReduceLanes(const float* lane) {
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
+using avx2_common::Prefetch;
+using avx2_common::ReadU16;
+using avx2_common::ReduceLanes;
 
 PLUMB_AVX2 inline __m256 HalfScale(const std::uint8_t* p) {
   return _mm256_set1_ps(_cvtsh_ss(ReadU16(p)));

@@ -1,0 +1,39 @@
+// Building blocks shared by the AVX2 kernels (row_dot_avx2.cpp, packed_dot_avx2.cpp). Internal to
+// src/kernels/; x86-64 only. The build is baseline x86-64, so every function that uses AVX2 or F16C carries
+// PLUMB_AVX2 and is reached only after the run-time check (RowDotIsaSupported).
+#pragma once
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
+
+namespace plumb::kernels::avx2_common {
+
+// The kernels walk several rows of a few KiB side by side; each row is prefetched at the same column of the
+// row the next pass reads, since the hardware prefetchers stop at page boundaries and a new row would start
+// on DRAM latency (figures in packed_dot_avx2.cpp). A prefetch past the matrix never faults; the address is
+// computed as an integer because a pointer past the end of the matrix would be undefined.
+inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
+}
+
+// A 16-bit little-endian value (FP16 scale, zero point) at any alignment; x86 is little-endian too.
+inline std::uint16_t ReadU16(const std::uint8_t* p) {
+  std::uint16_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// scalar::Dot's reduction tree over its eight lanes (kernels/scalar.h).
+inline float ReduceLanes(const float* lane) {
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+}  // namespace plumb::kernels::avx2_common
+
+#endif  // __x86_64__
