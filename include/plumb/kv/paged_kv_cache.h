@@ -1,0 +1,109 @@
+// PagedKvCache: the KV cache of many sequences in one fixed pool of blocks, as vLLM and FlashInfer keep it.
+//
+// Physical layout, per layer, of keys and of values each (FlashInfer's "NHD", vLLM's flash backend):
+//   [num_blocks][block_size][n_kv_heads][head_dim]   elements of the cache's KvDtype
+// A sequence's block table maps its logical block i (positions i·block_size .. i·block_size+block_size-1) to
+// a physical block; position p lives in slot = block_table[p / block_size] · block_size + p % block_size.
+// Blocks are taken from a free list as tokens arrive, reference-counted, and shared: Fork shares all of a
+// parent's blocks, and the prefix cache shares the full blocks of a prompt whose token ids (that block and
+// every one before it) hash the same as a cached block's. A shared block is never written: a sequence that
+// must write into one gets a copy first (copy-on-write). docs/kv-cache.md specifies all of it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "plumb/kv/kv_sequence.h"
+
+namespace plumb {
+
+struct PagedKvConfig {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;    // positions per block: a power of two from 1 to 256
+  int num_blocks = 0;     // physical blocks in the pool
+  int max_positions = 0;  // the most positions one sequence may hold (the model's context)
+  KvDtype dtype = KvDtype::kF32;
+  // FP8 only: [n_layers][n_kv_heads] scales (a per-tensor scale repeated per head); empty means all 1.
+  std::vector<float> k_scales;
+  std::vector<float> v_scales;
+  bool prefix_caching = true;
+
+  // 2 · n_layers · n_kv_heads · head_dim · KvDtypeBytes(dtype): what one cached token costs.
+  std::size_t BytesPerToken() const;
+  std::size_t BytesPerBlock() const { return BytesPerToken() * static_cast<std::size_t>(block_size); }
+  // The number of blocks that fit in `bytes` (at least 1; throws plumb::Error when not even one does).
+  int BlocksForBudget(std::size_t bytes) const;
+};
+
+using SeqId = std::int64_t;
+
+// The pool's state, for `plumb generate` and the scheduler to report.
+struct PagedKvUsage {
+  int total_blocks = 0;
+  int used_blocks = 0;    // referenced by at least one sequence
+  int cached_blocks = 0;  // referenced by none, kept by the prefix cache; reusable (evicted when needed)
+  int free_blocks = 0;    // neither: total - used - cached
+  std::int64_t stored_positions = 0;      // positions held by used blocks, each block counted once
+  std::int64_t fragmented_positions = 0;  // unused tail slots of sequences' last blocks
+  int sequences = 0;
+};
+
+class PagedKvCache {
+ public:
+  explicit PagedKvCache(PagedKvConfig config);
+  ~PagedKvCache();
+  PagedKvCache(const PagedKvCache&) = delete;
+  PagedKvCache& operator=(const PagedKvCache&) = delete;
+
+  const PagedKvConfig& config() const { return config_; }
+
+  // A new sequence that will start with `prompt`. With prefix caching, its leading full blocks whose hashes
+  // match cached blocks are shared and its length() starts at the number of tokens they hold, but never at
+  // the whole prompt: at least one token is left to compute, so that the caller gets its logits.
+  SeqId Add(std::span<const int> prompt = {});
+  // A new sequence holding what `parent` holds: every block shared (reference counts + 1).
+  SeqId Fork(SeqId parent);
+  // Drops the sequence; its blocks lose a reference, and those left unreferenced go to the free list (full
+  // blocks known to the prefix cache stay there as cached blocks, reused first-in first-out when the free
+  // list runs dry). Throws plumb::Error for an unknown id.
+  void Free(SeqId id);
+  bool Contains(SeqId id) const;
+
+  // The sequence as the model computes against it; valid until Free(id).
+  KvSequence& Sequence(SeqId id);
+  const KvSequence& Sequence(SeqId id) const;
+  // The token ids committed to the sequence so far.
+  std::span<const int> Tokens(SeqId id) const;
+  std::span<const int> BlockTable(SeqId id) const;
+
+  // Free + cached blocks: what Reserve may still take.
+  int AvailableBlocks() const;
+  // Blocks a Reserve(n) on this sequence would take now (new blocks plus a copy-on-write of its last block).
+  int BlocksToGrow(SeqId id, int n) const;
+  PagedKvUsage Usage() const;
+
+  // FlashInfer's paged-KV description of a batch of sequences (each at its current reserved length):
+  //   indptr[i]..indptr[i+1]: sequence i's pages in `indices`;  last_page_len[i]: positions in its last page.
+  struct FlashInferView {
+    std::vector<int> indptr, indices, last_page_len;
+  };
+  FlashInferView FlashInferPages(std::span<const SeqId> ids) const;
+  // vLLM's slot mapping: slot of each of positions [first, first + count) of the sequence.
+  std::vector<std::int64_t> SlotMapping(SeqId id, int first, int count) const;
+
+  // One layer's raw storage, [num_blocks][block_size][n_kv_heads][head_dim] elements (tests, fixtures).
+  const void* LayerKeys(int layer) const;
+  const void* LayerValues(int layer) const;
+
+ private:
+  struct State;
+  PagedKvConfig config_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace plumb
