@@ -98,13 +98,17 @@ inline bool Extend(PagedKvCache& cache, SeqId id, std::span<const int> tokens) {
   return true;
 }
 
-// The head_dim keys (or values) of (pos, head) as a view reads them, decoded to FP32.
-inline std::vector<float> ReadKv(const KvLayerView& view, int pos, int head, bool value) {
-  std::vector<float> out(static_cast<std::size_t>(view.head_dim));
+// The head_dim keys (or values) of (pos, head) as a view reads them, decoded to FP32 into out[head_dim].
+inline void ReadKvInto(const KvLayerView& view, int pos, int head, bool value, float* out) {
   const auto* base = static_cast<const std::uint8_t*>(value ? view.values : view.keys);
   const std::int64_t element = view.Element(pos, head);
   DecodeKv(view.dtype, base + element * static_cast<std::int64_t>(KvDtypeBytes(view.dtype)), view.head_dim,
-           value ? view.VScale(head) : view.KScale(head), out.data());
+           value ? view.VScale(head) : view.KScale(head), out);
+}
+
+inline std::vector<float> ReadKv(const KvLayerView& view, int pos, int head, bool value) {
+  std::vector<float> out(static_cast<std::size_t>(view.head_dim));
+  ReadKvInto(view, pos, head, value, out.data());
   return out;
 }
 
@@ -113,6 +117,7 @@ inline int CountMismatches(const PagedKvCache& cache, SeqId id) {
   const PagedKvConfig& c = cache.config();
   const KvSequence& seq = cache.Sequence(id);
   const std::span<const int> tokens = cache.Tokens(id);
+  std::vector<float> got(static_cast<std::size_t>(c.head_dim));  // [head_dim]
   int bad = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     const KvLayerView view = seq.Layer(l);
@@ -121,10 +126,10 @@ inline int CountMismatches(const PagedKvCache& cache, SeqId id) {
       hash = NextPrefixHash(hash, tokens[static_cast<std::size_t>(p)]);
       for (int h = 0; h < c.n_kv_heads; ++h) {
         for (bool value : {false, true}) {
-          const std::vector<float> got = ReadKv(view, p, h, value);
+          ReadKvInto(view, p, h, value, got.data());
           for (int j = 0; j < c.head_dim; ++j) {
-            if (got[static_cast<std::size_t>(j)] != KvValue(hash, l, h, j, value, ScaleOf(c, l, h, value)))
-              ++bad;
+            const float want = KvValue(hash, l, h, j, value, ScaleOf(c, l, h, value));
+            if (got[static_cast<std::size_t>(j)] != want) ++bad;
           }
         }
       }
