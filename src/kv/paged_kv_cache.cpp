@@ -61,7 +61,7 @@ void CheckConfig(const PagedKvConfig& c) {
 }
 
 int CeilDiv(int a, int b) {
-  return (a + b - 1) / b;
+  return static_cast<int>((static_cast<std::int64_t>(a) + b - 1) / b);
 }
 
 }  // namespace
@@ -100,12 +100,11 @@ struct PagedKvCache::State {
   const PagedKvConfig& config;
   std::size_t elem_bytes;
   std::size_t slot_bytes;  // one position of one layer: n_kv_heads · head_dim elements
-  std::vector<std::vector<std::uint8_t>>
-      keys;  // [n_layers] of [num_blocks][block_size][n_kv_heads][head_dim]
-  std::vector<std::vector<std::uint8_t>>
-      values;                   // [n_layers] of [num_blocks][block_size][n_kv_heads][head_dim]
-  std::vector<float> k_scales;  // [n_layers][n_kv_heads], all 1 when the config gives none
-  std::vector<float> v_scales;  // [n_layers][n_kv_heads]
+  // Per layer, [num_blocks][block_size][n_kv_heads][head_dim] elements of the dtype, keys and values.
+  std::vector<std::vector<std::uint8_t>> keys;    // [n_layers][...]
+  std::vector<std::vector<std::uint8_t>> values;  // [n_layers][...]
+  std::vector<float> k_scales;                    // [n_layers][n_kv_heads], all 1 when the config gives none
+  std::vector<float> v_scales;                    // [n_layers][n_kv_heads]
   BlockAllocator blocks;
   PrefixCache prefix;
   std::unordered_map<SeqId, std::unique_ptr<Seq>> sequences;

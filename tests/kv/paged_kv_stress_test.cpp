@@ -178,24 +178,7 @@ class Stress {
       ++counts_["exhausted"];
       return;
     }
-    const PagedKvConfig& c = cache_.config();
-    std::uint64_t hash = 0;
-    for (int t : e.tokens) hash = testing::NextPrefixHash(hash, t);
-    std::vector<float> k(static_cast<std::size_t>(c.n_kv_heads * c.head_dim));  // [n_kv_heads][head_dim]
-    std::vector<float> v(k.size());                                             // [n_kv_heads][head_dim]
-    for (int i = 0; i < 4; ++i) {
-      hash = testing::NextPrefixHash(hash, tokens[static_cast<std::size_t>(i)]);
-      for (int l = 0; l < c.n_layers; ++l) {
-        for (int h = 0; h < c.n_kv_heads; ++h) {
-          for (int j = 0; j < c.head_dim; ++j) {
-            const auto el = static_cast<std::size_t>(h * c.head_dim + j);
-            k[el] = testing::KvValue(hash, l, h, j, false, testing::ScaleOf(c, l, h, false));
-            v[el] = testing::KvValue(hash, l, h, j, true, testing::ScaleOf(c, l, h, true));
-          }
-        }
-        seq.Write(l, seq.length() + i, k.data(), v.data());
-      }
-    }
+    testing::WriteTokens(cache_, id, tokens);
     const int j = Uniform(0, 3);
     seq.Commit(std::span<const int>(tokens).first(static_cast<std::size_t>(j)));
     e.tokens.insert(e.tokens.end(), tokens.begin(), tokens.begin() + j);

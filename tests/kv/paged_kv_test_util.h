@@ -67,15 +67,10 @@ inline float ScaleOf(const PagedKvConfig& c, int layer, int head, bool value) {
   return IsFp8(c.dtype) ? TestScale(layer, head, value) : 1.0f;
 }
 
-// Reserves, writes (every layer, with KvValue of each position's prefix) and commits `tokens` as the next
-// positions of `seq`, whose committed ids are `before`. Returns false (writing nothing) when Reserve throws.
-inline bool Extend(PagedKvCache& cache, SeqId id, std::span<const int> tokens) {
+// Writes (every layer, with KvValue of each position's prefix) `tokens` as the reserved positions
+// [length(), length() + tokens.size()) of `id`, after its committed ids; commits nothing.
+inline void WriteTokens(PagedKvCache& cache, SeqId id, std::span<const int> tokens) {
   KvSequence& seq = cache.Sequence(id);
-  try {
-    seq.Reserve(static_cast<int>(tokens.size()));
-  } catch (const Error&) {
-    return false;
-  }
   const PagedKvConfig& c = cache.config();
   std::uint64_t hash = 0;
   for (int t : cache.Tokens(id)) hash = NextPrefixHash(hash, t);
@@ -94,7 +89,18 @@ inline bool Extend(PagedKvCache& cache, SeqId id, std::span<const int> tokens) {
       seq.Write(l, seq.length() + static_cast<int>(i), k.data(), v.data());
     }
   }
-  seq.Commit(tokens);
+}
+
+// Reserves, writes and commits `tokens` as the next positions of `id`, as one model step would. Returns
+// false (writing nothing) when Reserve throws.
+inline bool Extend(PagedKvCache& cache, SeqId id, std::span<const int> tokens) {
+  try {
+    cache.Sequence(id).Reserve(static_cast<int>(tokens.size()));
+  } catch (const Error&) {
+    return false;
+  }
+  WriteTokens(cache, id, tokens);
+  cache.Sequence(id).Commit(tokens);
   return true;
 }
 

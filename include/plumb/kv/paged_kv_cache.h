@@ -8,6 +8,9 @@
 // parent's blocks, and the prefix cache shares the full blocks of a prompt whose token ids (that block and
 // every one before it) hash the same as a cached block's. A shared block is never written: a sequence that
 // must write into one gets a copy first (copy-on-write). docs/kv-cache.md specifies all of it.
+//
+// Not thread-safe, with one exception: Write and Layer of different positions (any sequences) may run in
+// parallel, since they touch no bookkeeping. Everything else (Add, Fork, Free, Reserve, Commit) runs alone.
 #pragma once
 
 #include <cstddef>
