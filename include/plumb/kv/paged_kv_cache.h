@@ -51,8 +51,11 @@ struct PagedKvUsage {
   int used_blocks = 0;    // referenced by at least one sequence
   int cached_blocks = 0;  // referenced by none, kept by the prefix cache; reusable (evicted when needed)
   int free_blocks = 0;    // neither: total - used - cached
-  std::int64_t stored_positions = 0;      // positions held by used blocks, each block counted once
-  std::int64_t fragmented_positions = 0;  // unused tail slots of sequences' last blocks
+  // Committed positions held by used blocks, each block counted once (with the most any holder has in it).
+  std::int64_t stored_positions = 0;
+  // used_blocks · block_size − stored_positions: the unused tail slots of last blocks, each block once (and
+  // slots reserved but not yet committed). docs/kv-cache.md, "Accounting".
+  std::int64_t fragmented_positions = 0;
   int sequences = 0;
 };
 
