@@ -8,6 +8,9 @@
 // parent's blocks, and the prefix cache shares the full blocks of a prompt whose token ids (that block and
 // every one before it) hash the same as a cached block's. A shared block is never written: a sequence that
 // must write into one gets a copy first (copy-on-write). docs/kv-cache.md specifies all of it.
+//
+// Not thread-safe, with one exception: Write and Layer of different positions (any sequences) may run in
+// parallel, since they touch no bookkeeping. Everything else (Add, Fork, Free, Reserve, Commit) runs alone.
 #pragma once
 
 #include <cstddef>
@@ -48,8 +51,11 @@ struct PagedKvUsage {
   int used_blocks = 0;    // referenced by at least one sequence
   int cached_blocks = 0;  // referenced by none, kept by the prefix cache; reusable (evicted when needed)
   int free_blocks = 0;    // neither: total - used - cached
-  std::int64_t stored_positions = 0;      // positions held by used blocks, each block counted once
-  std::int64_t fragmented_positions = 0;  // unused tail slots of sequences' last blocks
+  // Committed positions held by used blocks, each block counted once (with the most any holder has in it).
+  std::int64_t stored_positions = 0;
+  // used_blocks · block_size − stored_positions: the unused tail slots of last blocks, each block once (and
+  // slots reserved but not yet committed). docs/kv-cache.md, "Accounting".
+  std::int64_t fragmented_positions = 0;
   int sequences = 0;
 };
 
@@ -66,7 +72,9 @@ class PagedKvCache {
   // match cached blocks are shared and its length() starts at the number of tokens they hold, but never at
   // the whole prompt: at least one token is left to compute, so that the caller gets its logits.
   SeqId Add(std::span<const int> prompt = {});
-  // A new sequence holding what `parent` holds: every block shared (reference counts + 1).
+  // A new sequence holding what `parent` holds: every block shared (reference counts + 1), its token ids
+  // copied. The parent must have no reserved, uncommitted positions (plumb::Error otherwise): their slots may
+  // lie in its partial last block, which the fork would share while the parent still writes into it.
   SeqId Fork(SeqId parent);
   // Drops the sequence; its blocks lose a reference, and those left unreferenced go to the free list (full
   // blocks known to the prefix cache stay there as cached blocks, reused first-in first-out when the free
@@ -74,11 +82,13 @@ class PagedKvCache {
   void Free(SeqId id);
   bool Contains(SeqId id) const;
 
-  // The sequence as the model computes against it; valid until Free(id).
+  // The sequence as the model computes against it; valid until Free(id). Its Layer() views stay valid until
+  // the next Reserve of that sequence (a copy-on-write may replace a block) and Free.
   KvSequence& Sequence(SeqId id);
   const KvSequence& Sequence(SeqId id) const;
   // The token ids committed to the sequence so far.
   std::span<const int> Tokens(SeqId id) const;
+  // Its physical blocks: ceil((length + reserved positions) / block_size) of them.
   std::span<const int> BlockTable(SeqId id) const;
 
   // Free + cached blocks: what Reserve may still take.
@@ -99,6 +109,12 @@ class PagedKvCache {
   // One layer's raw storage, [num_blocks][block_size][n_kv_heads][head_dim] elements (tests, fixtures).
   const void* LayerKeys(int layer) const;
   const void* LayerValues(int layer) const;
+
+  // Checks the bookkeeping (tests): every reference count equals the number of block tables holding the
+  // block, every block is in exactly one of used / cached / free, the prefix cache holds only full committed
+  // or cached blocks, a reserved slot lies in a block only its sequence holds. Throws plumb::Error naming the
+  // first violation. Linear in the pool and the tables.
+  void CheckInvariants() const;
 
  private:
   struct State;
