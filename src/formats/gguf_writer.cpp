@@ -27,7 +27,8 @@ void AppendScalar(std::vector<std::uint8_t>& out, T v) {
   out.insert(out.end(), bytes, bytes + sizeof v);
 }
 
-// The range an integer type holds; UINT64 and INT64 hold every int64 (UINT64 as a bit pattern).
+// Whether an integer type holds v: UINT64 and INT64 hold every int64 (UINT64 as a bit pattern); true for
+// the other, non-integer types, whose `integer` is not written.
 bool IntegerFits(GgufValueType type, std::int64_t v) {
   auto in = [v](auto lo, auto hi) {
     return v >= static_cast<std::int64_t>(lo) && v <= static_cast<std::int64_t>(hi);
@@ -50,22 +51,6 @@ bool IntegerFits(GgufValueType type, std::int64_t v) {
   }
 }
 
-bool IsInteger(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::UINT8:
-    case GgufValueType::INT8:
-    case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-    case GgufValueType::UINT32:
-    case GgufValueType::INT32:
-    case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IsValueType(GgufValueType type) {
   return static_cast<std::uint32_t>(type) <= static_cast<std::uint32_t>(GgufValueType::FLOAT64);
 }
@@ -76,7 +61,7 @@ void CheckValue(const GgufValue& v, const std::string& where, int depth) {
     throw MakeError(where, ": value type ", static_cast<std::uint32_t>(v.type),
                     " is not a GGUF value type (0..12)");
   }
-  if (IsInteger(v.type) && !IntegerFits(v.type, v.integer)) {
+  if (!IntegerFits(v.type, v.integer)) {
     throw MakeError(where, ": ", v.integer, " does not fit in ", GgufValueTypeName(v.type));
   }
   // A FLOAT32 must read back as the same number; NaN reads back as NaN (payload kept, as the reader says).
