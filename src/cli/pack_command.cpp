@@ -13,6 +13,7 @@
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
+#include "plumb/formats/gguf.h"
 #include "plumb/model/pack.h"
 #include "plumb/tokenizer/tokenizer_export.h"
 
@@ -46,15 +47,16 @@ constexpr const char* kPackUsage =
     "                  [--threads N] [--force]\n"
     "Reads any model plumb loads (GGUF file or Hugging Face directory), dequantizes every weight matrix to\n"
     "FP32 and writes it in format D as DIR/model.safetensors, with DIR/config.json and the tokenizer\n"
-    "(tokenizer.json, tokenizer_config.json). Norms and biases stay FP32. Layout: docs/formats.md,\n"
-    "\"Packed checkpoints\".\n\nflags:\n";
+    "(tokenizer.json, or tokenizer.gguf for a SentencePiece GGUF tokenizer; tokenizer_config.json). Norms\n"
+    "and biases stay FP32. Layout: docs/formats.md, \"Packed checkpoints\".\n\nflags:\n";
 
 // The names plumb pack writes; --force removes these (and other safetensors shards) first, so that a stale
 // shard or index cannot be loaded beside the new file.
 bool IsOutputName(const fs::path& file) {
   const std::string name = file.filename().string();
-  return name == "config.json" || name == "tokenizer.json" || name == "tokenizer_config.json" ||
-         name == "model.safetensors.index.json" || file.extension() == ".safetensors";
+  return name == "config.json" || name == "tokenizer.json" || name == "tokenizer.gguf" ||
+         name == "tokenizer_config.json" || name == "model.safetensors.index.json" ||
+         file.extension() == ".safetensors";
 }
 
 void PrepareOutDir(const fs::path& dir, bool force) {
@@ -130,8 +132,10 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
 
   // Everything that can fail fast (the input, its tokenizer, the output directory) before the slow part.
   const TextModel loaded = TextModel::Load(model_path);
-  std::optional<TokenizerJsonFiles> exported;
-  if (hf_dir.empty() && loaded.tokenizer) exported = ExportTokenizerJson(loaded.tokenizer->spec());
+  // A GGUF source's tokenizer: tokenizer.json for byte-level BPE, tokenizer.gguf for SentencePiece
+  // (tokenizer_export.h says why). The metadata is read again: TextModel keeps the spec, not the keys.
+  std::vector<TokenizerFile> exported;
+  if (hf_dir.empty() && loaded.tokenizer) exported = ExportGgufTokenizer(GgufFile::Open(model_path));
   PrepareOutDir(out_dir, flags.Switch("force"));
 
   const bool terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
@@ -142,7 +146,9 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
             << std::flush;
       });
   // tokenizer.json has no end-of-turn field: the GGUF's EOT goes among the ids plumb stops on.
-  if (exported && loaded.tokenizer->spec().eot_id >= 0) {
+  // (tokenizer.gguf keeps it, but config.json's list is what other tools read, so it goes there for either
+  // tokenizer.)
+  if (!exported.empty() && loaded.tokenizer->spec().eot_id >= 0) {
     std::vector<int>& eos = packed.config.eos_token_ids;
     const int eot = loaded.tokenizer->spec().eot_id;
     if (std::find(eos.begin(), eos.end(), eot) == eos.end()) eos.push_back(eot);
@@ -153,12 +159,12 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
   WriteSafetensors((out_dir / "model.safetensors").string(), std::move(packed.tensors), {{"format", "pt"}});
   WriteText(out_dir / "config.json", ConfigToJson(packed.config));
   std::string tokenizer_note = "no tokenizer (the source has none)";
-  if (exported) {
-    WriteText(out_dir / "tokenizer.json", exported->tokenizer_json);
-    WriteText(out_dir / "tokenizer_config.json", exported->tokenizer_config_json);
-    tokenizer_note = "tokenizer.json written from the GGUF vocabulary";
-  } else if (!hf_dir.empty() && fs::exists(hf_dir / "tokenizer.json")) {
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+  if (!exported.empty()) {
+    for (const TokenizerFile& file : exported) WriteText(out_dir / file.name, file.contents);
+    tokenizer_note = exported.front().name + " written from the GGUF vocabulary";
+  } else if (!hf_dir.empty() &&
+             (fs::exists(hf_dir / "tokenizer.json") || fs::exists(hf_dir / "tokenizer.gguf"))) {
+    for (const char* name : {"tokenizer.json", "tokenizer.gguf", "tokenizer_config.json"}) {
       if (fs::exists(hf_dir / name))
         fs::copy_file(hf_dir / name, out_dir / name, fs::copy_options::overwrite_existing);
     }

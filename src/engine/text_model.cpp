@@ -21,7 +21,13 @@ TextModel TextModel::Load(const std::string& path) {
   Model model = Model::Load(path);
   const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   std::optional<Tokenizer> tokenizer;
-  if (fs::exists(dir / "tokenizer.json")) {
+  // tokenizer.gguf is how plumb pack carries a SentencePiece GGUF tokenizer (docs/formats.md, "The tokenizer
+  // of a GGUF source"). It wins over a tokenizer.json beside it: it is the source's tokenizer verbatim,
+  // merged by piece score as llama.cpp does, where tokenizer.json can only say merge ranks, which order tied
+  // pairs differently. The chat template comes with it (tokenizer.chat_template), as from a model GGUF.
+  if (fs::exists(dir / "tokenizer.gguf")) {
+    tokenizer.emplace(Tokenizer::FromGguf(GgufFile::Open((dir / "tokenizer.gguf").string())));
+  } else if (fs::exists(dir / "tokenizer.json")) {
     tokenizer.emplace(Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()));
   }
   return TextModel{std::move(model), std::move(tokenizer)};
@@ -30,7 +36,7 @@ TextModel TextModel::Load(const std::string& path) {
 const Tokenizer& TextModel::RequireTokenizer(const std::string& what) const {
   if (!tokenizer) {
     throw MakeError(what, " needs a tokenizer, and this model has none (no tokenizer.ggml.* metadata or ",
-                    "tokenizer.json); give token ids with --prompt-ids instead");
+                    "tokenizer.json / tokenizer.gguf); give token ids with --prompt-ids instead");
   }
   if (tokenizer->vocab_size() > model.config().vocab_size) {
     throw MakeError("the tokenizer has ", tokenizer->vocab_size(), " tokens but the model only ",

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -17,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plumb/core/error.h"
+#include "plumb/core/write_file.h"
 
 namespace plumb {
 
@@ -492,20 +491,7 @@ void WriteSafetensors(const std::string& path, std::vector<TensorToWrite> tensor
   } catch (const Error& e) {
     throw MakeError("writing '", path, "': ", e.what());
   }
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) {
-    const int err = errno;
-    throw MakeError("cannot create '", path, "': ", std::strerror(err));
-  }
-  const std::size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), file);
-  const int write_err = errno;
-  const bool closed = std::fclose(file) == 0;
-  const int close_err = errno;
-  if (written != bytes.size()) {
-    throw MakeError("cannot write '", path, "': ", std::strerror(write_err), " (wrote ", written, " of ",
-                    bytes.size(), " bytes)");
-  }
-  if (!closed) throw MakeError("cannot write '", path, "': ", std::strerror(close_err));
+  WriteFileBytes(path, bytes);
 }
 
 }  // namespace plumb

@@ -1,11 +1,14 @@
-// TokenizerSpec → tokenizer.json + tokenizer_config.json: the inverse of tokenizer_json.cpp for the
-// byte-level BPE configurations it accepts.
+// The tokenizer of a GGUF source as the files of a packed checkpoint (docs/formats.md, "The tokenizer of a
+// GGUF source"): TokenizerSpec → tokenizer.json + tokenizer_config.json, the inverse of tokenizer_json.cpp
+// for the byte-level BPE configurations it accepts; a SentencePiece tokenizer as a vocab-only tokenizer.gguf.
 #include "plumb/tokenizer/tokenizer_export.h"
 
 #include <nlohmann/json.hpp>
 
 #include "hf_regexes.h"
 #include "plumb/core/error.h"
+#include "plumb/formats/gguf.h"
+#include "plumb/formats/gguf_writer.h"
 #include "plumb/tokenizer/pre_tokenizer.h"
 
 namespace plumb {
@@ -49,14 +52,37 @@ PreTokenizer PreTokenizerOf(const std::string& name) {
   return PreTokenizer::kGpt2;
 }
 
+json TokenizerConfig(const TokenizerSpec& spec) {
+  json config = {{"add_bos_token", spec.add_bos}, {"add_eos_token", spec.add_eos}};
+  auto name = [&](std::int32_t id) { return id >= 0 ? json(spec.tokens[id]) : json(nullptr); };
+  config["bos_token"] = name(spec.bos_id);
+  config["eos_token"] = name(spec.eos_id);
+  config["pad_token"] = name(spec.pad_id);
+  config["unk_token"] = name(spec.unk_id);
+  if (!spec.chat_template.empty()) config["chat_template"] = spec.chat_template;
+  // Only a byte-level tokenizer has a tokenizer.json for Hugging Face's fast tokenizer to read; a
+  // SentencePiece one is in tokenizer.gguf, which no Hugging Face class reads, so none is named.
+  if (spec.model == "gpt2") config["tokenizer_class"] = "PreTrainedTokenizerFast";
+  return config;
+}
+
 }  // namespace
+
+std::string TokenizerConfigJson(const TokenizerSpec& spec) {
+  try {
+    return TokenizerConfig(spec).dump(2) + "\n";
+  } catch (const json::exception& e) {
+    throw MakeError("cannot write tokenizer_config.json (a special token is not valid UTF-8?): ", e.what());
+  }
+}
 
 TokenizerJsonFiles ExportTokenizerJson(const TokenizerSpec& spec) {
   if (spec.model != "gpt2") {
     throw MakeError(
         "cannot write tokenizer.json for a '", spec.model,
         "' (SentencePiece) tokenizer: tokenizer.json merges by rank where llama.cpp merges by score, "
-        "so the result would not encode identically; only byte-level BPE ('gpt2') is supported");
+        "so the result would not encode identically; only byte-level BPE ('gpt2') is supported (a "
+        "SentencePiece tokenizer is written as tokenizer.gguf: ExportTokenizerGguf)");
   }
   const Tokenizer validated(spec);  // the same checks FromGguf made; throws for a bad spec
   const PreTokenizer pre = PreTokenizerOf(spec.pre);
@@ -103,21 +129,40 @@ TokenizerJsonFiles ExportTokenizerJson(const TokenizerSpec& spec) {
                           {"post_processor", nullptr}, {"decoder", ByteLevel(true)},
                           {"model", std::move(model)}};
 
-  json config = {{"add_bos_token", spec.add_bos}, {"add_eos_token", spec.add_eos}};
-  auto name = [&](std::int32_t id) { return id >= 0 ? json(spec.tokens[id]) : json(nullptr); };
-  config["bos_token"] = name(spec.bos_id);
-  config["eos_token"] = name(spec.eos_id);
-  config["pad_token"] = name(spec.pad_id);
-  config["unk_token"] = name(spec.unk_id);
-  if (!spec.chat_template.empty()) config["chat_template"] = spec.chat_template;
-  config["tokenizer_class"] = "PreTrainedTokenizerFast";
-
   // Tokens from a GGUF file need not be valid UTF-8; nlohmann refuses to write such strings.
   try {
-    return {tokenizer.dump(2) + "\n", config.dump(2) + "\n"};
+    return {tokenizer.dump(2) + "\n", TokenizerConfigJson(spec)};
   } catch (const json::exception& e) {
     throw MakeError("cannot write tokenizer.json (a token is not valid UTF-8?): ", e.what());
   }
+}
+
+std::vector<std::uint8_t> ExportTokenizerGguf(const GgufFile& source) {
+  if (!source.Has("tokenizer.ggml.model")) {
+    throw MakeError(source.path(), ": has no tokenizer (metadata key 'tokenizer.ggml.model' is missing)");
+  }
+  GgufWriter writer;
+  for (const char* key : {"general.architecture", "general.name"}) {
+    if (const GgufValue* value = source.FindValue(key)) writer.Add(key, *value);
+  }
+  // Every tokenizer key as stored, types included (tokenizer.ggml.*, tokenizer.chat_template and its
+  // named variants): TokenizerSpecFromGguf then reads exactly what it read from the source, defaults and all.
+  for (const auto& [key, value] : source.metadata()) {
+    if (key.starts_with("tokenizer.")) writer.Add(key, value);
+  }
+  return writer.Bytes();
+}
+
+std::vector<TokenizerFile> ExportGgufTokenizer(const GgufFile& source) {
+  const TokenizerSpec spec = TokenizerSpecFromGguf(source);
+  if (spec.model == "gpt2") {
+    TokenizerJsonFiles json_files = ExportTokenizerJson(spec);
+    return {{"tokenizer.json", std::move(json_files.tokenizer_json)},
+            {"tokenizer_config.json", std::move(json_files.tokenizer_config_json)}};
+  }
+  const std::vector<std::uint8_t> gguf = ExportTokenizerGguf(source);
+  return {{"tokenizer.gguf", std::string(gguf.begin(), gguf.end())},
+          {"tokenizer_config.json", TokenizerConfigJson(spec)}};
 }
 
 }  // namespace plumb

@@ -1,20 +1,26 @@
 // plumb pack through the CLI: the tiny fixture model from safetensors and from GGUF into every format, the
-// packed model generating through build/plumb, deterministic bytes, and one clear error per bad input.
-// The numerics of every format are checked in tests/model/packed_load_test.cpp.
+// packed model generating through build/plumb, deterministic bytes, and one clear error per bad input; a
+// SentencePiece GGUF's tokenizer carried as tokenizer.gguf (and a broken one named). The numerics of every
+// format are checked in tests/model/packed_load_test.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "plumb/cli/commands.h"
 #include "plumb/core/error.h"
+#include "plumb/engine/text_model.h"
+#include "plumb/formats/gguf.h"
+#include "plumb/formats/gguf_writer.h"
 #include "plumb/model/model.h"
 #include "plumb/model/packing.h"
 #include "support/errors.h"
 #include "support/golden.h"
 #include "support/process.h"
+#include "tokenizer/tokenizer_fixtures.h"
 
 namespace plumb {
 namespace {
@@ -23,6 +29,39 @@ namespace fs = std::filesystem;
 using testing::ExpectMessageHas;
 
 const std::string kTiny = testing::FixtureDir("tiny-llama");
+
+// The tiny fixture model with the SentencePiece vocabulary of fixtures/tokenizer/spm-tiny.gguf and a chat
+// template: a Llama-2 style GGUF small enough to pack in a test. The fixture's 320-row embedding and LM head
+// are widened to the vocabulary by repeating their rows; every other tensor and key is kept.
+void WriteSpmModel(const fs::path& path) {
+  const GgufFile model = GgufFile::Open(kTiny + "/model.f32.gguf");
+  const GgufFile vocab = GgufFile::Open(testing::TokenizerFixture("spm-tiny.gguf"));
+  const std::size_t n_vocab = vocab.GetStringArray("tokenizer.ggml.tokens").size();
+  GgufWriter writer;
+  for (const auto& [key, value] : model.metadata()) {
+    writer.Add(key, key == "llama.vocab_size" ? GgufUint32(static_cast<std::uint32_t>(n_vocab)) : value);
+  }
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.starts_with("tokenizer.")) writer.Add(key, value);
+  }
+  writer.Add("tokenizer.chat_template",
+             GgufString("{% for m in messages %}[{{ m['content'] }}]{% endfor %}"));
+  for (const GgufTensorInfo& t : model.tensors()) {
+    std::vector<std::uint8_t> data(t.bytes().begin(), t.bytes().end());
+    std::vector<std::uint64_t> dims = t.dims;
+    if (t.name == "token_embd.weight" || t.name == "output.weight") {
+      const std::size_t row = static_cast<std::size_t>(t.dims[0]) * sizeof(float);  // F32 rows
+      const std::size_t rows = static_cast<std::size_t>(t.dims[1]);
+      data.resize(n_vocab * row);
+      for (std::size_t r = rows; r < n_vocab; ++r)
+        std::copy_n(data.begin() + static_cast<std::ptrdiff_t>((r % rows) * row), row,
+                    data.begin() + static_cast<std::ptrdiff_t>(r * row));
+      dims[1] = n_vocab;
+    }
+    writer.AddTensor(t.name, t.type, std::move(dims), std::move(data));
+  }
+  writer.WriteFile(path.string());
+}
 
 class PackCli : public ::testing::Test {
  protected:
@@ -96,6 +135,95 @@ TEST_F(PackCli, TokenizerFilesOfAHuggingFaceSourceAreCopied) {
     EXPECT_EQ(Bytes(root_ / "out" / file), Bytes(tokenizer / file)) << file;
   }
   EXPECT_NE(out_.str().find("tokenizer files copied"), std::string::npos) << out_.str();
+}
+
+// A SentencePiece GGUF packs with its tokenizer as tokenizer.gguf, and the packed directory tokenizes the
+// committed corpus exactly as the source GGUF does (and as sentencepiece does), carries the chat template,
+// and generates from a text prompt.
+TEST_F(PackCli, SentencePieceGgufPacksItsTokenizerAsTokenizerGguf) {
+  const fs::path source = root_ / "spm.gguf";
+  WriteSpmModel(source);
+  const fs::path out = root_ / "packed";
+  ASSERT_EQ(Pack({"--model", source.string(), "--dtype", "bf16", "--out", out.string()}), 0) << err_.str();
+  EXPECT_NE(out_.str().find("tokenizer.gguf written"), std::string::npos) << out_.str();
+  EXPECT_TRUE(fs::exists(out / "tokenizer.gguf"));
+  EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
+  EXPECT_FALSE(fs::exists(out / "tokenizer.json"));
+
+  // Vocab-only: no tensors, general.architecture and every tokenizer key of the source.
+  const GgufFile written = GgufFile::Open((out / "tokenizer.gguf").string());
+  const GgufFile original = GgufFile::Open(source.string());
+  EXPECT_TRUE(written.tensors().empty());
+  EXPECT_EQ(written.GetString("general.architecture"), "llama");
+  for (const auto& [key, value] : original.metadata()) {
+    if (key.starts_with("tokenizer.")) {
+      EXPECT_TRUE(written.Has(key)) << key;
+    }
+  }
+
+  const TextModel from_gguf = TextModel::Load(source.string());
+  const TextModel packed = TextModel::Load(out.string());
+  ASSERT_TRUE(from_gguf.tokenizer && packed.tokenizer);
+  const Tokenizer& a = *from_gguf.tokenizer;
+  const Tokenizer& b = *packed.tokenizer;
+  for (const std::string& text : testing::LoadCorpus()) {
+    SCOPED_TRACE(testing::Printable(text));
+    const std::vector<std::int32_t> ids = a.Encode(text, true, true);
+    ASSERT_EQ(b.Encode(text, true, true), ids);
+    EXPECT_EQ(b.Decode(ids), a.Decode(ids));
+  }
+  testing::ExpectOracleIds(b, testing::ReadJsonFile(testing::TokenizerFixture("expected-spm.json")),
+                           testing::LoadCorpus());
+  EXPECT_EQ(b.chat_template(), a.chat_template());
+  EXPECT_FALSE(b.chat_template().empty());
+  EXPECT_EQ(packed.StopIds(), from_gguf.StopIds());
+
+  const nlohmann::json config = testing::ReadJsonFile((out / "tokenizer_config.json").string());
+  EXPECT_EQ(config.at("bos_token"), "<s>");
+  EXPECT_EQ(config.at("eos_token"), "</s>");
+  EXPECT_EQ(config.at("chat_template"), a.chat_template());
+
+  const testing::ProcessResult run = testing::RunPlumb("generate --model " + out.string() +
+                                                       " --prompt 'Hello world' --max-tokens 4 --ignore-eos");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("generated: 4 tokens"), std::string::npos) << run.output;
+
+  // Packing the packed directory again carries tokenizer.gguf along; --force over a directory that held one
+  // removes it, so that a stale tokenizer.gguf cannot win over the new model's (absent) tokenizer.
+  ASSERT_EQ(Pack({"--model", out.string(), "--dtype", "f16", "--out", (root_ / "again").string()}), 0);
+  EXPECT_EQ(Bytes(root_ / "again/tokenizer.gguf"), Bytes(out / "tokenizer.gguf"));
+  ASSERT_EQ(Pack({"--model", kTiny, "--dtype", "f16", "--out", out.string(), "--force"}), 0);
+  EXPECT_FALSE(fs::exists(out / "tokenizer.gguf"));
+  EXPECT_FALSE(TextModel::Load(out.string()).tokenizer);
+}
+
+// tokenizer.gguf is preferred over a tokenizer.json beside it, and a broken one is an error naming it
+// (never a silent fallback to tokenizer.json).
+TEST_F(PackCli, TokenizerGgufWinsAndABrokenOneIsNamed) {
+  const fs::path source = root_ / "spm.gguf";
+  WriteSpmModel(source);
+  const fs::path out = root_ / "packed";
+  ASSERT_EQ(Pack({"--model", source.string(), "--dtype", "f32", "--out", out.string()}), 0);
+  // A byte-level tokenizer.json beside it is ignored.
+  fs::copy_file(fs::path(PLUMB_SOURCE_DIR) / "fixtures/tokenizer/bpe-tiny/tokenizer.json",
+                out / "tokenizer.json");
+  EXPECT_EQ(TextModel::Load(out.string()).tokenizer->spec().model, "llama");
+
+  const std::string path = (out / "tokenizer.gguf").string();
+  const std::string whole = Bytes(path);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() / 2);  // truncated
+  ExpectMessageHas(testing::ErrorOf([&] { TextModel::Load(out.string()); }), {path});
+  const testing::ProcessResult run =
+      testing::RunPlumb("generate --model " + out.string() + " --prompt hi --max-tokens 1");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  ExpectMessageHas(run.output, {"plumb: error: ", path});
+
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "not a GGUF file at all";
+  ExpectMessageHas(testing::ErrorOf([&] { TextModel::Load(out.string()); }), {path, "magic"});
+
+  // A well-formed GGUF without a tokenizer: the missing key, in that file.
+  GgufWriter().Add("general.architecture", GgufString("llama")).WriteFile(path);
+  ExpectMessageHas(testing::ErrorOf([&] { TextModel::Load(out.string()); }), {path, "tokenizer.ggml.model"});
 }
 
 TEST_F(PackCli, SameInputSameBytes) {

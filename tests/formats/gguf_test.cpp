@@ -29,6 +29,7 @@ namespace {
 
 using testing::ErrorOf;
 using testing::ExpectMessageHas;
+using testing::ExpectSameGgufValue;
 
 using testing::GgufArray;
 using testing::GgufBool;
@@ -87,76 +88,11 @@ GgufBuilder SmallBuilder() {
   return b;
 }
 
-std::uint32_t FloatBits(float f) {
-  return std::bit_cast<std::uint32_t>(f);
-}
-std::uint64_t DoubleBits(double d) {
-  return std::bit_cast<std::uint64_t>(d);
-}
-
-// Compares a value read by plumb with the value the builder wrote: same type and payload, bit for bit for
-// floats (NaNs included).
-void ExpectSameValue(const GgufValue& got, const GgufValue& want, const std::string& where) {
-  SCOPED_TRACE(where);
-  ASSERT_EQ(got.type, want.type);
-  switch (want.type) {
-    case GgufValueType::FLOAT32:
-      EXPECT_EQ(FloatBits(static_cast<float>(got.number)), FloatBits(static_cast<float>(want.number)));
-      break;
-    case GgufValueType::FLOAT64:
-      EXPECT_EQ(DoubleBits(got.number), DoubleBits(want.number));
-      break;
-    case GgufValueType::BOOL:
-      EXPECT_EQ(got.boolean, want.boolean);
-      break;
-    case GgufValueType::STRING:
-      EXPECT_EQ(got.string, want.string);
-      break;
-    case GgufValueType::ARRAY:
-      ASSERT_EQ(got.element_type, want.element_type);
-      ASSERT_EQ(got.elements.size(), want.elements.size());
-      for (std::size_t i = 0; i < want.elements.size(); ++i) {
-        ExpectSameValue(got.elements[i], want.elements[i], where + "[" + std::to_string(i) + "]");
-      }
-      break;
-    default:
-      EXPECT_EQ(got.integer, want.integer);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Round trips through the builder
 
 TEST(GgufRead, EveryValueTypeRoundTrips) {
-  const std::vector<std::pair<std::string, GgufValue>> values = {
-      {"u8", GgufUint8(255)},
-      {"i8", GgufInt8(-128)},
-      {"u16", GgufUint16(65535)},
-      {"i16", GgufInt16(-32768)},
-      {"u32", GgufUint32(0xFFFFFFFFu)},
-      {"i32", GgufInt32(std::numeric_limits<std::int32_t>::min())},
-      {"u64", GgufUint64(std::numeric_limits<std::uint64_t>::max())},
-      {"u64.above_int64", GgufUint64((std::uint64_t{1} << 63) + 7)},
-      {"i64", GgufInt64(std::numeric_limits<std::int64_t>::min())},
-      {"f32", GgufFloat32(0.1f)},
-      {"f32.nan", GgufFloat32(std::numeric_limits<float>::quiet_NaN())},
-      {"f32.denorm", GgufFloat32(std::numeric_limits<float>::denorm_min())},
-      {"f64", GgufFloat64(-1e300)},
-      {"f64.nan", GgufFloat64(-std::numeric_limits<double>::quiet_NaN())},
-      {"bool.t", GgufBool(true)},
-      {"bool.f", GgufBool(false)},
-      {"str", GgufString("hello")},
-      {"str.empty", GgufString("")},
-      {"str.binary", GgufString(std::string("a\0b\xff", 4))},
-      {"arr.empty", GgufArray(GgufValueType::UINT32, {})},
-      {"arr.str", GgufStringArray({"x", "", "yz"})},
-      {"arr.f32", GgufFloat32Array({1.5f, -0.0f})},
-      {"arr.nested3", GgufArray(GgufValueType::ARRAY,
-                                {GgufArray(GgufValueType::ARRAY, {GgufIntArray(GgufValueType::INT8, {-1}),
-                                                                  GgufArray(GgufValueType::INT8, {})}),
-                                 GgufArray(GgufValueType::ARRAY, {})})},
-      {std::string("\xff\xfe key not UTF-8"), GgufUint8(1)},
-  };
+  const std::vector<std::pair<std::string, GgufValue>> values = testing::GgufValueSamples();
   GgufBuilder builder;
   for (const auto& [key, value] : values) builder.Add(key, value);
   const GgufFile file = Parse(builder.Bytes());
@@ -164,7 +100,7 @@ TEST(GgufRead, EveryValueTypeRoundTrips) {
   ASSERT_EQ(file.metadata().size(), values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
     EXPECT_EQ(file.metadata()[i].first, values[i].first);  // file order kept
-    ExpectSameValue(file.metadata()[i].second, values[i].second, values[i].first);
+    ExpectSameGgufValue(file.metadata()[i].second, values[i].second, values[i].first);
     ASSERT_NE(file.FindValue(values[i].first), nullptr);
     EXPECT_EQ(file.FindValue(values[i].first), &file.metadata()[i].second);
   }
@@ -709,7 +645,7 @@ TEST(GgufReferenceFiles, ReadExactlyWhatGgufPyWrote) {
     for (std::size_t i = 0; i < metadata.size(); ++i) {
       const std::string key = metadata[i].at("key");
       EXPECT_EQ(file.metadata()[i].first, key);
-      ExpectSameValue(file.metadata()[i].second, ExpectedValue(metadata[i]), key);
+      ExpectSameGgufValue(file.metadata()[i].second, ExpectedValue(metadata[i]), key);
     }
 
     const nlohmann::json& tensors = want.at("tensors");

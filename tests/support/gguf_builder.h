@@ -15,12 +15,19 @@
 //
 // Data layout follows gguf-py's writer: the data section starts at the end of the tensor infos padded to
 // the alignment, and each tensor without an explicit offset starts at the previous one's end padded to the
-// alignment; the section ends padded too.
+// alignment; the section ends padded too. Values, strings and padding are encoded by the library's writer
+// functions (plumb/formats/gguf_writer.h), so a valid file built here is byte for byte what plumb::GgufWriter
+// writes (tests/formats/gguf_writer_test.cpp checks it); what this builder adds is the freedom to write
+// malformed files and the offsets of every field.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -30,90 +37,95 @@
 
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/gguf.h"
+#include "plumb/formats/gguf_writer.h"
 
 namespace plumb::testing {
 
 // ---------------------------------------------------------------------------------------------------------
-// Values (plumb::GgufValue is both what the reader returns and what the builder writes)
+// Values: the constructors of plumb/formats/gguf_writer.h (plumb::GgufValue is both what the reader returns
+// and what the builder writes)
 
-inline GgufValue GgufInteger(GgufValueType type, std::int64_t integer) {
-  GgufValue value;
-  value.type = type;
-  value.integer = integer;
-  return value;
-}
-inline GgufValue GgufUint8(std::uint8_t v) {
-  return GgufInteger(GgufValueType::UINT8, v);
-}
-inline GgufValue GgufInt8(std::int8_t v) {
-  return GgufInteger(GgufValueType::INT8, v);
-}
-inline GgufValue GgufUint16(std::uint16_t v) {
-  return GgufInteger(GgufValueType::UINT16, v);
-}
-inline GgufValue GgufInt16(std::int16_t v) {
-  return GgufInteger(GgufValueType::INT16, v);
-}
-inline GgufValue GgufUint32(std::uint32_t v) {
-  return GgufInteger(GgufValueType::UINT32, v);
-}
-inline GgufValue GgufInt32(std::int32_t v) {
-  return GgufInteger(GgufValueType::INT32, v);
-}
-inline GgufValue GgufUint64(std::uint64_t v) {
-  return GgufInteger(GgufValueType::UINT64, static_cast<std::int64_t>(v));
-}
-inline GgufValue GgufInt64(std::int64_t v) {
-  return GgufInteger(GgufValueType::INT64, v);
-}
+using plumb::GgufArray;
+using plumb::GgufBool;
+using plumb::GgufFloat32;
+using plumb::GgufFloat32Array;
+using plumb::GgufFloat64;
+using plumb::GgufInt16;
+using plumb::GgufInt32;
+using plumb::GgufInt64;
+using plumb::GgufInt8;
+using plumb::GgufIntArray;
+using plumb::GgufInteger;
+using plumb::GgufString;
+using plumb::GgufStringArray;
+using plumb::GgufUint16;
+using plumb::GgufUint32;
+using plumb::GgufUint64;
+using plumb::GgufUint8;
 
-inline GgufValue GgufFloat32(float v) {
-  GgufValue value;
-  value.type = GgufValueType::FLOAT32;
-  value.number = v;
-  return value;
-}
-inline GgufValue GgufFloat64(double v) {
-  GgufValue value;
-  value.type = GgufValueType::FLOAT64;
-  value.number = v;
-  return value;
-}
-inline GgufValue GgufBool(bool v) {
-  GgufValue value;
-  value.type = GgufValueType::BOOL;
-  value.boolean = v;
-  return value;
-}
-inline GgufValue GgufString(std::string v) {
-  GgufValue value;
-  value.type = GgufValueType::STRING;
-  value.string = std::move(v);
-  return value;
+// One value of every type, with the edge cases of each (extremes, NaN, denormal, empty and binary strings,
+// empty and nested arrays, a key that is not UTF-8): the round-trip tests of the reader and of the writer.
+inline std::vector<std::pair<std::string, GgufValue>> GgufValueSamples() {
+  return {
+      {"u8", GgufUint8(255)},
+      {"i8", GgufInt8(-128)},
+      {"u16", GgufUint16(65535)},
+      {"i16", GgufInt16(-32768)},
+      {"u32", GgufUint32(0xFFFFFFFFu)},
+      {"i32", GgufInt32(std::numeric_limits<std::int32_t>::min())},
+      {"u64", GgufUint64(std::numeric_limits<std::uint64_t>::max())},
+      {"u64.above_int64", GgufUint64((std::uint64_t{1} << 63) + 7)},
+      {"i64", GgufInt64(std::numeric_limits<std::int64_t>::min())},
+      {"f32", GgufFloat32(0.1f)},
+      {"f32.nan", GgufFloat32(std::numeric_limits<float>::quiet_NaN())},
+      {"f32.denorm", GgufFloat32(std::numeric_limits<float>::denorm_min())},
+      {"f64", GgufFloat64(-1e300)},
+      {"f64.nan", GgufFloat64(-std::numeric_limits<double>::quiet_NaN())},
+      {"bool.t", GgufBool(true)},
+      {"bool.f", GgufBool(false)},
+      {"str", GgufString("hello")},
+      {"str.empty", GgufString("")},
+      {"str.binary", GgufString(std::string("a\0b\xff", 4))},
+      {"arr.empty", GgufArray(GgufValueType::UINT32, {})},
+      {"arr.str", GgufStringArray({"x", "", "yz"})},
+      {"arr.f32", GgufFloat32Array({1.5f, -0.0f})},
+      {"arr.nested3", GgufArray(GgufValueType::ARRAY,
+                                {GgufArray(GgufValueType::ARRAY, {GgufIntArray(GgufValueType::INT8, {-1}),
+                                                                  GgufArray(GgufValueType::INT8, {})}),
+                                 GgufArray(GgufValueType::ARRAY, {})})},
+      {std::string("\xff\xfe key not UTF-8"), GgufUint8(1)},
+  };
 }
 
-// An array whose elements are all written as `element_type` (each element's own `type` is ignored).
-inline GgufValue GgufArray(GgufValueType element_type, std::vector<GgufValue> elements) {
-  GgufValue value;
-  value.type = GgufValueType::ARRAY;
-  value.element_type = element_type;
-  value.elements = std::move(elements);
-  return value;
-}
-inline GgufValue GgufStringArray(const std::vector<std::string>& strings) {
-  std::vector<GgufValue> elements;
-  for (const std::string& s : strings) elements.push_back(GgufString(s));
-  return GgufArray(GgufValueType::STRING, std::move(elements));
-}
-inline GgufValue GgufIntArray(GgufValueType element_type, const std::vector<std::int64_t>& integers) {
-  std::vector<GgufValue> elements;
-  for (const std::int64_t v : integers) elements.push_back(GgufInteger(element_type, v));
-  return GgufArray(element_type, std::move(elements));
-}
-inline GgufValue GgufFloat32Array(const std::vector<float>& numbers) {
-  std::vector<GgufValue> elements;
-  for (const float v : numbers) elements.push_back(GgufFloat32(v));
-  return GgufArray(GgufValueType::FLOAT32, std::move(elements));
+// Compares a value read by plumb with the value written: same type and payload, bit for bit for floats
+// (NaNs included).
+inline void ExpectSameGgufValue(const GgufValue& got, const GgufValue& want, const std::string& where) {
+  SCOPED_TRACE(where);
+  ASSERT_EQ(got.type, want.type);
+  switch (want.type) {
+    case GgufValueType::FLOAT32:
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(static_cast<float>(got.number)),
+                std::bit_cast<std::uint32_t>(static_cast<float>(want.number)));
+      break;
+    case GgufValueType::FLOAT64:
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(got.number), std::bit_cast<std::uint64_t>(want.number));
+      break;
+    case GgufValueType::BOOL:
+      EXPECT_EQ(got.boolean, want.boolean);
+      break;
+    case GgufValueType::STRING:
+      EXPECT_EQ(got.string, want.string);
+      break;
+    case GgufValueType::ARRAY:
+      ASSERT_EQ(got.element_type, want.element_type);
+      ASSERT_EQ(got.elements.size(), want.elements.size());
+      for (std::size_t i = 0; i < want.elements.size(); ++i) {
+        ExpectSameGgufValue(got.elements[i], want.elements[i], where + "[" + std::to_string(i) + "]");
+      }
+      break;
+    default:
+      EXPECT_EQ(got.integer, want.integer);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -243,27 +255,20 @@ class GgufBuilder {
 
   GgufImage Build() const {
     GgufImage image;
-    Writer out{image.bytes};
-    image.at.magic_at = out.Here();
-    out.Bytes("GGUF", 4);
-    image.at.version_at = out.Here();
-    out.U32(version_);
-    image.at.tensor_count_at = out.Here();
-    out.U64(tensors_.size());
-    image.at.kv_count_at = out.Here();
-    out.U64(kvs_.size());
+    std::vector<std::uint8_t>& out = image.bytes;
+    GgufAppendHeader(out, version_, tensors_.size(), kvs_.size());  // fields at GgufLayout's defaults
 
     for (const Kv& kv : kvs_) {
       GgufLayout::Kv& at = image.at.kvs.emplace_back();
-      at.key_at = out.Here();
-      out.String(kv.key);
-      at.type_at = out.Here();
-      out.U32(kv.type_id);
-      at.value_at = out.Here();
+      at.key_at = out.size();
+      GgufAppendString(out, kv.key);
+      at.type_at = out.size();
+      GgufAppendU32(out, kv.type_id);
+      at.value_at = out.size();
       if (kv.value) {
-        WriteValue(out, kv.value->type, *kv.value);
+        GgufAppendValue(out, kv.value->type, *kv.value);
       } else {
-        out.Bytes(kv.raw.data(), kv.raw.size());
+        out.insert(out.end(), kv.raw.begin(), kv.raw.end());
       }
     }
 
@@ -281,19 +286,19 @@ class GgufBuilder {
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const GgufTensorSpec& t = tensors_[i];
       GgufLayout::Tensor& at = image.at.tensors.emplace_back();
-      at.name_at = out.Here();
-      out.String(t.name);
-      at.n_dims_at = out.Here();
-      out.U32(static_cast<std::uint32_t>(t.dims.size()));
-      at.dims_at = out.Here();
-      for (const std::uint64_t d : t.dims) out.U64(d);
-      at.type_at = out.Here();
-      out.U32(t.type_id);
-      at.offset_at = out.Here();
-      out.U64(offsets[i]);
+      at.name_at = out.size();
+      GgufAppendString(out, t.name);
+      at.n_dims_at = out.size();
+      GgufAppendU32(out, static_cast<std::uint32_t>(t.dims.size()));
+      at.dims_at = out.size();
+      for (const std::uint64_t d : t.dims) GgufAppendU64(out, d);
+      at.type_at = out.size();
+      GgufAppendU32(out, t.type_id);
+      at.offset_at = out.size();
+      GgufAppendU64(out, offsets[i]);
     }
-    image.at.infos_end = out.Here();
-    image.at.data_offset = Pad(out.Here());
+    image.at.infos_end = out.size();
+    image.at.data_offset = Pad(out.size());
     image.bytes.resize(static_cast<std::size_t>(image.at.data_offset + data_size), 0);
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const std::vector<std::uint8_t>& data = tensors_[i].data;
@@ -315,58 +320,7 @@ class GgufBuilder {
     std::optional<GgufValue> value;  // Add: the value
   };
 
-  struct Writer {
-    std::vector<std::uint8_t>& bytes;
-    std::uint64_t Here() const { return bytes.size(); }
-    void Bytes(const void* p, std::size_t n) {
-      const auto* b = static_cast<const std::uint8_t*>(p);
-      bytes.insert(bytes.end(), b, b + n);
-    }
-    template <typename T>
-    void Scalar(T v) {
-      Bytes(&v, sizeof v);  // little-endian host
-    }
-    void U32(std::uint32_t v) { Scalar(v); }
-    void U64(std::uint64_t v) { Scalar(v); }
-    void String(const std::string& s) {
-      U64(s.size());
-      Bytes(s.data(), s.size());
-    }
-  };
-
-  std::uint64_t Pad(std::uint64_t n) const {
-    return layout_alignment_ == 0 ? n : (n + layout_alignment_ - 1) / layout_alignment_ * layout_alignment_;
-  }
-
-  static void WriteValue(Writer& out, GgufValueType type, const GgufValue& v) {
-    switch (type) {
-      case GgufValueType::UINT8:
-      case GgufValueType::INT8:
-        return out.Scalar(static_cast<std::uint8_t>(v.integer));
-      case GgufValueType::UINT16:
-      case GgufValueType::INT16:
-        return out.Scalar(static_cast<std::uint16_t>(v.integer));
-      case GgufValueType::UINT32:
-      case GgufValueType::INT32:
-        return out.Scalar(static_cast<std::uint32_t>(v.integer));
-      case GgufValueType::UINT64:
-      case GgufValueType::INT64:
-        return out.Scalar(static_cast<std::uint64_t>(v.integer));
-      case GgufValueType::FLOAT32:
-        return out.Scalar(static_cast<float>(v.number));
-      case GgufValueType::FLOAT64:
-        return out.Scalar(v.number);
-      case GgufValueType::BOOL:
-        return out.Scalar(static_cast<std::uint8_t>(v.boolean ? 1 : 0));
-      case GgufValueType::STRING:
-        return out.String(v.string);
-      case GgufValueType::ARRAY:
-        out.U32(static_cast<std::uint32_t>(v.element_type));
-        out.U64(v.elements.size());
-        for (const GgufValue& e : v.elements) WriteValue(out, v.element_type, e);
-        return;
-    }
-  }
+  std::uint64_t Pad(std::uint64_t n) const { return GgufAlignUp(n, layout_alignment_); }
 
   std::uint32_t version_ = 3;
   std::uint64_t layout_alignment_ = 32;

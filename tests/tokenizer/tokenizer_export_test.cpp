@@ -1,16 +1,19 @@
 // ExportTokenizerJson: a byte-level tokenizer written as tokenizer.json + tokenizer_config.json and read back
 // by Tokenizer::FromTokenizerJson must encode the committed corpus exactly as the oracle (HF tokenizers)
 // does, and describe the same tokenizer: SmolLM2's GGUF vocabulary (models/, as tokenizer_gguf_test uses it)
-// under each of the four pre-tokenizers, and the small HF fixtures exported again. SentencePiece is refused.
+// under each of the four pre-tokenizers, and the small HF fixtures exported again. SentencePiece is refused
+// there, and exported instead as a vocab-only tokenizer.gguf that must encode the corpus as sentencepiece.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "plumb/formats/gguf.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/tokenizer/tokenizer_export.h"
+#include "support/gguf_builder.h"
 #include "tokenizer/tokenizer_fixtures.h"
 
 namespace plumb {
@@ -125,16 +128,87 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureExport,
                          });
 
 TEST(TokenizerExport, RefusesWhatTokenizerJsonCannotSay) {
+  // A SentencePiece spec has no exact tokenizer.json (merge ranks cannot say merge-by-score): refused, and
+  // the message points at the file that can hold it.
   const Tokenizer spm = Tokenizer::FromGguf(GgufFile::Open(TokenizerFixture("spm-tiny.gguf")));
   const std::string message = ErrorOf([&] { ExportTokenizerJson(spm.spec()); });
   EXPECT_NE(message.find("SentencePiece"), std::string::npos) << message;
   EXPECT_NE(message.find("'llama'"), std::string::npos) << message;
+  EXPECT_NE(message.find("ExportTokenizerGguf"), std::string::npos) << message;
 
   TokenizerSpec spec = Tokenizer::FromTokenizerJson(TokenizerFixture("bpe-tiny/tokenizer.json")).spec();
   spec.token_types[7] = kTokenUnused;
   const std::string unused = ErrorOf([&] { ExportTokenizerJson(spec); });
   EXPECT_NE(unused.find("token 7"), std::string::npos) << unused;
   EXPECT_NE(unused.find("unused"), std::string::npos) << unused;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// tokenizer.gguf: a SentencePiece tokenizer travels as its GGUF keys
+
+// Every key ExportTokenizerGguf copies, with the value the source holds.
+void ExpectTokenizerKeysCopied(const GgufFile& source, const GgufFile& copy) {
+  EXPECT_TRUE(copy.tensors().empty());
+  std::size_t copied = 0;
+  for (const auto& [key, value] : source.metadata()) {
+    if (!key.starts_with("tokenizer.") && key != "general.architecture" && key != "general.name") continue;
+    ++copied;
+    ASSERT_TRUE(copy.Has(key)) << key;
+    testing::ExpectSameGgufValue(*copy.FindValue(key), value, key);
+  }
+  EXPECT_EQ(copy.metadata().size(), copied);  // nothing else
+}
+
+TEST(TokenizerGgufExport, SentencePieceBecomesTokenizerGgufThatEncodesLikeSentencePiece) {
+  const GgufFile source = GgufFile::Open(TokenizerFixture("spm-tiny.gguf"));
+  const std::vector<TokenizerFile> files = ExportGgufTokenizer(source);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].name, "tokenizer.gguf");
+  EXPECT_EQ(files[1].name, "tokenizer_config.json");
+  const std::vector<std::uint8_t> bytes(files[0].contents.begin(), files[0].contents.end());
+  const GgufFile copy = GgufFile::FromBytes(bytes, "tokenizer.gguf");
+  EXPECT_EQ(copy.GetString("general.architecture"), "llama");
+  ExpectTokenizerKeysCopied(source, copy);
+
+  const Tokenizer original = Tokenizer::FromGguf(source);
+  const Tokenizer reloaded = Tokenizer::FromGguf(copy);
+  ExpectSameTokenizer(original.spec(), reloaded.spec());
+  EXPECT_EQ(reloaded.spec().scores, original.spec().scores);
+  EXPECT_EQ(reloaded.spec().add_space_prefix, original.spec().add_space_prefix);
+  testing::ExpectOracleIds(reloaded, ReadJsonFile(TokenizerFixture("expected-spm.json")), LoadCorpus());
+  testing::ExpectRoundTripAndStreaming(reloaded, LoadCorpus());
+
+  const nlohmann::json config = nlohmann::json::parse(files[1].contents);
+  EXPECT_EQ(config.at("bos_token"), original.spec().tokens[original.bos_id()]);
+  EXPECT_EQ(config.at("eos_token"), original.spec().tokens[original.eos_id()]);
+  EXPECT_EQ(config.at("add_bos_token"), original.add_bos());
+  EXPECT_FALSE(config.contains("tokenizer_class"));  // no Hugging Face class reads tokenizer.gguf
+}
+
+// ExportTokenizerGguf copies whatever tokenizer it is given: SmolLM2's byte-level one (49152 tokens, 48900
+// merges, a chat template) reads back identically too, although plumb pack writes tokenizer.json for it.
+TEST(TokenizerGgufExport, AnyTokenizerModelCopiesExactly) {
+  ASSERT_TRUE(fs::exists(kSmolLmPath)) << kSmolLmPath << " is missing (scripts/fetch-model)";
+  const GgufFile source = GgufFile::Open(kSmolLmPath);
+  const std::vector<std::uint8_t> bytes = ExportTokenizerGguf(source);
+  const GgufFile copy = GgufFile::FromBytes(bytes, "tokenizer.gguf");
+  ExpectTokenizerKeysCopied(source, copy);
+  const Tokenizer original = Tokenizer::FromGguf(source);
+  ExpectSameTokenizer(original.spec(), Tokenizer::FromGguf(copy).spec());
+  EXPECT_FALSE(original.chat_template().empty());
+
+  const std::vector<TokenizerFile> files = ExportGgufTokenizer(source);  // byte-level: tokenizer.json
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].name, "tokenizer.json");
+  EXPECT_EQ(files[1].name, "tokenizer_config.json");
+}
+
+TEST(TokenizerGgufExport, ASourceWithoutATokenizerIsAnError) {
+  const GgufFile model =
+      GgufFile::Open(std::string(PLUMB_SOURCE_DIR) + "/fixtures/tiny-llama/model.f32.gguf");
+  const std::string message = ErrorOf([&] { ExportTokenizerGguf(model); });
+  EXPECT_NE(message.find("model.f32.gguf"), std::string::npos) << message;
+  EXPECT_NE(message.find("tokenizer.ggml.model"), std::string::npos) << message;
 }
 
 }  // namespace

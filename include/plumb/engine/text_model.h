@@ -18,7 +18,8 @@ struct TextModel {
   std::optional<Tokenizer> tokenizer;
 
   // *.gguf: weights, tokenizer and chat template from the one file. A directory or .safetensors file:
-  // weights as Model::Load reads them, tokenizer from tokenizer.json beside them (if present).
+  // weights as Model::Load reads them, tokenizer (and chat template) from tokenizer.gguf beside them if
+  // present (a packed SentencePiece tokenizer; preferred), else from tokenizer.json (if present).
   static TextModel Load(const std::string& path);
 
   // The tokenizer, or a plumb::Error saying that `what` needs one and this model has none.
