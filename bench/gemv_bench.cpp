@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
   const int shapes[][2] = {{4096, 14336}, {14336, 4096}, {128, 4096}};
   for (const auto& shape : shapes) {
     for (const Kind& kind : kinds) {
-      for (RowDotIsa isa : {RowDotIsa::kAvx2, RowDotIsa::kScalar}) {
+      for (RowDotIsa isa : {RowDotIsa::kAvx512, RowDotIsa::kAvx2, RowDotIsa::kScalar}) {
         for (int threads : thread_counts) {
           const std::string name = "Gemv/" + kind.name + "/" + std::to_string(shape[0]) + "x" +
                                    std::to_string(shape[1]) + "/" + plumb::kernels::RowDotIsaName(isa) +

@@ -281,9 +281,7 @@ TEST(PackedRowDots, RejectsGgmlMatricesAndRowsOutsideTheMatrix) {
 class PackedRowDotsIsa : public ::testing::TestWithParam<RowDotIsa> {
  protected:
   void SetUp() override {
-    if (!kernels::RowDotIsaSupported(GetParam())) {
-      GTEST_SKIP() << kernels::RowDotIsaName(GetParam()) << " is not available on this CPU or build";
-    }
+    PLUMB_REQUIRE_ISA(GetParam());
     previous_ = kernels::ActiveRowDotIsa();
     kernels::SetRowDotIsa(GetParam());
   }

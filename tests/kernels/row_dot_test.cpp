@@ -139,9 +139,7 @@ class RowDotTest : public ::testing::TestWithParam<std::tuple<RowDotIsa, GgmlTyp
  protected:
   void SetUp() override {
     const RowDotIsa isa = std::get<0>(GetParam());
-    if (!kernels::RowDotIsaSupported(isa)) {
-      GTEST_SKIP() << kernels::RowDotIsaName(isa) << " is not available on this CPU or build";
-    }
+    PLUMB_REQUIRE_ISA(isa);
     previous_ = kernels::ActiveRowDotIsa();
     kernels::SetRowDotIsa(isa);
   }
