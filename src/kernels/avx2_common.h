@@ -34,6 +34,13 @@ inline std::uint16_t ReadU16(const std::uint8_t* p) {
   return value;
 }
 
+// A 32-bit little-endian value at any alignment.
+inline std::uint32_t ReadU32(const std::uint8_t* p) {
+  std::uint32_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
 // scalar::Dot's reduction tree over its eight lanes (kernels/scalar.h).
 inline float ReduceLanes(const float* lane) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));

@@ -92,11 +92,8 @@ PLUMB_AVX2 inline bool CanScaleX(const float* x, int n) {
   return ok;
 }
 
-inline std::uint32_t ReadU32(const std::uint8_t* p) {
-  std::uint32_t value;
-  std::memcpy(&value, p, sizeof value);  // little-endian, as the layout: column c at bits 4c..4c+3
-  return value;
-}
+// Little-endian, as the layout: column c at bits 4c..4c+3 of a row's 32-bit word c / 8.
+using avx2_common::ReadU32;
 
 // A group's parameters as vectors, and the decoding of 8 columns from their 32-bit word (nibble i is column
 // i of the 8, at bits 4i..4i+3). Every step is exact (4-bit codes, 11-bit scales) but the f16-zero scheme's

@@ -28,8 +28,9 @@ using avx2_common::Prefetch;
 using avx2_common::ReadU16;
 using avx2_common::ReduceLanes;
 
+// The FP16 at p, in all 8 lanes: a broadcast load and one conversion.
 PLUMB_AVX512 inline __m256 HalfScale(const std::uint8_t* p) {
-  return _mm256_set1_ps(_cvtsh_ss(ReadU16(p)));
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(ReadU16(p))));
 }
 
 // table(n) for the 16 codes n: lo holds n = 0..7, hi n = 8..15.
@@ -50,8 +51,10 @@ struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
 struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
   static constexpr int kBytes = 20, kCodes = 4;
   PLUMB_AVX512 static Table16 MakeTable(const std::uint8_t* b) {
-    const __m256 d = HalfScale(b);
-    const __m256 m = HalfScale(b + 2);
+    // d and m converted together: [d, m, 0, 0], then each broadcast.
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(avx2_common::ReadU32(b))));
+    const __m256 d = _mm256_broadcastss_ps(dm);
+    const __m256 m = _mm256_permutexvar_ps(_mm256_set1_epi32(1), _mm256_castps128_ps256(dm));
     return {_mm256_add_ps(_mm256_mul_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), d), m),
             _mm256_add_ps(_mm256_mul_ps(_mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15), d), m)};
   }
