@@ -64,29 +64,36 @@ struct Table16 {
   }
 };
 
-// Group j (0..7) of 8 groups' parameters as the definition's 16 weights (formats/int4.h).
+// The float scales and zero points of 8 consecutive groups of one row, kept in memory so that each group's
+// value reaches a vector as a broadcast load, not a permute (one op fewer per group and row).
 template <Int4Scheme S>
-PLUMB_AVX512 inline Table16 Int4Table(const Int4Groups8<S>& params, int j) {
-  const __m256i index = _mm256_set1_epi32(j);
-  const __m256 s = _mm256_permutevar8x32_ps(params.scales, index);
-  if constexpr (S == Int4Scheme::kSymmetric) {
-    // q = the nibble as two's complement: n = 0..7 is q = n, n = 8..15 is q = n − 16.
-    return {_mm256_mul_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), s),
-            _mm256_mul_ps(_mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1), s)};
-  } else {
-    // kAsymmetric: zeros_f = float(z), and float(n) − float(z) == float(n − z) (exact small integers).
-    const __m256 z = _mm256_permutevar8x32_ps(params.zeros_f, index);
-    return {_mm256_mul_ps(_mm256_sub_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), z), s),
-            _mm256_mul_ps(_mm256_sub_ps(_mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15), z), s)};
-  }
-}
+struct Int4Params8 {
+  alignas(32) float scale[8];
+  alignas(32) float zero[8];  // float(z): kAsymmetric's nibble, exactly, or kAsymmetricF16Zero's FP16
 
-template <Int4Scheme S>
-PLUMB_AVX512 inline void LoadGroups8(Int4Groups8<S>& params, const WeightMatrix& W, int r, int g8, int groups,
-                                     std::size_t zero_row) {
-  params.LoadExact(W, r, g8, groups, zero_row);
-  if constexpr (S == Int4Scheme::kAsymmetric) params.zeros_f = _mm256_cvtepi32_ps(params.zeros);
-}
+  PLUMB_AVX512 void Load(const WeightMatrix& W, int r, int g8, int groups, std::size_t zero_row) {
+    Int4Groups8<S> params;
+    params.LoadExact(W, r, g8, groups, zero_row);
+    _mm256_store_ps(scale, params.scales);
+    if constexpr (S == Int4Scheme::kAsymmetric) _mm256_store_ps(zero, _mm256_cvtepi32_ps(params.zeros));
+    if constexpr (S == Int4Scheme::kAsymmetricF16Zero) _mm256_store_ps(zero, params.zeros_f);
+  }
+
+  // Group j (0..7) as the definition's 16 weights (formats/int4.h), by its own expressions.
+  PLUMB_AVX512 Table16 Table(int j) const {
+    const __m256 s = _mm256_set1_ps(scale[j]);
+    if constexpr (S == Int4Scheme::kSymmetric) {
+      // q = the nibble as two's complement: n = 0..7 is q = n, n = 8..15 is q = n − 16.
+      return {_mm256_mul_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), s),
+              _mm256_mul_ps(_mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1), s)};
+    } else {
+      // kAsymmetric: float(n) − float(z) == float(n − z), both exact small integers.
+      const __m256 z = _mm256_set1_ps(zero[j]);
+      return {_mm256_mul_ps(_mm256_sub_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), z), s),
+              _mm256_mul_ps(_mm256_sub_ps(_mm256_setr_ps(8, 9, 10, 11, 12, 13, 14, 15), z), s)};
+    }
+  }
+};
 
 template <Int4Scheme S, int R>
 PLUMB_AVX512 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
@@ -102,13 +109,13 @@ PLUMB_AVX512 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float*
     acc[r] = _mm256_setzero_ps();
   }
   for (int g8 = 0; g8 * G < full; g8 += 8) {
-    Int4Groups8<S> params[R];
-    for (int r = 0; r < R; ++r) LoadGroups8(params[r], W, r0 + r, g8, groups, zero_row);
+    Int4Params8<S> params[R];
+    for (int r = 0; r < R; ++r) params[r].Load(W, r0 + r, g8, groups, zero_row);
     for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
       Table16 table[R];
       const int begin = (g8 + j) * G;
       for (int r = 0; r < R; ++r) {
-        table[r] = Int4Table(params[r], j);
+        table[r] = params[r].Table(j);
         Prefetch(row[r], R * W.row_bytes + begin / 2);
       }
       const int end = begin + G < full ? begin + G : full;
