@@ -13,8 +13,9 @@
 // Shapes: 4096 × 14336 and 14336 × 4096 (a Llama-3-8B MLP projection and its transpose): 58.7 M weights,
 // 29 MB at INT4 and 235 MB at FP32, ≫ the last-level cache, so every call reads W from DRAM. And 128 × 4096,
 // which stays in cache (0.25 MB at INT4 to 2 MB at FP32): the kernel's own speed, with memory out of the way.
-// <isa> is the RowDot / PackedRowDots variant (kernels/row_dot.h): avx2, and scalar (the definition) for a
-// side-by-side; FP32 GEMV is OpenMP over scalar::GemvRows either way.
+// <isa> is the RowDot / PackedRowDots variant (kernels/row_dot.h): avx512 (skipped with an error on a CPU
+// without it), avx2, and scalar (the definition) for a side-by-side; FP32 GEMV is OpenMP over
+// scalar::GemvRows either way.
 //
 //   cmake --build build --target gemv_bench
 //   build/gemv_bench --benchmark_filter='Gemv|StreamRead' --benchmark_min_time=1
@@ -296,7 +297,7 @@ int main(int argc, char** argv) {
   const int shapes[][2] = {{4096, 14336}, {14336, 4096}, {128, 4096}};
   for (const auto& shape : shapes) {
     for (const Kind& kind : kinds) {
-      for (RowDotIsa isa : {RowDotIsa::kAvx2, RowDotIsa::kScalar}) {
+      for (RowDotIsa isa : {RowDotIsa::kAvx512, RowDotIsa::kAvx2, RowDotIsa::kScalar}) {
         for (int threads : thread_counts) {
           const std::string name = "Gemv/" + kind.name + "/" + std::to_string(shape[0]) + "x" +
                                    std::to_string(shape[1]) + "/" + plumb::kernels::RowDotIsaName(isa) +

@@ -1,5 +1,5 @@
 // RowDot over every row of a GGUF weight matrix W [rows, k]: a GEMV y = W·x straight from the stored blocks,
-// one thread, for each type, with the scalar definition and the AVX2 variant in the same run.
+// one thread, for each type, with the scalar definition and the AVX2 and AVX-512 variants in the same run.
 //   1536 × 576:   SmolLM2-135M's MLP up/gate projection (Q4_1 in the default model), fits in L2/L3
 //   49152 × 576:  its token embedding / output projection (Q8_0), tens of MB: read from DRAM
 // Two loops per case: "RowDot" calls RowDot once per row (the checked, one-row entry point); "RowDots"
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     for (GgmlType type : types) {
       // K-quants have 256-element blocks: 576 is not a multiple, so they run at k = 512.
       const std::int64_t k = plumb::GgmlTraits(type).block_elements == 256 ? 512 : shape[1];
-      for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2}) {
+      for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512}) {
         for (Loop loop : {Loop::kRowDot, Loop::kRowDots}) {
           const std::string name = std::string(loop == Loop::kRowDot ? "RowDot/" : "RowDots/") +
                                    std::string(plumb::GgmlTypeName(type)) + "/" + std::to_string(shape[0]) +

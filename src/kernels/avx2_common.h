@@ -1,6 +1,7 @@
-// Building blocks shared by the AVX2 kernels (row_dot_avx2.cpp, packed_dot_avx2.cpp). Internal to
-// src/kernels/; x86-64 only. The build is baseline x86-64, so every function that uses AVX2 or F16C carries
-// PLUMB_AVX2 and is reached only after the run-time check (RowDotIsaSupported).
+// Building blocks shared by the AVX2 kernels (row_dot_avx2.cpp, packed_dot_avx2.cpp) and the AVX-512 ones
+// (row_dot_avx512.cpp, packed_dot_avx512.cpp). Internal to src/kernels/; x86-64 only. The build is baseline
+// x86-64, so every function that uses AVX2 or F16C carries PLUMB_AVX2 (AVX-512: PLUMB_AVX512) and is
+// reached only after the run-time check (RowDotIsaSupported).
 #pragma once
 
 #if defined(__x86_64__)
@@ -11,6 +12,10 @@
 #include <cstring>
 
 #define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
+// The AVX-512 kernels (row_dot_avx512.cpp, packed_dot_avx512.cpp) use 256-bit vectors with AVX-512VL's
+// instructions (two-table permutes, 32 registers) and call the AVX2 building blocks, so their target is a
+// superset of PLUMB_AVX2's; reached only when RowDotIsaSupported(kAvx512).
+#define PLUMB_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl")))
 
 namespace plumb::kernels::avx2_common {
 
@@ -25,6 +30,13 @@ inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
 // A 16-bit little-endian value (FP16 scale, zero point) at any alignment; x86 is little-endian too.
 inline std::uint16_t ReadU16(const std::uint8_t* p) {
   std::uint16_t value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// A 32-bit little-endian value at any alignment.
+inline std::uint32_t ReadU32(const std::uint8_t* p) {
+  std::uint32_t value;
   std::memcpy(&value, p, sizeof value);
   return value;
 }

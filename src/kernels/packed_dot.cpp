@@ -59,7 +59,9 @@ void CheckArgs(const char* what, const WeightMatrix& W, int row_begin, int row_e
 void DecodePackedRow(const WeightMatrix& W, int r, float* out) {
   CheckArgs("DecodePackedRow", W, r, r + 1);
 #if defined(__x86_64__)
-  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::DecodePackedRow(W, r, out);
+  // AVX-512 decodes as AVX2 does: a GEMM tile's rows are written once and read many times.
+  const RowDotIsa isa = ActiveRowDotIsa();
+  if (isa == RowDotIsa::kAvx2 || isa == RowDotIsa::kAvx512) return avx2::DecodePackedRow(W, r, out);
 #endif
   for (int c0 = 0; c0 < W.cols; c0 += kChunk) DecodeChunk(W, r, c0, std::min(kChunk, W.cols - c0), out + c0);
 }
@@ -70,6 +72,8 @@ void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const floa
 #if defined(__x86_64__)
     case RowDotIsa::kAvx2:
       return avx2::PackedRowDots(W, row_begin, row_end, x, y);
+    case RowDotIsa::kAvx512:
+      return avx512::PackedRowDots(W, row_begin, row_end, x, y);
 #endif
 #if defined(__aarch64__)
     case RowDotIsa::kNeon:

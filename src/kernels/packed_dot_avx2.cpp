@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "avx2_common.h"
+#include "packed_dot_avx2.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::avx2 {
@@ -45,16 +46,11 @@ constexpr int kRows = 4;
 using avx2_common::Prefetch;
 using avx2_common::ReadU16;
 using avx2_common::ReduceLanes;
-
-// The eight lanes of acc, plus columns [full, cols) of the row added lane by lane (w(c) gives the weight),
-// reduced: scalar::Dot's tail and reduction.
-template <class Weight>
-PLUMB_AVX2 float Finish(__m256 acc, int full, int cols, const float* x, Weight w) {
-  alignas(32) float lane[8];
-  _mm256_store_ps(lane, acc);
-  for (int c = full; c < cols; ++c) lane[c - full] += w(c) * x[c];
-  return ReduceLanes(lane);
-}
+using avx2_packed::CanScaleX;
+using avx2_packed::Finish;
+using avx2_packed::Int4Group;
+using avx2_packed::Int4Groups8;
+using avx2_packed::Int4Weight;
 
 // ---- FP8 --------------------------------------------------------------------------------------------
 
@@ -77,20 +73,13 @@ PLUMB_AVX2 inline Halves Fp8ToHalf(const std::uint8_t* p) {
   }
 }
 
-// All-ones bytes where the 32 E4M3 codes at p are NaN (S.1111.111), zero elsewhere.
-PLUMB_AVX2 inline __m256i E4M3NanCodes(const std::uint8_t* p) {
-  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, _mm256_set1_epi8(static_cast<char>(0x80))),
-                           _mm256_set1_epi8(static_cast<char>(0xFF)));
-}
-
 // kScaleX: E4M3 with x pre-multiplied by 2^8 (see the top of the file); otherwise E4M3 weights are
 // multiplied by 2^8 themselves. E5M2 ignores it.
 //
 // E4M3 NaN codes: the definition's dot of a row holding one is NaN whatever x is (NaN · x is NaN, and a NaN
 // lane makes the sum NaN). So the vector loop decodes them as finite values, notes per row whether it met
-// one (a byte compare over 32 codes at a time, cheaper than patching each decoded weight), and the row's
-// result is then NaN. Columns past the last multiple of 32 go through the decode table, which has the NaNs.
+// one (E4M3NanTracker, cheaper than patching each decoded weight), and the row's result is then NaN.
+// Columns past the last multiple of 32 go through the decode table, which has the NaNs.
 template <Fp8Format F, bool kScaleX, int R>
 PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
   constexpr bool kE4M3 = F == Fp8Format::kE4M3;
@@ -98,11 +87,11 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
   const __m256 two8 = _mm256_set1_ps(256.0f);
   const std::uint8_t* row[R];
   __m256 acc[R];
-  __m256i nan[R];
+  avx2_packed::E4M3NanTracker nan[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
     acc[r] = _mm256_setzero_ps();
-    nan[r] = _mm256_setzero_si256();
+    nan[r].Reset();
   }
   const int full32 = cols - cols % 32;
   for (int c = 0; c < full32; c += 32) {
@@ -113,7 +102,7 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
     }
     for (int r = 0; r < R; ++r) {
       if (c % 64 == 0) Prefetch(row[r], R * W.row_bytes + c);
-      if constexpr (kE4M3) nan[r] = _mm256_or_si256(nan[r], E4M3NanCodes(row[r] + c));
+      if constexpr (kE4M3) nan[r].Add(row[r] + c);
       for (int h = 0; h < 2; ++h) {
         const Halves half = Fp8ToHalf<F>(row[r] + c + 16 * h);
         __m256 w0 = _mm256_cvtph_ps(half.lo);
@@ -127,144 +116,13 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
       }
     }
   }
-  // Up to three more whole vectors, then the tail, through the decode table (exact values, NaNs included).
-  const float* table = Fp8DecodeTable(F);
-  const int full = cols - cols % 8;
   for (int r = 0; r < R; ++r) {
-    for (int c = full32; c < full; c += 8) {
-      alignas(32) float w[8];
-      for (int j = 0; j < 8; ++j) w[j] = table[row[r][c + j]];
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_load_ps(w), _mm256_loadu_ps(x + c)));
-    }
-    const std::uint8_t* codes = row[r];
-    float dot = Finish(acc[r], full, cols, x, [&](int c) { return table[codes[c]]; });
-    if (kE4M3 && !_mm256_testz_si256(nan[r], nan[r])) dot = table[0x7F];  // NaN, as the definition gives
-    y[r0 + r] = W.fp8_scales[W.fp8_per_row ? r0 + r : 0] * dot;
+    const bool has_nan = kE4M3 && nan[r].Any();
+    y[r0 + r] = avx2_packed::Fp8Finish(W, F, r0 + r, acc[r], full32, has_nan, x);
   }
-}
-
-// True when 2^8·x[i] is exact for every i: no finite element of magnitude 2^120 or more.
-PLUMB_AVX2 bool CanScaleX(const float* x, int n) {
-  const __m256 limit = _mm256_set1_ps(0x1p120f);
-  const __m256 inf = _mm256_set1_ps(__builtin_inff());
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 bad = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask);
-    bad = _mm256_or_ps(bad,
-                       _mm256_and_ps(_mm256_cmp_ps(a, limit, _CMP_GE_OQ), _mm256_cmp_ps(a, inf, _CMP_LT_OQ)));
-  }
-  bool ok = _mm256_movemask_ps(bad) == 0;
-  for (; i < n; ++i) {
-    const float a = __builtin_fabsf(x[i]);
-    ok = ok && !(a >= 0x1p120f && a < __builtin_inff());
-  }
-  return ok;
 }
 
 // ---- INT4 -------------------------------------------------------------------------------------------
-
-inline std::uint32_t ReadU32(const std::uint8_t* p) {
-  std::uint32_t value;
-  std::memcpy(&value, p, sizeof value);  // little-endian, as the layout: column c at bits 4c..4c+3
-  return value;
-}
-
-// A group's parameters as vectors, and the decoding of 8 columns from their 32-bit word (nibble i is column
-// i of the 8, at bits 4i..4i+3). Every step is exact (4-bit codes, 11-bit scales) but the f16-zero scheme's
-// subtraction, which is done as the definition does it; so the weights are the definition's to the bit.
-template <Int4Scheme S>
-struct Int4Group {
-  __m256 scale{};   // sym: s·2^-28 (see Decode); else s
-  __m256i zero{};   // kAsymmetric
-  __m256 zero_f{};  // kAsymmetricF16Zero
-
-  PLUMB_AVX2 __m256 Decode(const std::uint8_t* p) const {
-    const __m256i w = _mm256_set1_epi32(static_cast<int>(ReadU32(p)));
-    if constexpr (S == Int4Scheme::kSymmetric) {
-      // Nibble i to the top of lane i and masked: the two's-complement q·2^28, converted exactly; the 2^-28
-      // is in the scale (exact: s ≥ 2^-24), so the product is float(q)·s. (A mask instead of an arithmetic
-      // shift back: shifts have fewer ports.)
-      const __m256i top = _mm256_sllv_epi32(w, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0));
-      const __m256i q = _mm256_and_si256(top, _mm256_set1_epi32(static_cast<int>(0xF0000000u)));
-      return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
-    } else {
-      const __m256i q = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                         _mm256_set1_epi32(0xF));
-      if constexpr (S == Int4Scheme::kAsymmetric) {
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, zero)), scale);
-      } else {
-        return _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q), zero_f), scale);
-      }
-    }
-  }
-};
-
-// The parameters of 8 consecutive groups g8 .. g8+7 of one row, converted together (one F16C conversion
-// for 8 scales instead of 8), from which each group's vectors are one permute away.
-template <Int4Scheme S>
-struct Int4Groups8 {
-  __m256 scales;
-  __m256i zeros;   // kAsymmetric
-  __m256 zeros_f;  // kAsymmetricF16Zero
-
-  PLUMB_AVX2 void Load(const WeightMatrix& W, int r, int g8, int groups, std::size_t zero_row) {
-    const std::uint16_t* s = W.int4_scales + static_cast<std::size_t>(r) * groups + g8;
-    const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
-    if (g8 + 8 <= groups) {
-      scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-      if constexpr (S == Int4Scheme::kAsymmetric) {  // 8 zero nibbles: bytes g8/2 .. g8/2 + 3
-        const __m256i w = _mm256_set1_epi32(static_cast<int>(ReadU32(z + g8 / 2)));
-        zeros = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                 _mm256_set1_epi32(0xF));
-      } else if constexpr (S == Int4Scheme::kAsymmetricF16Zero) {
-        zeros_f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(z + 2 * std::size_t(g8))));
-      }
-    } else {  // the row's last, partial block of groups: read no further than the arrays go
-      alignas(32) float sf[8] = {}, zf[8] = {};
-      alignas(32) int zi[8] = {};
-      for (int j = 0; g8 + j < groups; ++j) {
-        sf[j] = _cvtsh_ss(s[j]);
-        if constexpr (S == Int4Scheme::kAsymmetric) zi[j] = static_cast<int>(Int4Code(z, g8 + j));
-        if constexpr (S == Int4Scheme::kAsymmetricF16Zero)
-          zf[j] = _cvtsh_ss(ReadU16(z + 2 * std::size_t(g8 + j)));
-      }
-      scales = _mm256_load_ps(sf);
-      zeros = _mm256_load_si256(reinterpret_cast<const __m256i*>(zi));
-      zeros_f = _mm256_load_ps(zf);
-    }
-    if constexpr (S == Int4Scheme::kSymmetric) scales = _mm256_mul_ps(scales, _mm256_set1_ps(0x1p-28f));
-  }
-
-  PLUMB_AVX2 Int4Group<S> Select(int j) const {
-    const __m256i index = _mm256_set1_epi32(j);
-    Int4Group<S> group;
-    group.scale = _mm256_permutevar8x32_ps(scales, index);
-    if constexpr (S == Int4Scheme::kAsymmetric) group.zero = _mm256_permutevar8x32_epi32(zeros, index);
-    if constexpr (S == Int4Scheme::kAsymmetricF16Zero)
-      group.zero_f = _mm256_permutevar8x32_ps(zeros_f, index);
-    return group;
-  }
-};
-
-// The definition's weight of column c of row r (formats/int4.h), for the few columns past the last whole
-// vector of a row.
-float Int4Weight(const WeightMatrix& W, int r, int c) {
-  const int G = W.int4.group_size, g = c / G;
-  const float s = F16ToF32(W.int4_scales[static_cast<std::size_t>(r) * Int4Groups(W.cols, G) + g]);
-  const unsigned n = Int4Code(W.Row(r), c);
-  const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * Int4ZeroRowBytes(W.int4, W.cols);
-  switch (W.int4.scheme) {
-    case Int4Scheme::kSymmetric:
-      return static_cast<float>(static_cast<int>(n ^ 8u) - 8) * s;
-    case Int4Scheme::kAsymmetric:
-      return static_cast<float>(static_cast<int>(n) - static_cast<int>(Int4Code(z, g))) * s;
-    case Int4Scheme::kAsymmetricF16Zero:
-      return (static_cast<float>(n) - F16ToF32(ReadU16(z + 2 * static_cast<std::size_t>(g)))) * s;
-  }
-  return 0.0f;
-}
 
 template <Int4Scheme S, int R>
 PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {

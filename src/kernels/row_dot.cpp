@@ -94,13 +94,21 @@ RowDotIsa DefaultIsa() {
     }
     return RowDotIsa::kAvx2;
   }
+  if (requested == "avx512") {
+    if (!RowDotIsaSupported(RowDotIsa::kAvx512)) {
+      throw MakeError(
+          "PLUMB_ISA=avx512, but this CPU or build has no AVX-512 F + BW + VL (with AVX2 + F16C)");
+    }
+    return RowDotIsa::kAvx512;
+  }
   if (requested == "neon") {
     if (!RowDotIsaSupported(RowDotIsa::kNeon))
       throw MakeError("PLUMB_ISA=neon, but this is not an aarch64 build");
     return RowDotIsa::kNeon;
   }
   if (!requested.empty())
-    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2' or 'neon' (or unset)");
+    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2', 'avx512' or 'neon' (or unset)");
+  if (RowDotIsaSupported(RowDotIsa::kAvx512)) return RowDotIsa::kAvx512;
   if (RowDotIsaSupported(RowDotIsa::kAvx2)) return RowDotIsa::kAvx2;
   if (RowDotIsaSupported(RowDotIsa::kNeon)) return RowDotIsa::kNeon;
   return RowDotIsa::kScalar;
@@ -128,6 +136,14 @@ bool RowDotIsaSupported(RowDotIsa isa) {
     case RowDotIsa::kAvx2:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
       return __builtin_cpu_supports("avx2") && HasF16c();
+#else
+      return false;
+#endif
+    case RowDotIsa::kAvx512:
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      // __builtin_cpu_supports also checks that the OS saves the ZMM and mask registers (XCR0).
+      return RowDotIsaSupported(RowDotIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #else
       return false;
 #endif
@@ -162,6 +178,8 @@ const char* RowDotIsaName(RowDotIsa isa) {
   switch (isa) {
     case RowDotIsa::kAvx2:
       return "avx2";
+    case RowDotIsa::kAvx512:
+      return "avx512";
     case RowDotIsa::kNeon:
       return "neon";
     case RowDotIsa::kScalar:
@@ -173,6 +191,7 @@ const char* RowDotIsaName(RowDotIsa isa) {
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
   CheckArgs("RowDot", type, n);
 #if defined(__x86_64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kAvx512) return avx512::RowDot(type, row, x, n);
   if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDot(type, row, x, n);
 #endif
 #if defined(__aarch64__)
@@ -186,6 +205,8 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
   CheckArgs("RowDots", type, n);
   if (n_rows < 0) throw MakeError("RowDots: n_rows = ", n_rows, " (negative)");
 #if defined(__x86_64__)
+  if (ActiveRowDotIsa() == RowDotIsa::kAvx512)
+    return avx512::RowDots(type, rows, row_stride, n_rows, x, n, y);
   if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
 #endif
 #if defined(__aarch64__)

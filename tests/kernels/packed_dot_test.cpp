@@ -6,9 +6,10 @@
 //     Higham's bound (tests/kernels/kernels_test.cpp): γ_n·Σ|w·x| for the n-term dot, plus one rounding for
 //     each of the ≤ 3 float operations that make or scale a weight (decode products, the FP8 scale), so
 //     γ_{n+3}·Σ|w·x| covers it (the γ's compose: (1+γ_a)(1+γ_b) ≤ 1+γ_{a+b});
-//   - every vector variant (avx2, neon: each where the CPU has it) against the scalar definition, bit for
-//   bit,
-//     on awkward shapes, misaligned rows, and NaN / inf / subnormal codes;
+//   - every vector variant (avx2, avx512, neon: each where the CPU has it; see support/isa_variants.h)
+//   against
+//     the scalar definition, bit for bit, on awkward shapes, misaligned rows, and NaN / inf / subnormal
+//     codes;
 //   - kernels::Gemv bitwise the definition at any thread count, kernels::Gemm within the bound.
 #include "plumb/kernels/packed_dot.h"
 
@@ -281,9 +282,7 @@ TEST(PackedRowDots, RejectsGgmlMatricesAndRowsOutsideTheMatrix) {
 class PackedRowDotsIsa : public ::testing::TestWithParam<RowDotIsa> {
  protected:
   void SetUp() override {
-    if (!kernels::RowDotIsaSupported(GetParam())) {
-      GTEST_SKIP() << kernels::RowDotIsaName(GetParam()) << " is not available on this CPU or build";
-    }
+    PLUMB_REQUIRE_ISA(GetParam());
     previous_ = kernels::ActiveRowDotIsa();
     kernels::SetRowDotIsa(GetParam());
   }

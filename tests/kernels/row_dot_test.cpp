@@ -1,9 +1,9 @@
 // RowDot / RowDots against their definition (include/plumb/kernels/row_dot.h):
 //   RowDot(type, row, x, n) == scalar::Dot(DequantizeRow(type, row, n), x, n), bit for bit,
-// for every type, on each variant this CPU can run (scalar, AVX2 / NEON in one process), on many lengths
-// (odd ones for F32 / F16 / BF16, whose rows need not fill a group of 8), unaligned rows and x, and two kinds
-// of x: unit normals, and a mix of signs and magnitudes from 2^-125 (products go subnormal) to 2^40.
-// DequantizeRow itself is checked against gguf-py in tests/formats/gguf_blocks_test.cpp.
+// for every type, on each variant this CPU can run (scalar, AVX2, AVX-512 / NEON in one process), on many
+// lengths (odd ones for F32 / F16 / BF16, whose rows need not fill a group of 8), unaligned rows and x, and
+// two kinds of x: unit normals, and a mix of signs and magnitudes from 2^-125 (products go subnormal) to
+// 2^40. DequantizeRow itself is checked against gguf-py in tests/formats/gguf_blocks_test.cpp.
 #include "plumb/kernels/row_dot.h"
 
 #include <gtest/gtest.h>
@@ -139,9 +139,7 @@ class RowDotTest : public ::testing::TestWithParam<std::tuple<RowDotIsa, GgmlTyp
  protected:
   void SetUp() override {
     const RowDotIsa isa = std::get<0>(GetParam());
-    if (!kernels::RowDotIsaSupported(isa)) {
-      GTEST_SKIP() << kernels::RowDotIsaName(isa) << " is not available on this CPU or build";
-    }
+    PLUMB_REQUIRE_ISA(isa);
     previous_ = kernels::ActiveRowDotIsa();
     kernels::SetRowDotIsa(isa);
   }
@@ -250,11 +248,27 @@ TEST(RowDot, ActiveIsaIsASupportedOne) {
 #if !defined(__x86_64__)
   EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
   EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx2), Error);
+  EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx512));
+  EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx512), Error);
 #endif
+  // AVX-512 kernels call AVX2 ones for the types they leave to them.
+  if (kernels::RowDotIsaSupported(RowDotIsa::kAvx512)) {
+    EXPECT_TRUE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
+  }
+  EXPECT_STREQ(kernels::RowDotIsaName(RowDotIsa::kAvx512), "avx512");
 #if !defined(__aarch64__)
   EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kNeon));
   EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kNeon), Error);
 #endif
+}
+
+TEST(RowDot, WithoutPlumbIsaTheWidestSupportedVariantRuns) {
+  if (std::getenv("PLUMB_ISA") != nullptr) GTEST_SKIP() << "PLUMB_ISA is set, so it chose the variant";
+  RowDotIsa widest = RowDotIsa::kScalar;
+  for (RowDotIsa isa : {RowDotIsa::kNeon, RowDotIsa::kAvx2, RowDotIsa::kAvx512}) {
+    if (kernels::RowDotIsaSupported(isa)) widest = isa;
+  }
+  EXPECT_EQ(kernels::ActiveRowDotIsa(), widest) << kernels::RowDotIsaName(kernels::ActiveRowDotIsa());
 }
 
 std::string ErrorOf(GgmlType type, std::int64_t n) {

@@ -10,8 +10,10 @@
 //
 // Variants: scalar::RowDot is the definition (plain C++). On x86-64 CPUs with AVX2 and F16C, avx2::RowDot,
 // and on aarch64 neon::RowDot, compute the same bits 8 lanes at a time for F32, F16, BF16, Q8_0, Q4_0 and
-// Q4_1 (the other types fall back to the scalar code). RowDot picks one at run time;
-// PLUMB_ISA=scalar|avx2|neon in the environment, or SetRowDotIsa, forces one.
+// Q4_1 (the other types fall back to the scalar code). On x86-64 CPUs that also have AVX-512 F, BW and VL,
+// avx512::RowDot computes Q4_0 and Q4_1 with 16-entry lookup tables (one permute per 8 weights) and passes
+// the other types to avx2::. RowDot picks the best at run time; PLUMB_ISA=scalar|avx2|avx512|neon in the
+// environment, or SetRowDotIsa, forces one.
 #pragma once
 
 #include <cstddef>
@@ -36,17 +38,18 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y);
 
-enum class RowDotIsa { kScalar, kAvx2, kNeon };
+enum class RowDotIsa { kScalar, kAvx2, kNeon, kAvx512 };
 
-// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C).
+// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C; kAvx512 on
+// x86-64 with those and AVX-512 F, BW and VL, enabled by the OS).
 bool RowDotIsaSupported(RowDotIsa isa);
 // The variant RowDot and RowDots use: the best supported one, unless the environment variable PLUMB_ISA
-// (read once, at first use) is "scalar", or SetRowDotIsa chose another.
+// (read once, at first use) names another ("scalar", "avx2", ...), or SetRowDotIsa chose another.
 RowDotIsa ActiveRowDotIsa();
 // Selects the variant for all threads (tests and benchmarks compare both in one process). Throws
 // plumb::Error when RowDotIsaSupported(isa) is false.
 void SetRowDotIsa(RowDotIsa isa);
-const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2", "neon"
+const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2", "avx512", "neon"
 
 namespace scalar {
 // The definition: dequantizes 256 elements at a time into a local buffer and sums them as scalar::Dot.
@@ -62,6 +65,14 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y);
 }  // namespace avx2
+
+namespace avx512 {
+// Requires RowDotIsaSupported(RowDotIsa::kAvx512). Same contract as the avx2:: variants, to which the types
+// without an AVX-512 kernel are passed.
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y);
+}  // namespace avx512
 #endif
 
 #if defined(__aarch64__)
