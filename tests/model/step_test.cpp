@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,67 +87,60 @@ const std::vector<std::vector<Planned>> kSchedule = {
     {{2, 5, 8, false}, {0, 7, 8, true}},
 };
 
+// Runs kSchedule over a contiguous cache and two paged sequences (blocks of block_size), calling
+// check(sequence, token index, that token's logits) for every row a step returns.
+void RunSchedule(Model& model, const std::vector<std::vector<int>>& tokens, int block_size,
+                 StepOptions options, const std::function<void(int, int, std::span<const float>)>& check) {
+  const ModelConfig& mc = model.config();
+  TestBlockPool pool(mc.num_layers, mc.num_kv_heads, mc.head_dim, block_size, 64 / block_size + 6,
+                     KvDtype::kF32);
+  ContiguousKvCache contiguous = model.NewKvCache(64);
+  PagedTestKv paged_a(pool, 64), paged_b(pool, 64);
+  KvSequence* kv[] = {&contiguous, &paged_a, &paged_b};
+  for (const std::vector<Planned>& step : kSchedule) {
+    std::vector<SequenceChunk> chunks;
+    for (const Planned& c : step) {
+      chunks.push_back({kv[c.seq], std::span(tokens[c.seq]).subspan(c.begin, c.end - c.begin), c.all_logits});
+    }
+    const std::span<const float> logits = model.Step(chunks, options);
+    const std::size_t V = mc.vocab_size;
+    std::size_t row = 0;
+    for (const Planned& c : step) {
+      for (int t = c.all_logits ? c.begin : c.end - 1; t < c.end; ++t, ++row) {
+        check(c.seq, t, logits.subspan(row * V, V));
+      }
+    }
+    ASSERT_EQ(row * V, logits.size());
+  }
+  EXPECT_EQ(contiguous.length(), 8);
+  EXPECT_EQ(paged_a.length(), 10);
+  EXPECT_EQ(paged_b.length(), 8);
+}
+
 TEST_P(Steps, BatchInvariantStepIsBitwiseDecodeAloneForAnyBatchLayoutAndThreads) {
   kernels::SetNumThreads(1);
   std::vector<std::vector<std::vector<float>>> alone;
   for (const std::vector<int>& t : tokens_) alone.push_back(DecodeAlone(*model_, t));
-
   for (int threads : {1, 2}) {
     kernels::SetNumThreads(threads);
-    TestBlockPool pool = NewPool(4, 64);
-    ContiguousKvCache contiguous = model_->NewKvCache(64);
-    PagedTestKv paged_a(pool, 64), paged_b(pool, 64);
-    KvSequence* kv[] = {&contiguous, &paged_a, &paged_b};
-    for (const std::vector<Planned>& step : kSchedule) {
-      std::vector<SequenceChunk> chunks;
-      for (const Planned& c : step) {
-        chunks.push_back(
-            {kv[c.seq], std::span(tokens_[c.seq]).subspan(c.begin, c.end - c.begin), c.all_logits});
-      }
-      const std::span<const float> logits = model_->Step(chunks, {.batch_invariant = true});
-      const std::size_t V = model_->config().vocab_size;
-      std::size_t row = 0;
-      for (const Planned& c : step) {
-        for (int t = c.all_logits ? c.begin : c.end - 1; t < c.end; ++t, ++row) {
-          ASSERT_TRUE(SameBits(logits.subspan(row * V, V), alone[c.seq][t]))
-              << "sequence " << c.seq << " token " << t << " at " << threads << " threads";
-        }
-      }
-      ASSERT_EQ(row * V, logits.size());
-    }
-    EXPECT_EQ(contiguous.length(), 8);
-    EXPECT_EQ(paged_a.length(), 10);
-    EXPECT_EQ(paged_b.length(), 8);
+    RunSchedule(*model_, tokens_, 4, {.batch_invariant = true},
+                [&](int seq, int t, std::span<const float> got) {
+                  EXPECT_TRUE(SameBits(got, alone[seq][t]))
+                      << "sequence " << seq << " token " << t << " at " << threads << " threads";
+                });
   }
 }
 
 TEST_P(Steps, DefaultStepIsWithinTheToleranceOfDecodeAloneAndGreedyAgrees) {
   std::vector<std::vector<std::vector<float>>> alone;
   for (const std::vector<int>& t : tokens_) alone.push_back(DecodeAlone(*model_, t));
-  TestBlockPool pool = NewPool(16, 16);
-  ContiguousKvCache contiguous = model_->NewKvCache(64);
-  PagedTestKv paged_a(pool, 64), paged_b(pool, 64);
-  KvSequence* kv[] = {&contiguous, &paged_a, &paged_b};
-  for (const std::vector<Planned>& step : kSchedule) {
-    std::vector<SequenceChunk> chunks;
-    for (const Planned& c : step) {
-      chunks.push_back(
-          {kv[c.seq], std::span(tokens_[c.seq]).subspan(c.begin, c.end - c.begin), c.all_logits});
-    }
-    const std::span<const float> logits = model_->Step(chunks);
-    const std::size_t V = model_->config().vocab_size;
-    std::size_t row = 0;
-    for (const Planned& c : step) {
-      for (int t = c.all_logits ? c.begin : c.end - 1; t < c.end; ++t, ++row) {
-        const std::span<const float> got = logits.subspan(row * V, V);
-        const std::vector<float>& want = alone[c.seq][t];
-        EXPECT_LE(testing::MaxAbsErrOverMaxAbsRef(got, std::vector<double>(want.begin(), want.end())),
-                  kPhaseTolerance)
-            << "sequence " << c.seq << " token " << t;
-        EXPECT_EQ(Argmax(got), Argmax(want)) << "sequence " << c.seq << " token " << t;
-      }
-    }
-  }
+  RunSchedule(*model_, tokens_, 16, {}, [&](int seq, int t, std::span<const float> got) {
+    const std::vector<float>& want = alone[seq][t];
+    EXPECT_LE(testing::MaxAbsErrOverMaxAbsRef(got, std::vector<double>(want.begin(), want.end())),
+              kPhaseTolerance)
+        << "sequence " << seq << " token " << t;
+    EXPECT_EQ(Argmax(got), Argmax(want)) << "sequence " << seq << " token " << t;
+  });
 }
 
 TEST_P(Steps, BatchedGreedyGenerationGivesEachPromptItsTokensAlone) {
