@@ -1,5 +1,6 @@
 // The default model, SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model): one decode step and a 64-token
-// prefill at 1..N threads, and the tokenizer on ~35 KB of English.
+// prefill at 1..N threads, a batched decode step (Model::Step) of 1..16 sequences, and the tokenizer on
+// ~35 KB of English.
 //   build/smollm2_bench --benchmark_min_time=2
 // Counters: tok/s; for decode also the weight bytes read per second (ModelWeights::BytesReadPerDecodeStep:
 // every matrix once, the tied Q8_0 embedding whole, as the LM head); for the tokenizer, text bytes/s.
@@ -49,6 +50,35 @@ void BM_SmolLm2DecodeStep(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SmolLm2DecodeStep)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One Model::Step decoding B sequences at position 64 (state.range(0) = B; range(1) = 1: batch_invariant,
+// GemvBatch; 0: the default, a BLAS GEMM over the B rows). tok/s counts every sequence's token.
+void BM_SmolLm2StepDecode(benchmark::State& state) {
+  plumb::TextModel* m = SmolLm2(state);
+  if (m == nullptr) return;
+  plumb::kernels::SetNumThreads(1);
+  const int batch = static_cast<int>(state.range(0));
+  std::vector<plumb::ContiguousKvCache> caches;
+  for (int i = 0; i < batch; ++i) {
+    caches.push_back(m->model.NewKvCache(128));
+    m->model.Prefill(Prompt(64), caches.back());
+  }
+  const int token = 42;
+  std::vector<plumb::SequenceChunk> chunks;
+  for (plumb::ContiguousKvCache& cache : caches) chunks.push_back({&cache, std::span(&token, 1)});
+  const plumb::StepOptions options{.batch_invariant = state.range(1) != 0};
+  for (auto _ : state) {
+    for (plumb::ContiguousKvCache& cache : caches) cache.set_length(64);  // every step decodes at 64
+    benchmark::DoNotOptimize(m->model.Step(chunks, options).data());
+  }
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * batch, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SmolLm2StepDecode)
+    ->ArgsProduct({{1, 4, 16}, {0, 1}})
+    ->ArgNames({"batch", "invariant"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_SmolLm2Prefill64(benchmark::State& state) {
   plumb::TextModel* m = SmolLm2(state);

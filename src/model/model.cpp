@@ -9,6 +9,7 @@
 // shape decides the cost (see include/plumb/model/model.h), and a reader should see the split in the code.
 #include "plumb/model/model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -36,23 +37,28 @@ void AddInPlace(float* x, const float* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-// Copies the keys and values of `rows` tokens ([rows][n_kv_heads][hd]) into the cache at positions
-// first_pos.. of `layer`, whose layout is [kv_head][position][hd].
-void WriteToCache(ContiguousKvCache& cache, int layer, const float* k, const float* v, int rows,
-                  int first_pos) {
-  const int heads = cache.n_kv_heads();
-  const int hd = cache.head_dim();
-  for (int r = 0; r < rows; ++r) {
-    for (int h = 0; h < heads; ++h) {
-      const std::size_t src = (static_cast<std::size_t>(r) * heads + h) * hd;
-      std::memcpy(cache.Key(layer, h, first_pos + r), k + src, hd * sizeof(float));
-      std::memcpy(cache.Value(layer, h, first_pos + r), v + src, hd * sizeof(float));
-    }
+// Stores the keys and values of `rows` tokens ([rows][n_kv_heads·hd] each) at positions first_pos.. of
+// `layer` (reserved by the caller).
+void WriteToCache(KvSequence& kv, int layer, const float* k, const float* v, int rows, int first_pos) {
+  const std::size_t row_floats = static_cast<std::size_t>(kv.n_kv_heads()) * kv.head_dim();
+  for (int r = 0; r < rows; ++r) kv.Write(layer, first_pos + r, k + r * row_floats, v + r * row_floats);
+}
+
+// Y[rows][W.rows] = X[rows][W.cols] · Wᵀ as Step computes it (StepOptions::batch_invariant says why).
+void Project(const WeightMatrix& W, const float* X, int rows, float* Y, bool batch_invariant) {
+  if (batch_invariant) {
+    kernels::GemvBatch(W, X, rows, Y);
+  } else if (rows == 1) {
+    kernels::Gemv(W, X, Y);
+  } else {
+    kernels::Gemm(X, rows, W, Y);
   }
 }
 
-kernels::AttentionShape AttentionShapeOf(const ModelConfig& c, const ContiguousKvCache& cache) {
-  return {c.num_heads, c.num_kv_heads, c.head_dim, cache.max_positions()};
+// Grows v to at least n elements (never shrinks, so a steady state allocates nothing).
+template <class T>
+void GrowTo(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
 }
 
 // The safetensors files of a checkpoint directory: the shards named by the index, or model.safetensors.
@@ -120,9 +126,9 @@ Model Model::Load(const std::string& path) {
   return Model(std::move(config), std::move(weights));
 }
 
-ContiguousKvCache Model::NewKvCache(int max_positions) const {
+ContiguousKvCache Model::NewKvCache(int max_positions, KvDtype dtype) const {
   if (max_positions <= 0) max_positions = config_.max_position_embeddings;
-  return ContiguousKvCache(config_.num_layers, config_.num_kv_heads, max_positions, config_.head_dim);
+  return ContiguousKvCache(config_.num_layers, config_.num_kv_heads, max_positions, config_.head_dim, dtype);
 }
 
 void CheckTokenIds(std::span<const int> tokens, int vocab_size) {
@@ -134,15 +140,15 @@ void CheckTokenIds(std::span<const int> tokens, int vocab_size) {
   }
 }
 
-void Model::CheckTokens(std::span<const int> tokens, const ContiguousKvCache& cache) const {
+void Model::CheckTokens(std::span<const int> tokens, const KvSequence& kv) const {
   CheckTokenIds(tokens, config_.vocab_size);
-  const std::size_t end = static_cast<std::size_t>(cache.length()) + tokens.size();
-  if (end > static_cast<std::size_t>(cache.max_positions())) {
-    throw MakeError("context overflow: ", cache.length(), " cached + ", tokens.size(),
-                    " new tokens exceed the ", cache.max_positions(), "-position KV cache");
+  const std::size_t end = static_cast<std::size_t>(kv.length()) + tokens.size();
+  if (end > static_cast<std::size_t>(kv.max_positions())) {
+    throw MakeError("context overflow: ", kv.length(), " cached + ", tokens.size(), " new tokens exceed the ",
+                    kv.max_positions(), "-position KV cache");
   }
-  if (cache.n_layers() != config_.num_layers || cache.n_kv_heads() != config_.num_kv_heads ||
-      cache.head_dim() != config_.head_dim) {
+  if (kv.n_layers() != config_.num_layers || kv.n_kv_heads() != config_.num_kv_heads ||
+      kv.head_dim() != config_.head_dim) {
     throw MakeError("KV cache shape does not match the model");
   }
 }
@@ -151,13 +157,14 @@ void Model::CheckTokens(std::span<const int> tokens, const ContiguousKvCache& ca
 // Prefill: P tokens, every projection a GEMM [P, in] × [in, out]. A weight fetched from memory is reused P
 // times, so for long prompts the step is limited by arithmetic, not by memory traffic.
 // ---------------------------------------------------------------------------------------------------------
-std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache& cache, PrefillLogits which,
+std::vector<float> Model::Prefill(std::span<const int> tokens, KvSequence& kv, PrefillLogits which,
                                   PrefillTrace* trace) {
   if (tokens.empty()) throw MakeError("prefill needs at least one token");
-  CheckTokens(tokens, cache);
+  CheckTokens(tokens, kv);
   const ModelConfig& c = config_;
   const int P = static_cast<int>(tokens.size());
-  const int first_pos = cache.length();
+  const int first_pos = kv.length();
+  kv.Reserve(P);  // may throw (a full pool): nothing computed or committed yet
   const int d = c.hidden_size;
   const auto rows = [P](int width) { return static_cast<std::size_t>(P) * width; };
 
@@ -170,14 +177,13 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache
   std::vector<float> projected(rows(d));               // [P][d]
   std::vector<float> gate(rows(c.intermediate_size));  // [P][ffn]
   std::vector<float> up(rows(c.intermediate_size));    // [P][ffn]
-  std::vector<float> scores(kernels::AttentionScratchFloats(P, first_pos));
+  std::vector<float> scores(kernels::AttentionScratchFloats(first_pos + P, c.head_dim));
 
   for (int r = 0; r < P; ++r) {
     kernels::DequantizeRowOf(weights_.token_embedding, tokens[r], &x[static_cast<std::size_t>(r) * d]);
   }
   if (trace) trace->embedding = x;
 
-  const kernels::AttentionShape shape = AttentionShapeOf(c, cache);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
 
@@ -191,9 +197,8 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache
     AddBias(v.data(), P, w.bv);
     kernels::RopeRotateHalf(q.data(), P, c.num_heads, c.head_dim, first_pos, c.rope_theta);
     kernels::RopeRotateHalf(k.data(), P, c.num_kv_heads, c.head_dim, first_pos, c.rope_theta);
-    WriteToCache(cache, l, k.data(), v.data(), P, first_pos);
-    kernels::CausalAttention(q.data(), cache.LayerKeys(l), cache.LayerValues(l), shape, P, first_pos,
-                             attention.data(), scores.data());
+    WriteToCache(kv, l, k.data(), v.data(), P, first_pos);
+    kernels::CausalAttention(q.data(), P, first_pos, kv.Layer(l), c.num_heads, attention.data(), scores);
     kernels::Gemm(attention.data(), P, w.wo, projected.data());
     AddInPlace(x.data(), projected.data(), rows(d));
 
@@ -208,7 +213,7 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache
 
     if (trace) trace->layer_outputs.push_back(x);
   }
-  cache.set_length(first_pos + P);
+  kv.Commit(tokens);
 
   kernels::RmsNorm(x.data(), weights_.final_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
   if (trace) trace->final_norm = x_norm;
@@ -224,21 +229,19 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, ContiguousKvCache
 // Decode: one token, every projection a GEMV [out, in] · [in]. Each weight is read once and used for one
 // multiply-add, so the step is limited by how fast memory delivers the weights (and the KV cache).
 // ---------------------------------------------------------------------------------------------------------
-std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
+std::span<const float> Model::Decode(int token, KvSequence& kv) {
   const int one_token[] = {token};
-  CheckTokens(one_token, cache);
+  CheckTokens(one_token, kv);
   const ModelConfig& c = config_;
-  const int pos = cache.length();
+  const int pos = kv.length();
   const int d = c.hidden_size;
   DecodeBuffers& b = decode_;
   // Sized for the cache's last position, so it grows at most once per cache size or thread count.
-  const auto scratch =
-      static_cast<std::size_t>(kernels::AttentionScratchFloats(1, cache.max_positions() - 1));
-  if (b.scores.size() < scratch) b.scores.resize(scratch);
+  GrowTo(b.scores, static_cast<std::size_t>(kernels::AttentionScratchFloats(kv.max_positions(), c.head_dim)));
+  kv.Reserve(1);  // may throw (a full pool): nothing computed or committed yet
 
   kernels::DequantizeRowOf(weights_.token_embedding, token, b.x.data());
 
-  const kernels::AttentionShape shape = AttentionShapeOf(c, cache);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
 
@@ -252,9 +255,8 @@ std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
     AddBias(b.v.data(), 1, w.bv);
     kernels::RopeRotateHalf(b.q.data(), 1, c.num_heads, c.head_dim, pos, c.rope_theta);
     kernels::RopeRotateHalf(b.k.data(), 1, c.num_kv_heads, c.head_dim, pos, c.rope_theta);
-    WriteToCache(cache, l, b.k.data(), b.v.data(), 1, pos);
-    kernels::CausalAttention(b.q.data(), cache.LayerKeys(l), cache.LayerValues(l), shape, 1, pos,
-                             b.attention.data(), b.scores.data());
+    kv.Write(l, pos, b.k.data(), b.v.data());
+    kernels::CausalAttention(b.q.data(), 1, pos, kv.Layer(l), c.num_heads, b.attention.data(), b.scores);
     kernels::Gemv(w.wo, b.attention.data(), b.projected.data());
     AddInPlace(b.x.data(), b.projected.data(), d);
 
@@ -266,11 +268,130 @@ std::span<const float> Model::Decode(int token, ContiguousKvCache& cache) {
     kernels::Gemv(w.w_down, b.gate.data(), b.projected.data());
     AddInPlace(b.x.data(), b.projected.data(), d);
   }
-  cache.set_length(pos + 1);
+  kv.Commit(one_token);
 
   kernels::RmsNorm(b.x.data(), weights_.final_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
   kernels::Gemv(weights_.LmHead(), b.x_norm.data(), b.logits.data());
   return b.logits;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Step: the chunks of several sequences (decodes of one token, prefill chunks of many) in one pass. The
+// rows of all chunks are concatenated, [T][d], so every projection and the MLP read each weight once for
+// the whole step (a GEMM, or GemvBatch when batch-invariant); RoPE, the cache writes and attention are per
+// chunk, at that sequence's positions and over its own cache.
+// ---------------------------------------------------------------------------------------------------------
+std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOptions options) {
+  if (chunks.empty()) throw MakeError("step needs at least one sequence chunk");
+  const ModelConfig& c = config_;
+  int T = 0;           // rows of the step
+  int logit_rows = 0;  // rows whose logits are returned
+  int context = 0;     // the longest context attention reads
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const SequenceChunk& chunk = chunks[i];
+    if (!chunk.kv) throw MakeError("step: chunk ", i, " has no KV sequence");
+    if (chunk.tokens.empty()) throw MakeError("step: chunk ", i, " has no tokens");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (chunks[j].kv == chunk.kv) throw MakeError("step: chunks ", j, " and ", i, " are the same sequence");
+    }
+    CheckTokens(chunk.tokens, *chunk.kv);
+    const int n = static_cast<int>(chunk.tokens.size());
+    T += n;
+    logit_rows += chunk.all_logits ? n : 1;
+    context = std::max(context, chunk.kv->length() + n);
+  }
+  // Reserve everything before writing anything: a pool that runs dry throws here, with no commit made.
+  for (const SequenceChunk& chunk : chunks) chunk.kv->Reserve(static_cast<int>(chunk.tokens.size()));
+  GrowStepBuffers(T, logit_rows, context, chunks.size());
+
+  StepBuffers& b = step_;
+  const int d = c.hidden_size;
+  const bool invariant = options.batch_invariant;
+  const std::size_t q_dim = c.QueryDim(), kv_dim = c.KvDim();
+  {
+    int row = 0;
+    for (const SequenceChunk& chunk : chunks) {
+      for (int token : chunk.tokens) {
+        kernels::DequantizeRowOf(weights_.token_embedding, token, &b.x[static_cast<std::size_t>(row++) * d]);
+      }
+    }
+  }
+  const std::size_t all = static_cast<std::size_t>(T);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+
+    // Attention block: projections over all rows, then each chunk at its own positions and cache.
+    kernels::RmsNorm(b.x.data(), w.attn_norm.data(), b.x_norm.data(), T, d, c.rms_norm_eps);
+    Project(w.wq, b.x_norm.data(), T, b.q.data(), invariant);
+    Project(w.wk, b.x_norm.data(), T, b.k.data(), invariant);
+    Project(w.wv, b.x_norm.data(), T, b.v.data(), invariant);
+    AddBias(b.q.data(), T, w.bq);
+    AddBias(b.k.data(), T, w.bk);
+    AddBias(b.v.data(), T, w.bv);
+    int row = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      KvSequence& kv = *chunks[i].kv;
+      const int n = static_cast<int>(chunks[i].tokens.size());
+      const int first_pos = kv.length();
+      float* q = b.q.data() + row * q_dim;
+      float* k = b.k.data() + row * kv_dim;
+      kernels::RopeRotateHalf(q, n, c.num_heads, c.head_dim, first_pos, c.rope_theta);
+      kernels::RopeRotateHalf(k, n, c.num_kv_heads, c.head_dim, first_pos, c.rope_theta);
+      WriteToCache(kv, l, k, b.v.data() + row * kv_dim, n, first_pos);
+      b.items[i] = {q, b.attention.data() + row * q_dim, n, first_pos, kv.Layer(l)};
+      row += n;
+    }
+    kernels::CausalAttention(std::span(b.items.data(), chunks.size()), c.num_heads, b.scores);
+    Project(w.wo, b.attention.data(), T, b.projected.data(), invariant);
+    AddInPlace(b.x.data(), b.projected.data(), all * d);
+
+    // MLP block.
+    kernels::RmsNorm(b.x.data(), w.mlp_norm.data(), b.x_norm.data(), T, d, c.rms_norm_eps);
+    Project(w.w_gate, b.x_norm.data(), T, b.gate.data(), invariant);
+    Project(w.w_up, b.x_norm.data(), T, b.up.data(), invariant);
+    kernels::SwiGlu(b.gate.data(), b.up.data(), b.gate.data(),
+                    static_cast<std::int64_t>(all * c.intermediate_size));
+    Project(w.w_down, b.gate.data(), T, b.projected.data(), invariant);
+    AddInPlace(b.x.data(), b.projected.data(), all * d);
+  }
+  for (const SequenceChunk& chunk : chunks) chunk.kv->Commit(chunk.tokens);
+
+  // The final norm and LM head only for the rows whose logits are returned: all of a chunk's, or its last.
+  int out_row = 0, row = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    const int n = static_cast<int>(chunk.tokens.size());
+    for (int r = chunk.all_logits ? 0 : n - 1; r < n; ++r) {
+      kernels::RmsNorm(b.x.data() + static_cast<std::size_t>(row + r) * d, weights_.final_norm.data(),
+                       b.head_input.data() + static_cast<std::size_t>(out_row++) * d, 1, d, c.rms_norm_eps);
+    }
+    row += n;
+  }
+  Project(weights_.LmHead(), b.head_input.data(), logit_rows, b.logits.data(), invariant);
+  return std::span<const float>(b.logits.data(), static_cast<std::size_t>(logit_rows) * c.vocab_size);
+}
+
+void Model::GrowStepBuffers(int rows, int logit_rows, int context, std::size_t chunks) {
+  const ModelConfig& c = config_;
+  StepBuffers& b = step_;
+  if (rows > b.rows) {
+    const auto grow = [rows](std::vector<float>& v, int width) {
+      v.resize(static_cast<std::size_t>(rows) * width);
+    };
+    grow(b.x, c.hidden_size);
+    grow(b.x_norm, c.hidden_size);
+    grow(b.q, c.QueryDim());
+    grow(b.k, c.KvDim());
+    grow(b.v, c.KvDim());
+    grow(b.attention, c.QueryDim());
+    grow(b.projected, c.hidden_size);
+    grow(b.gate, c.intermediate_size);
+    grow(b.up, c.intermediate_size);
+    b.rows = rows;
+  }
+  GrowTo(b.head_input, static_cast<std::size_t>(logit_rows) * c.hidden_size);
+  GrowTo(b.logits, static_cast<std::size_t>(logit_rows) * c.vocab_size);
+  GrowTo(b.scores, static_cast<std::size_t>(kernels::AttentionScratchFloats(context, c.head_dim)));
+  GrowTo(b.items, chunks);
 }
 
 }  // namespace plumb

@@ -16,6 +16,7 @@
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "support/kv_views.h"
 #include "support/naive.h"
 
 namespace plumb {
@@ -259,7 +260,6 @@ class AttentionShapes : public ThreadCount, public ::testing::WithParamInterface
 TEST_P(AttentionShapes, CausalGqaMatchesNaiveDoubleAndIgnoresPositionsPastTheQuery) {
   const AttentionCase c = GetParam();
   const int max_positions = c.first_pos + c.rows + 5;  // spare positions, poisoned below
-  const kernels::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, max_positions};
   const std::size_t cache_floats = static_cast<std::size_t>(c.n_kv_heads) * max_positions * c.head_dim;
   std::vector<float> keys = RandomVector(cache_floats, 1), values = RandomVector(cache_floats, 2);
   // Positions past the last query must never be read: NaN there would poison the result.
@@ -278,9 +278,10 @@ TEST_P(AttentionShapes, CausalGqaMatchesNaiveDoubleAndIgnoresPositionsPastTheQue
   std::vector<float> single_thread;
   for (int threads : {1, 2}) {
     kernels::SetNumThreads(threads);
-    std::vector<float> out(q_floats), scratch(kernels::AttentionScratchFloats(c.rows, c.first_pos));
-    kernels::CausalAttention(q.data(), keys.data(), values.data(), shape, c.rows, c.first_pos, out.data(),
-                             scratch.data());
+    std::vector<float> out(q_floats), scratch(kernels::AttentionScratchFloats(used, c.head_dim));
+    const KvLayerView view =
+        testing::ContiguousF32View(keys.data(), values.data(), c.n_kv_heads, max_positions, c.head_dim, used);
+    kernels::CausalAttention(q.data(), c.rows, c.first_pos, view, c.n_heads, out.data(), scratch);
     const int group = c.n_heads / c.n_kv_heads;
     for (int r = 0; r < c.rows; ++r) {
       for (int h = 0; h < c.n_heads; ++h) {

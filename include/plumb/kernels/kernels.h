@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
+#include "plumb/kernels/kv_layer_view.h"
 #include "plumb/kernels/matrix.h"
 #include "plumb/kernels/weight_matrix.h"
 
@@ -52,21 +54,42 @@ void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos
 // out = silu(gate) ⊙ up over n elements.
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);
 
-// Causal grouped-query attention of `rows` query tokens at positions first_pos .. first_pos+rows-1 over a
-// cache that already holds their keys and values: query token r attends to positions [0, first_pos + r].
-//   q, out:        [rows][n_heads][head_dim]
-//   keys, values:  one layer of the cache, [n_kv_heads][max_positions][head_dim]
-// Query head h reads KV head h / (n_heads / n_kv_heads). OpenMP over (row, head) pairs; each pair is one
-// scalar::AttendOneHead, so the result does not depend on the thread count.
-// scratch must hold AttentionScratchFloats(rows, first_pos) floats (one score row per thread).
-struct AttentionShape {
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int max_positions = 0;
+// Causal grouped-query attention over one layer of a KV cache (kernels/kv_layer_view.h: the contiguous and
+// the paged layout are the same code). `rows` query tokens at positions first_pos .. first_pos+rows-1 whose
+// keys and values the cache already holds: query token r attends to positions [0, first_pos + r].
+//   q, out:  [rows][n_heads][head_dim]           (head_dim = kv.head_dim)
+//   kv:      positions [0, first_pos + rows) must be readable (kv.length >= first_pos + rows)
+// Query head h reads KV head h / (n_heads / kv.n_kv_heads). Each (row, head) pair is one
+// scalar::AttendOneHead, so the result does not depend on the thread count, on the layout (contiguous or
+// paged, any block size, any block table) or on what else is in the batch. Positions at or past
+// first_pos + r + 1 are never read.
+struct AttentionItem {
+  const float* q = nullptr;  // [rows][n_heads][head_dim]
+  float* out = nullptr;      // [rows][n_heads][head_dim]
+  int rows = 0;
+  int first_pos = 0;
+  KvLayerView kv;
 };
-std::int64_t AttentionScratchFloats(int rows, int first_pos);
-void CausalAttention(const float* q, const float* keys, const float* values, const AttentionShape& shape,
-                     int rows, int first_pos, float* out, float* scratch);
+
+// Scratch floats for attention whose items reach at most `context` positions (the largest first_pos + rows)
+// with head_dim-long heads: one score row plus one decoded K/V row per thread, for the current thread count.
+std::int64_t AttentionScratchFloats(int context, int head_dim);
+
+// The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.
+// OpenMP over all (item, row, head) triples. Throws plumb::Error (before computing anything) for an item
+// whose cache is too short, whose n_kv_heads does not divide n_heads, or a scratch smaller than
+// AttentionScratchFloats of the items' largest context and head_dim.
+void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch);
+// One sequence: CausalAttention of the single item {q, out, rows, first_pos, kv}.
+void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,
+                     std::span<float> scratch);
+
+// Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
+// that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while
+// each weight row is read from memory once for all rows: a small tile of weight rows is decoded to FP32
+// (DequantizeRow / DecodePackedRow, both exact) and dotted with every row of X in the definition's 8-lane
+// order. OpenMP over weight rows. The batch-invariant projection of Model::Step: a row's result does not
+// depend on the other rows, their number, or the thread count.
+void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
 }  // namespace plumb::kernels

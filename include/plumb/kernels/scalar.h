@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "plumb/kernels/kv_layer_view.h"
+
 namespace plumb::kernels::scalar {
 
 // Dot product of a[0..n) and b[0..n) in FP32, in this exact order (each product rounded, then added; no FMA):
@@ -38,11 +40,13 @@ void Softmax(float* x, int n);
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)).
 void SwiGlu(const float* gate, const float* up, float* out, int n);
 
-// Attention of one query head over the first n_ctx positions of one KV head:
-//   scores[t] = (q · k_t) / sqrt(head_dim),  p = softmax(scores),  out = Σ_t p[t] · v_t
-// keys/values point at position 0 of that KV head, positions `stride` floats apart (the cache layout).
-// scores must hold n_ctx floats (scratch).
-void AttendOneHead(const float* q, const float* keys, const float* values, std::int64_t stride, int head_dim,
-                   int n_ctx, float* scores, float* out);
+// Attention of one query head over positions [0, n_ctx) of KV head kv_head of one cache layer:
+//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending
+//   p         = Softmax(scores)
+//   out[j]    = Σ_t p[t] · v_t[j]                                 FP32, t ascending from out[j] = 0
+// where k_t and v_t are position t's rows decoded to FP32: DecodeKv(kv.dtype, ..., head's scale), which for
+// f32 is the stored floats themselves. So the definition is "attention over the decoded cache", the same
+// for every layout and block table. scratch holds n_ctx + head_dim floats (the scores, one decoded row).
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out);
 
 }  // namespace plumb::kernels::scalar

@@ -1,65 +1,73 @@
-// ContiguousKvCache: the FP32 key/value cache of one sequence, one flat buffer per tensor.
+// ContiguousKvCache: the key/value cache of one sequence, one flat buffer per tensor (a KvSequence).
 //
-// Layout of keys and of values, each:   [layer][kv_head][position][head_dim]   (row-major, FP32)
+// Layout of keys and of values, each:   [layer][kv_head][position][head_dim]   elements of dtype()
 //   element (l, h, p, j) is at ((l · n_kv_heads + h) · max_positions + p) · head_dim + j
-// Keys are stored after RoPE, so attention reads them as they are. Positions of one head are contiguous,
-// which makes attention of one query head over the cache a sequential read.
+// Keys are stored after RoPE. Positions of one head are contiguous, so attention of one query head over the
+// cache is a sequential read. As a KvLayerView (kernels/kv_layer_view.h) a layer is one block of
+// max_positions positions: block_table {0}, position_stride head_dim, head_stride max_positions · head_dim.
+// Elements are stored through EncodeKv and read through DecodeKv (formats/kv_dtype.h): f32 (the default)
+// as is, f16/bf16 rounded to nearest even, fp8 with a per-(layer, KV head) scale.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "plumb/kv/kv_sequence.h"
 
 namespace plumb {
 
-class ContiguousKvCache {
+class ContiguousKvCache final : public KvSequence {
  public:
-  ContiguousKvCache(int n_layers, int n_kv_heads, int max_positions, int head_dim);
+  // k_scales, v_scales: FP8 only, [n_layers][n_kv_heads] (a per-tensor scale repeated per head); empty
+  // means 1. Throws plumb::Error for a non-positive dimension or scales of the wrong size or not positive.
+  ContiguousKvCache(int n_layers, int n_kv_heads, int max_positions, int head_dim,
+                    KvDtype dtype = KvDtype::kF32, std::vector<float> k_scales = {},
+                    std::vector<float> v_scales = {});
 
-  int n_layers() const { return n_layers_; }
-  int n_kv_heads() const { return n_kv_heads_; }
-  int max_positions() const { return max_positions_; }
-  int head_dim() const { return head_dim_; }
+  int n_layers() const override { return n_layers_; }
+  int n_kv_heads() const override { return n_kv_heads_; }
+  int head_dim() const override { return head_dim_; }
+  KvDtype dtype() const override { return dtype_; }
+  int length() const override { return length_; }
+  int max_positions() const override { return max_positions_; }
 
-  // Positions [0, length) hold valid keys and values; the forward pass advances it.
-  int length() const { return length_; }
+  void Reserve(int n) override;
+  void Write(int layer, int pos, const float* k, const float* v) override;
+  KvLayerView Layer(int layer) const override;
+  void Commit(std::span<const int> tokens) override;
+
+  // Positions [0, length) become the committed ones and any reservation is dropped: rewinds (a chat that
+  // re-prefills) or, over positions already written, replays (benchmarks decoding at a fixed position).
   void set_length(int length);
-  void Clear() { length_ = 0; }
+  void Clear() { set_length(0); }
 
-  // One layer's block, [n_kv_heads][max_positions][head_dim].
-  float* LayerKeys(int layer) { return keys_.data() + LayerOffset(layer); }
-  float* LayerValues(int layer) { return values_.data() + LayerOffset(layer); }
-  const float* LayerKeys(int layer) const { return keys_.data() + LayerOffset(layer); }
-  const float* LayerValues(int layer) const { return values_.data() + LayerOffset(layer); }
+  // The head_dim floats of one (layer, kv_head, position) of an f32 cache (tests read the cache through
+  // these); throws plumb::Error for another dtype.
+  const float* Key(int layer, int kv_head, int pos) const;
+  const float* Value(int layer, int kv_head, int pos) const;
 
-  // The head_dim floats of one (layer, kv_head, position).
-  float* Key(int layer, int kv_head, int pos) { return keys_.data() + Offset(layer, kv_head, pos); }
-  float* Value(int layer, int kv_head, int pos) { return values_.data() + Offset(layer, kv_head, pos); }
-  const float* Key(int layer, int kv_head, int pos) const {
-    return keys_.data() + Offset(layer, kv_head, pos);
-  }
-  const float* Value(int layer, int kv_head, int pos) const {
-    return values_.data() + Offset(layer, kv_head, pos);
-  }
-
-  // Bytes held by keys and values together: 2 · layers · kv_heads · max_positions · head_dim · 4.
-  std::size_t Bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
+  // Bytes held by keys and values together: 2 · layers · kv_heads · max_positions · head_dim · element size.
+  std::size_t Bytes() const { return keys_.size() + values_.size(); }
 
  private:
-  std::size_t LayerOffset(int layer) const {
-    return static_cast<std::size_t>(layer) * n_kv_heads_ * max_positions_ * head_dim_;
+  std::size_t Offset(int layer, int kv_head, int pos) const {  // in elements
+    return ((static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head) * max_positions_ + pos) * head_dim_;
   }
-  std::size_t Offset(int layer, int kv_head, int pos) const {
-    return LayerOffset(layer) + (static_cast<std::size_t>(kv_head) * max_positions_ + pos) * head_dim_;
-  }
+  const float* F32At(const std::vector<std::uint8_t>& data, int layer, int kv_head, int pos) const;
 
   int n_layers_;
   int n_kv_heads_;
   int max_positions_;
   int head_dim_;
+  KvDtype dtype_;
   int length_ = 0;
-  std::vector<float> keys_;    // [n_layers][n_kv_heads][max_positions][head_dim]
-  std::vector<float> values_;  // [n_layers][n_kv_heads][max_positions][head_dim]
+  int reserved_ = 0;                  // positions past length_ that Reserve made room for
+  std::vector<std::uint8_t> keys_;    // [n_layers][n_kv_heads][max_positions][head_dim] elements of dtype_
+  std::vector<std::uint8_t> values_;  // [n_layers][n_kv_heads][max_positions][head_dim] elements of dtype_
+  std::vector<float> k_scales_;       // [n_layers][n_kv_heads] (FP8), or empty: 1
+  std::vector<float> v_scales_;       // [n_layers][n_kv_heads] (FP8), or empty: 1
 };
 
 }  // namespace plumb

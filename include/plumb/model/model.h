@@ -4,7 +4,11 @@
 //                    read from memory serves P tokens: compute-bound for large P.
 //   Decode(token):   one new token. Every projection is a GEMV, each weight is read once for one token:
 //                    bandwidth-bound. Attention reads the whole KV cache.
-// Both append to a ContiguousKvCache and continue from cache.length().
+//   Step(chunks):    several sequences at once (batched decode, chunked prefill beside decodes): the
+//                    projections and the MLP run once over all their rows, so each weight is read once per
+//                    step; attention runs per sequence over its own cache.
+// All three append to a KvSequence (a ContiguousKvCache, or a sequence of a PagedKvCache) and continue from
+// its length().
 #pragma once
 
 #include <memory>
@@ -13,7 +17,9 @@
 #include <vector>
 
 #include "plumb/formats/gguf.h"
+#include "plumb/kernels/kernels.h"
 #include "plumb/kv/contiguous_kv_cache.h"
+#include "plumb/kv/kv_sequence.h"
 #include "plumb/model/config.h"
 #include "plumb/model/weights.h"
 
@@ -24,6 +30,21 @@ void CheckTokenIds(std::span<const int> tokens, int vocab_size);
 
 // Which rows of logits Prefill computes: the LM head is [V, d], so for generation only the last is needed.
 enum class PrefillLogits { kLastRow, kAllRows };
+
+// One sequence's part of a Step: its next tokens, computed at positions kv->length() ...
+struct SequenceChunk {
+  KvSequence* kv = nullptr;
+  std::span<const int> tokens;
+  bool all_logits = false;  // logits of every token ([n][V]) instead of the last one's ([1][V])
+};
+
+struct StepOptions {
+  // Every projection through kernels::GemvBatch, which gives each row bitwise what kernels::Gemv gives it
+  // alone: a sequence's logits then do not depend on the batch it ran in, its chunking or the thread count
+  // (bitwise what Decode gives, token by token). Otherwise a step of several rows uses kernels::Gemm
+  // (BLAS), which is faster for long chunks and agrees to FP32 rounding.
+  bool batch_invariant = false;
+};
 
 // Optional record of the residual stream during a prefill, for tests and fixtures. Each entry is [P][d].
 struct PrefillTrace {
@@ -46,21 +67,32 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
-  // A cache for up to max_positions tokens (0: the model's max_position_embeddings).
-  ContiguousKvCache NewKvCache(int max_positions = 0) const;
+  // A cache for up to max_positions tokens (0: the model's max_position_embeddings) of KV dtype `dtype`
+  // (FP8 scales all 1; construct a ContiguousKvCache directly for others).
+  ContiguousKvCache NewKvCache(int max_positions = 0, KvDtype dtype = KvDtype::kF32) const;
 
-  // Runs the P tokens at positions cache.length() .. cache.length()+P-1, appends their keys and values and
+  // Runs the P tokens at positions kv.length() .. kv.length()+P-1, appends their keys and values and
   // returns logits, [1][V] or [P][V]. Throws plumb::Error for token ids outside [0, V) and for a cache
-  // without room for P more positions.
-  std::vector<float> Prefill(std::span<const int> tokens, ContiguousKvCache& cache,
+  // without room for P more positions, leaving the cache's committed state as it was.
+  std::vector<float> Prefill(std::span<const int> tokens, KvSequence& kv,
                              PrefillLogits which = PrefillLogits::kLastRow, PrefillTrace* trace = nullptr);
 
-  // Runs one token at position cache.length() and appends its key and value. The returned logits [V] live in
+  // Runs one token at position kv.length() and appends its key and value. The returned logits [V] live in
   // this model's decode buffers and stay valid until the next Decode.
-  std::span<const float> Decode(int token, ContiguousKvCache& cache);
+  std::span<const float> Decode(int token, KvSequence& kv);
+
+  // Runs the chunks of several sequences in one step: chunk i's tokens at positions kv->length()... All
+  // projections and the MLP run once over the concatenated [T][d] rows (T = all chunks' tokens; weights
+  // read once per step), attention per sequence over its own KV (kernels::CausalAttention's batched form).
+  // Every chunk is checked and reserved before anything is computed, so an error (a bad token id, a full
+  // context, an exhausted block pool) changes no sequence's committed state; then keys and values are
+  // written and every chunk committed. Returns the logits, chunk after chunk: [1][V] (its last token) or
+  // [n][V] (all_logits), in a buffer of this model's that stays valid until the next Step.
+  std::span<const float> Step(std::span<const SequenceChunk> chunks, StepOptions options = {});
 
  private:
-  void CheckTokens(std::span<const int> tokens, const ContiguousKvCache& cache) const;
+  void CheckTokens(std::span<const int> tokens, const KvSequence& kv) const;
+  void GrowStepBuffers(int rows, int logit_rows, int context, std::size_t chunks);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -77,8 +109,27 @@ class Model {
     std::vector<float> gate;       // [ffn]
     std::vector<float> up;         // [ffn]
     std::vector<float> logits;     // [V]
-    std::vector<float> scores;     // attention scratch: one score row per thread
+    std::vector<float> scores;     // attention scratch (kernels::AttentionScratchFloats)
   } decode_;
+
+  // Step's activations for up to `rows` rows, grown only when a step has more rows (or logit rows, or
+  // context, or chunks) than any before.
+  struct StepBuffers {
+    int rows = 0;
+    std::vector<float> x;           // [rows][d]   residual stream of every chunk's tokens, chunk after chunk
+    std::vector<float> x_norm;      // [rows][d]
+    std::vector<float> q;           // [rows][n_heads·hd]
+    std::vector<float> k;           // [rows][n_kv_heads·hd]
+    std::vector<float> v;           // [rows][n_kv_heads·hd]
+    std::vector<float> attention;   // [rows][n_heads·hd]
+    std::vector<float> projected;   // [rows][d]
+    std::vector<float> gate;        // [rows][ffn]
+    std::vector<float> up;          // [rows][ffn]
+    std::vector<float> head_input;  // [logit rows][d]   final-normed rows whose logits are returned
+    std::vector<float> logits;      // [logit rows][V]
+    std::vector<float> scores;      // attention scratch (kernels::AttentionScratchFloats)
+    std::vector<kernels::AttentionItem> items;  // [chunks] one attention item per chunk
+  } step_;
 };
 
 }  // namespace plumb

@@ -1,7 +1,9 @@
 // Scalar reference kernels: see include/plumb/kernels/scalar.h for the definitions these loops implement.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
+#include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/scalar.h"
 
 namespace plumb::kernels::scalar {
@@ -69,16 +71,47 @@ void SwiGlu(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void AttendOneHead(const float* q, const float* keys, const float* values, std::int64_t stride, int head_dim,
-                   int n_ctx, float* scores, float* out) {
+namespace {
+
+// Calls fn(t, row) for t = 0 .. n_ctx-1 in order, row = position t of KV head kv_head of `data` (the view's
+// keys or values) in FP32. Walks the view a block at a time, so the block table is read once per block and
+// positions within a block are position_stride apart (contiguous: one block of capacity positions). f32 rows
+// are read in place; other dtypes are decoded into `decoded` ([head_dim]) first.
+template <class Fn>
+void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int kv_head, int n_ctx,
+                     float* decoded, Fn&& fn) {
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  for (int t0 = 0; t0 < n_ctx; t0 += kv.block_size) {
+    const int count = n_ctx - t0 < kv.block_size ? n_ctx - t0 : kv.block_size;
+    const std::uint8_t* first = bytes + kv.Element(t0, kv_head) * element_bytes;
+    for (int i = 0; i < count; ++i) {
+      const std::uint8_t* at = first + i * kv.position_stride * element_bytes;
+      if (kv.dtype == KvDtype::kF32) {
+        fn(t0 + i, reinterpret_cast<const float*>(at));
+      } else {
+        DecodeKv(kv.dtype, at, kv.head_dim, scale, decoded);
+        fn(t0 + i, static_cast<const float*>(decoded));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch,
+                   float* out) {
+  const int head_dim = kv.head_dim;
+  float* scores = scratch;           // [n_ctx]
+  float* decoded = scratch + n_ctx;  // [head_dim] one K or V row in FP32 (dtypes other than f32)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  for (int t = 0; t < n_ctx; ++t) scores[t] = Dot(q, keys + t * stride, head_dim) * scale;
+  ForEachPosition(kv, kv.keys, kv.KScale(kv_head), kv_head, n_ctx, decoded,
+                  [&](int t, const float* k) { scores[t] = Dot(q, k, head_dim) * scale; });
   Softmax(scores, n_ctx);
   for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
-  for (int t = 0; t < n_ctx; ++t) {
-    const float* v = values + t * stride;
+  ForEachPosition(kv, kv.values, kv.VScale(kv_head), kv_head, n_ctx, decoded, [&](int t, const float* v) {
     for (int j = 0; j < head_dim; ++j) out[j] += scores[t] * v[j];
-  }
+  });
 }
 
 }  // namespace plumb::kernels::scalar
