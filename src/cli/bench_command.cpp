@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_batch.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
@@ -31,6 +32,7 @@ Flags BenchFlags() {
   f.AddValue("repetitions", "R", "timed runs per thread count (after one warm-up run)", "3");
   f.AddValue("probe-mib", "MiB",
              "buffer the bandwidth probe streams; keep it far beyond the last-level cache", "1024");
+  AddBatchBenchFlags(f);
   f.AddSwitch("help", "show this help");
   return f;
 }
@@ -194,6 +196,10 @@ int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream&
   }
   const Settings settings = ReadSettings(flags);
   Model model = Model::Load(settings.model_path);
+  if (flags.IsSet("batch")) {
+    kernels::SetNumThreads(settings.threads.back());
+    return RunBatchBench(flags, model, out, err);
+  }
   const int context = model.config().max_position_embeddings;
   if (static_cast<long long>(settings.prompt_tokens) + settings.gen_tokens > context) {
     throw MakeError("--prompt-tokens ", settings.prompt_tokens, " + --gen-tokens ", settings.gen_tokens,

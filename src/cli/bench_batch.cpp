@@ -1,0 +1,150 @@
+#include "bench_batch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include "plumb/cli/batch_flags.h"
+#include "plumb/core/error.h"
+#include "plumb/kernels/kernels.h"
+#include "plumb/kv/contiguous_kv_cache.h"
+#include "plumb/kv/paged_kv_cache.h"
+
+namespace plumb::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Gives `kv` `length` committed positions of random keys and values without running the model: a decode
+// step's cost does not depend on what the cache holds, and filling 64 sequences of 4096 positions by
+// prefill would take far longer than the measurement. Token ids are distinct per sequence (salt), so no
+// prefix is shared and every sequence reads its own blocks, as independent requests do.
+void FillSynthetic(KvSequence& kv, int length, int salt) {
+  const int width = kv.n_kv_heads() * kv.head_dim();
+  std::vector<float> k(static_cast<std::size_t>(width)), v(k.size());  // [n_kv_heads · head_dim]
+  std::mt19937 rng(static_cast<unsigned>(salt));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : k) x = normal(rng);
+  for (float& x : v) x = normal(rng);
+  kv.Reserve(length);
+  for (int l = 0; l < kv.n_layers(); ++l) {
+    for (int p = 0; p < length; ++p) kv.Write(l, kv.length() + p, k.data(), v.data());
+  }
+  std::vector<int> tokens(static_cast<std::size_t>(length));
+  for (int p = 0; p < length; ++p) tokens[p] = (salt * 7919 + p) % 32000;
+  kv.Commit(tokens);
+}
+
+std::string Fixed(double value, int precision) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(precision) << value;
+  return text.str();
+}
+
+}  // namespace
+
+void AddBatchBenchFlags(Flags& flags) {
+  flags.AddValue("batch", "B,..",
+                 "batched decode: sequences per step, one table row each (e.g. 1,2,4,...,64)");
+  flags.AddValue("context", "T,..", "batched decode: positions each sequence holds before the timed steps",
+                 "512");
+  flags.AddValue("decode-steps", "N", "batched decode: timed steps per row (after one warm-up step)", "16");
+  flags.AddSwitch("deterministic", "batched decode with batch-invariant kernels");
+  AddPagedKvFlags(flags);
+}
+
+int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostream& err) {
+  const std::vector<int> batches = flags.IntList("batch");
+  const std::vector<int> contexts = flags.IntList("context");
+  const int steps = flags.Int("decode-steps", 1, 1 << 20);
+  const StepOptions step_options{flags.Switch("deterministic")};
+  const ModelConfig& mc = model.config();
+  for (int b : batches) {
+    if (b < 1 || b > 4096) throw MakeError("--batch: every batch size must be in [1, 4096], got ", b);
+  }
+  for (int t : contexts) {
+    if (t < 1 || t + steps + 1 > mc.max_position_embeddings) {
+      throw MakeError("--context: ", t, " + ", steps + 1, " decode steps must fit the model's context of ",
+                      mc.max_position_embeddings);
+    }
+  }
+  const int threads = kernels::NumThreads();
+  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
+  out << "weights read per step: " << weight_bytes << " B | threads: " << threads
+      << (step_options.batch_invariant ? " | deterministic" : "") << " | " << steps
+      << " timed steps per row after 1 warm-up; KV filled with random values (decode's cost does not depend "
+         "on them)\n\n"
+      << "| context | batch | kv dtype | step ms | tok/s (all sequences) | × batch 1 | KV B/step | (weights "
+         "+ KV) "
+         "GB/s |\n|---|---|---|---|---|---|---|---|\n";
+  for (int ctx : contexts) {
+    double batch1 = 0;
+    for (int batch : batches) {
+      const int positions = ctx + steps + 1;
+      PagedKvConfig kv = ReadPagedKvFlags(flags, mc, positions, batch);
+      kv.prefix_caching = false;
+      const int needed = batch * ((positions + kv.block_size - 1) / kv.block_size);
+      if (needed > kv.num_blocks) {
+        out << "| " << ctx << " | " << batch << " | " << KvDtypeName(kv.dtype) << " | needs "
+            << Fixed(static_cast<double>(needed) * kv.BytesPerBlock() / (1 << 20), 0)
+            << " MiB of KV: beyond --kv-budget-mib | | | | |\n";
+        continue;
+      }
+      err << "\rbench: context " << ctx << ", batch " << batch << ": filling the cache   " << std::flush;
+      PagedKvCache cache(kv);
+      std::vector<SeqId> seqs;
+      std::vector<SequenceChunk> chunks;
+      std::vector<int> tokens(static_cast<std::size_t>(batch));
+      for (int s = 0; s < batch; ++s) {
+        seqs.push_back(cache.Add());
+        FillSynthetic(cache.Sequence(seqs.back()), ctx, s + 1);
+        tokens[s] = (s * 2654435761u) % static_cast<unsigned>(mc.vocab_size);
+      }
+      for (int s = 0; s < batch; ++s) {
+        chunks.push_back({&cache.Sequence(seqs[s]), std::span<const int>(&tokens[s], 1)});
+      }
+      err << "\rbench: context " << ctx << ", batch " << batch << ": decoding          " << std::flush;
+      model.Step(chunks, step_options);  // warm-up
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; i < steps; ++i) model.Step(chunks, step_options);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / steps;
+      const double tok_s = batch / seconds;
+      if (batch == 1) batch1 = tok_s;
+      const double kv_bytes = static_cast<double>(kv.BytesPerToken()) * batch * (ctx + 1 + steps / 2.0);
+      out << "| " << ctx << " | " << batch << " | " << KvDtypeName(kv.dtype) << " | "
+          << Fixed(seconds * 1e3, 2) << " | " << Fixed(tok_s, 1) << " | "
+          << (batch1 > 0 ? Fixed(tok_s / batch1, 2) : "") << " | " << Fixed(kv_bytes, 0) << " | "
+          << Fixed((weight_bytes + kv_bytes) / seconds / 1e9, 2) << " |\n";
+    }
+  }
+
+  // Paged against contiguous at batch 1: the same Decode, the same values, two layouts.
+  out << "\n| context | contiguous decode tok/s | paged decode tok/s (block " << flags.String("block-size")
+      << ") | paged / contiguous |\n|---|---|---|---|\n";
+  for (int ctx : contexts) {
+    const int positions = ctx + steps + 1;
+    ContiguousKvCache contiguous = model.NewKvCache(positions);
+    PagedKvConfig kv = ReadPagedKvFlags(flags, mc, positions, 1);
+    kv.dtype = KvDtype::kF32;  // the contiguous cache is FP32
+    PagedKvCache pool(kv);
+    KvSequence& paged = pool.Sequence(pool.Add());
+    FillSynthetic(contiguous, ctx, 1);
+    FillSynthetic(paged, ctx, 1);
+    double rate[2];
+    KvSequence* caches[2] = {&contiguous, &paged};
+    for (int c = 0; c < 2; ++c) {
+      model.Decode(1, *caches[c]);  // warm-up
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; i < steps; ++i) model.Decode(1 + i, *caches[c]);
+      rate[c] = steps / std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    out << "| " << ctx << " | " << Fixed(rate[0], 1) << " | " << Fixed(rate[1], 1) << " | "
+        << Fixed(rate[1] / rate[0], 3) << " |\n";
+  }
+  err << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  return 0;
+}
+
+}  // namespace plumb::cli
