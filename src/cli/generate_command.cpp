@@ -60,7 +60,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   const bool batch = flags.IsSet("prompts-file") || flags.IsSet("prompt-ids-file");
   const bool text_mode = flags.IsSet("prompt");
   const std::string prompt_text = text_mode ? flags.String("prompt") : "";
-  std::vector<int> prompt = text_mode ? std::vector<int>{} : flags.IntList("prompt-ids");
+  std::vector<int> prompt = flags.IsSet("prompt-ids") ? flags.IntList("prompt-ids") : std::vector<int>{};
   GenerationOptions options;
   options.max_new_tokens = flags.Int("max-tokens", 1, std::numeric_limits<int>::max());
   options.sampling = ReadSamplingFlags(flags);
@@ -74,7 +74,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
     const Tokenizer& tokenizer = loaded.RequireTokenizer("--prompt");
     prompt = tokenizer.Encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
-  ContiguousKvCache cache = loaded.model.NewKvCache(ctx);
+  ContiguousKvCache cache = loaded.model.NewKvCache(ctx, ParseKvDtype(flags.String("kv-dtype")));
 
   GenerationStats stats;
   if (text_mode) {

@@ -77,7 +77,7 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
       {ok + " --seed -3", "--seed: '-3' is not a non-negative integer"},
       {"generate --model /nonexistent/model --prompt-ids 1", "/nonexistent/model: model path does not exist"},
       {"generate --prompt-ids 1", "missing required flag --model"},
-      {"generate --model " + kModel, "give exactly one of --prompt TEXT and --prompt-ids IDS"},
+      {"generate --model " + kModel, "give exactly one of --prompt TEXT, --prompt-ids IDS"},
       {"generate --model " + kModel + " --prompt hi --prompt-ids 1", "give exactly one of --prompt"},
       {"generate --model " + kModel + " --prompt hi", "--prompt needs a tokenizer, and this model has none"},
       {"chat --model " + kModel + " </dev/null", "chat needs a tokenizer"},

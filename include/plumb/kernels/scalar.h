@@ -47,6 +47,10 @@ void SwiGlu(const float* gate, const float* up, float* out, int n);
 // where k_t and v_t are position t's rows decoded to FP32: DecodeKv(kv.dtype, ..., head's scale), which for
 // f32 is the stored floats themselves. So the definition is "attention over the decoded cache", the same
 // for every layout and block table. scratch holds n_ctx + head_dim floats (the scores, one decoded row).
-void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out);
+// `dot` computes the scores' Dot; kernels pass a vector variant that returns the same bits
+// (kernels/row_dot.h).
+using DotFn = float (*)(const float* a, const float* b, int n);
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out,
+                   DotFn dot = Dot);
 
 }  // namespace plumb::kernels::scalar

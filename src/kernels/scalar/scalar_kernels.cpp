@@ -99,14 +99,14 @@ void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int k
 
 }  // namespace
 
-void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch,
-                   float* out) {
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out,
+                   DotFn dot) {
   const int head_dim = kv.head_dim;
   float* scores = scratch;           // [n_ctx]
   float* decoded = scratch + n_ctx;  // [head_dim] one K or V row in FP32 (dtypes other than f32)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   ForEachPosition(kv, kv.keys, kv.KScale(kv_head), kv_head, n_ctx, decoded,
-                  [&](int t, const float* k) { scores[t] = Dot(q, k, head_dim) * scale; });
+                  [&](int t, const float* k) { scores[t] = dot(q, k, head_dim) * scale; });
   Softmax(scores, n_ctx);
   for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
   ForEachPosition(kv, kv.values, kv.VScale(kv_head), kv_head, n_ctx, decoded, [&](int t, const float* v) {
