@@ -49,6 +49,8 @@ constexpr const char* kBenchUsage =
     "step reads, the bandwidth that makes, the host's streaming-read bandwidth measured in the same run at "
     "the\n"
     "same thread count, the memory-bandwidth utilisation (MBU) and the decode rate that bandwidth allows.\n\n"
+    "With --batch B,.. it instead times decode steps of B sequences at once (Model::Step over a paged KV\n"
+    "cache filled to each --context with random keys and values), and paged against contiguous attention.\n\n"
     "flags:\n";
 
 struct Settings {
