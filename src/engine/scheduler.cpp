@@ -156,7 +156,15 @@ StepReport Scheduler::Step() {
     Preempt(newest);
     report.preempted.push_back(newest);
   }
-  if (plan.empty()) return report;
+  if (plan.empty()) {
+    // Add() lets in only requests that fit the whole pool, so with nothing running the first waiting one is
+    // always admitted; were it not, callers looping on !Idle() would spin forever.
+    if (!waiting_.empty()) {
+      throw MakeError("scheduler: request ", waiting_.front(), " cannot be admitted into an idle KV pool (",
+                      cache_.AvailableBlocks(), " blocks available)");
+    }
+    return report;
+  }
 
   std::vector<SequenceChunk> chunks;
   chunks.reserve(plan.size());
