@@ -10,6 +10,7 @@
 #include "plumb/model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,43 @@ template <class T>
 void GrowTo(std::vector<T>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
 }
+
+// Reports a pass to the model's ForwardObserver (model/forward_observer.h): each kernel's wall time as it
+// finishes, and the residual stream at the layer boundaries. Without an observer every call returns at once.
+class PassReport {
+ public:
+  PassReport(ForwardObserver* observer, ForwardPhase phase, int rows) : observer_(observer), rows_(rows) {
+    if (!observer_) return;
+    observer_->OnPassBegin(phase, rows);
+    last_ = Clock::now();
+  }
+  ~PassReport() {
+    if (observer_) observer_->OnPassEnd();
+  }
+  PassReport(const PassReport&) = delete;
+  PassReport& operator=(const PassReport&) = delete;
+
+  // `kernel` of `layer` (-1 outside the layers) just finished over `rows` rows (default: the pass's).
+  void Done(ForwardKernel kernel, int layer, int rows = -1) {
+    if (!observer_) return;
+    const Clock::time_point now = Clock::now();
+    observer_->OnKernel(
+        {kernel, layer, rows < 0 ? rows_ : rows, std::chrono::duration<double>(now - last_).count()});
+    last_ = Clock::now();
+  }
+  // [rows][cols] at `point`; the observer's own time is left out of the next kernel's.
+  void Activation(ActivationPoint point, int layer, const float* data, int rows, int cols) {
+    if (!observer_) return;
+    observer_->OnActivation(point, layer, data, rows, cols);
+    last_ = Clock::now();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  ForwardObserver* observer_;
+  int rows_;
+  Clock::time_point last_;
+};
 
 // The safetensors files of a checkpoint directory: the shards named by the index, or model.safetensors.
 std::vector<std::string> SafetensorsFilesIn(const fs::path& dir) {
@@ -179,49 +217,70 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, KvSequence& kv, P
   std::vector<float> up(rows(c.intermediate_size));    // [P][ffn]
   std::vector<float> scores(kernels::AttentionScratchFloats(first_pos + P, c.head_dim));
 
+  PassReport report(observer_, ForwardPhase::kPrefill, P);
   for (int r = 0; r < P; ++r) {
     kernels::DequantizeRowOf(weights_.token_embedding, tokens[r], &x[static_cast<std::size_t>(r) * d]);
   }
+  report.Done(ForwardKernel::kEmbedding, -1);
   if (trace) trace->embedding = x;
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    report.Activation(ActivationPoint::kLayerInput, l, x.data(), P, d);
 
     // Attention block.
     kernels::RmsNorm(x.data(), w.attn_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kAttnNorm, l);
     kernels::Gemm(x_norm.data(), P, w.wq, q.data());
-    kernels::Gemm(x_norm.data(), P, w.wk, k.data());
-    kernels::Gemm(x_norm.data(), P, w.wv, v.data());
     AddBias(q.data(), P, w.bq);
+    report.Done(ForwardKernel::kQProj, l);
+    kernels::Gemm(x_norm.data(), P, w.wk, k.data());
     AddBias(k.data(), P, w.bk);
+    report.Done(ForwardKernel::kKProj, l);
+    kernels::Gemm(x_norm.data(), P, w.wv, v.data());
     AddBias(v.data(), P, w.bv);
+    report.Done(ForwardKernel::kVProj, l);
     kernels::RopeRotateHalf(q.data(), P, c.num_heads, c.head_dim, first_pos, c.rope_theta);
     kernels::RopeRotateHalf(k.data(), P, c.num_kv_heads, c.head_dim, first_pos, c.rope_theta);
+    report.Done(ForwardKernel::kRope, l);
     WriteToCache(kv, l, k.data(), v.data(), P, first_pos);
+    report.Done(ForwardKernel::kKvWrite, l);
     kernels::CausalAttention(q.data(), P, first_pos, kv.Layer(l), c.num_heads, attention.data(), scores);
+    report.Done(ForwardKernel::kAttention, l);
     kernels::Gemm(attention.data(), P, w.wo, projected.data());
     AddInPlace(x.data(), projected.data(), rows(d));
+    report.Done(ForwardKernel::kOProj, l);
+    report.Activation(ActivationPoint::kAfterAttention, l, x.data(), P, d);
 
     // MLP block.
     kernels::RmsNorm(x.data(), w.mlp_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kMlpNorm, l);
     kernels::Gemm(x_norm.data(), P, w.w_gate, gate.data());
+    report.Done(ForwardKernel::kGateProj, l);
     kernels::Gemm(x_norm.data(), P, w.w_up, up.data());
+    report.Done(ForwardKernel::kUpProj, l);
     kernels::SwiGlu(gate.data(), up.data(), gate.data(),
                     static_cast<std::int64_t>(rows(c.intermediate_size)));
+    report.Done(ForwardKernel::kSwiGlu, l);
     kernels::Gemm(gate.data(), P, w.w_down, projected.data());
     AddInPlace(x.data(), projected.data(), rows(d));
+    report.Done(ForwardKernel::kDownProj, l);
+    report.Activation(ActivationPoint::kAfterMlp, l, x.data(), P, d);
 
     if (trace) trace->layer_outputs.push_back(x);
   }
   kv.Commit(tokens);
 
   kernels::RmsNorm(x.data(), weights_.final_norm.data(), x_norm.data(), P, d, c.rms_norm_eps);
+  report.Done(ForwardKernel::kFinalNorm, -1);
+  report.Activation(ActivationPoint::kFinalNorm, -1, x_norm.data(), P, d);
   if (trace) trace->final_norm = x_norm;
 
   const int logit_rows = which == PrefillLogits::kAllRows ? P : 1;
   const float* head_input = x_norm.data() + static_cast<std::size_t>(P - logit_rows) * d;
   std::vector<float> logits(static_cast<std::size_t>(logit_rows) * c.vocab_size);
   kernels::Gemm(head_input, logit_rows, weights_.LmHead(), logits.data());
+  report.Done(ForwardKernel::kLmHead, -1, logit_rows);
   return logits;
 }
 
@@ -240,38 +299,59 @@ std::span<const float> Model::Decode(int token, KvSequence& kv) {
   GrowTo(b.scores, static_cast<std::size_t>(kernels::AttentionScratchFloats(kv.max_positions(), c.head_dim)));
   kv.Reserve(1);  // may throw (a full pool): nothing computed or committed yet
 
+  PassReport report(observer_, ForwardPhase::kDecode, 1);
   kernels::DequantizeRowOf(weights_.token_embedding, token, b.x.data());
+  report.Done(ForwardKernel::kEmbedding, -1);
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    report.Activation(ActivationPoint::kLayerInput, l, b.x.data(), 1, d);
 
     // Attention block.
     kernels::RmsNorm(b.x.data(), w.attn_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kAttnNorm, l);
     kernels::Gemv(w.wq, b.x_norm.data(), b.q.data());
-    kernels::Gemv(w.wk, b.x_norm.data(), b.k.data());
-    kernels::Gemv(w.wv, b.x_norm.data(), b.v.data());
     AddBias(b.q.data(), 1, w.bq);
+    report.Done(ForwardKernel::kQProj, l);
+    kernels::Gemv(w.wk, b.x_norm.data(), b.k.data());
     AddBias(b.k.data(), 1, w.bk);
+    report.Done(ForwardKernel::kKProj, l);
+    kernels::Gemv(w.wv, b.x_norm.data(), b.v.data());
     AddBias(b.v.data(), 1, w.bv);
+    report.Done(ForwardKernel::kVProj, l);
     kernels::RopeRotateHalf(b.q.data(), 1, c.num_heads, c.head_dim, pos, c.rope_theta);
     kernels::RopeRotateHalf(b.k.data(), 1, c.num_kv_heads, c.head_dim, pos, c.rope_theta);
+    report.Done(ForwardKernel::kRope, l);
     kv.Write(l, pos, b.k.data(), b.v.data());
+    report.Done(ForwardKernel::kKvWrite, l);
     kernels::CausalAttention(b.q.data(), 1, pos, kv.Layer(l), c.num_heads, b.attention.data(), b.scores);
+    report.Done(ForwardKernel::kAttention, l);
     kernels::Gemv(w.wo, b.attention.data(), b.projected.data());
     AddInPlace(b.x.data(), b.projected.data(), d);
+    report.Done(ForwardKernel::kOProj, l);
+    report.Activation(ActivationPoint::kAfterAttention, l, b.x.data(), 1, d);
 
     // MLP block.
     kernels::RmsNorm(b.x.data(), w.mlp_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kMlpNorm, l);
     kernels::Gemv(w.w_gate, b.x_norm.data(), b.gate.data());
+    report.Done(ForwardKernel::kGateProj, l);
     kernels::Gemv(w.w_up, b.x_norm.data(), b.up.data());
+    report.Done(ForwardKernel::kUpProj, l);
     kernels::SwiGlu(b.gate.data(), b.up.data(), b.gate.data(), c.intermediate_size);
+    report.Done(ForwardKernel::kSwiGlu, l);
     kernels::Gemv(w.w_down, b.gate.data(), b.projected.data());
     AddInPlace(b.x.data(), b.projected.data(), d);
+    report.Done(ForwardKernel::kDownProj, l);
+    report.Activation(ActivationPoint::kAfterMlp, l, b.x.data(), 1, d);
   }
   kv.Commit(one_token);
 
   kernels::RmsNorm(b.x.data(), weights_.final_norm.data(), b.x_norm.data(), 1, d, c.rms_norm_eps);
+  report.Done(ForwardKernel::kFinalNorm, -1);
+  report.Activation(ActivationPoint::kFinalNorm, -1, b.x_norm.data(), 1, d);
   kernels::Gemv(weights_.LmHead(), b.x_norm.data(), b.logits.data());
+  report.Done(ForwardKernel::kLmHead, -1);
   return b.logits;
 }
 
@@ -308,6 +388,7 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
   const int d = c.hidden_size;
   const bool invariant = options.batch_invariant;
   const std::size_t q_dim = c.QueryDim(), kv_dim = c.KvDim();
+  PassReport report(observer_, ForwardPhase::kStep, T);
   {
     int row = 0;
     for (const SequenceChunk& chunk : chunks) {
@@ -316,43 +397,65 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
       }
     }
   }
+  report.Done(ForwardKernel::kEmbedding, -1);
   const std::size_t all = static_cast<std::size_t>(T);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    report.Activation(ActivationPoint::kLayerInput, l, b.x.data(), T, d);
 
     // Attention block: projections over all rows, then each chunk at its own positions and cache.
     kernels::RmsNorm(b.x.data(), w.attn_norm.data(), b.x_norm.data(), T, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kAttnNorm, l);
     Project(w.wq, b.x_norm.data(), T, b.q.data(), invariant);
-    Project(w.wk, b.x_norm.data(), T, b.k.data(), invariant);
-    Project(w.wv, b.x_norm.data(), T, b.v.data(), invariant);
     AddBias(b.q.data(), T, w.bq);
+    report.Done(ForwardKernel::kQProj, l);
+    Project(w.wk, b.x_norm.data(), T, b.k.data(), invariant);
     AddBias(b.k.data(), T, w.bk);
+    report.Done(ForwardKernel::kKProj, l);
+    Project(w.wv, b.x_norm.data(), T, b.v.data(), invariant);
     AddBias(b.v.data(), T, w.bv);
+    report.Done(ForwardKernel::kVProj, l);
     int row = 0;
+    for (const SequenceChunk& chunk : chunks) {
+      const int n = static_cast<int>(chunk.tokens.size());
+      const int first_pos = chunk.kv->length();
+      kernels::RopeRotateHalf(b.q.data() + row * q_dim, n, c.num_heads, c.head_dim, first_pos, c.rope_theta);
+      kernels::RopeRotateHalf(b.k.data() + row * kv_dim, n, c.num_kv_heads, c.head_dim, first_pos,
+                              c.rope_theta);
+      row += n;
+    }
+    report.Done(ForwardKernel::kRope, l);
+    row = 0;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       KvSequence& kv = *chunks[i].kv;
       const int n = static_cast<int>(chunks[i].tokens.size());
       const int first_pos = kv.length();
-      float* q = b.q.data() + row * q_dim;
-      float* k = b.k.data() + row * kv_dim;
-      kernels::RopeRotateHalf(q, n, c.num_heads, c.head_dim, first_pos, c.rope_theta);
-      kernels::RopeRotateHalf(k, n, c.num_kv_heads, c.head_dim, first_pos, c.rope_theta);
-      WriteToCache(kv, l, k, b.v.data() + row * kv_dim, n, first_pos);
-      b.items[i] = {q, b.attention.data() + row * q_dim, n, first_pos, kv.Layer(l)};
+      WriteToCache(kv, l, b.k.data() + row * kv_dim, b.v.data() + row * kv_dim, n, first_pos);
+      b.items[i] = {b.q.data() + row * q_dim, b.attention.data() + row * q_dim, n, first_pos, kv.Layer(l)};
       row += n;
     }
+    report.Done(ForwardKernel::kKvWrite, l);
     kernels::CausalAttention(std::span(b.items.data(), chunks.size()), c.num_heads, b.scores);
+    report.Done(ForwardKernel::kAttention, l);
     Project(w.wo, b.attention.data(), T, b.projected.data(), invariant);
     AddInPlace(b.x.data(), b.projected.data(), all * d);
+    report.Done(ForwardKernel::kOProj, l);
+    report.Activation(ActivationPoint::kAfterAttention, l, b.x.data(), T, d);
 
     // MLP block.
     kernels::RmsNorm(b.x.data(), w.mlp_norm.data(), b.x_norm.data(), T, d, c.rms_norm_eps);
+    report.Done(ForwardKernel::kMlpNorm, l);
     Project(w.w_gate, b.x_norm.data(), T, b.gate.data(), invariant);
+    report.Done(ForwardKernel::kGateProj, l);
     Project(w.w_up, b.x_norm.data(), T, b.up.data(), invariant);
+    report.Done(ForwardKernel::kUpProj, l);
     kernels::SwiGlu(b.gate.data(), b.up.data(), b.gate.data(),
                     static_cast<std::int64_t>(all * c.intermediate_size));
+    report.Done(ForwardKernel::kSwiGlu, l);
     Project(w.w_down, b.gate.data(), T, b.projected.data(), invariant);
     AddInPlace(b.x.data(), b.projected.data(), all * d);
+    report.Done(ForwardKernel::kDownProj, l);
+    report.Activation(ActivationPoint::kAfterMlp, l, b.x.data(), T, d);
   }
   for (const SequenceChunk& chunk : chunks) chunk.kv->Commit(chunk.tokens);
 
@@ -366,7 +469,10 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
     }
     row += n;
   }
+  report.Done(ForwardKernel::kFinalNorm, -1, logit_rows);
+  report.Activation(ActivationPoint::kFinalNorm, -1, b.head_input.data(), logit_rows, d);
   Project(weights_.LmHead(), b.head_input.data(), logit_rows, b.logits.data(), invariant);
+  report.Done(ForwardKernel::kLmHead, -1, logit_rows);
   return std::span<const float>(b.logits.data(), static_cast<std::size_t>(logit_rows) * c.vocab_size);
 }
 

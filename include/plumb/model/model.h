@@ -21,6 +21,7 @@
 #include "plumb/kv/contiguous_kv_cache.h"
 #include "plumb/kv/kv_sequence.h"
 #include "plumb/model/config.h"
+#include "plumb/model/forward_observer.h"
 #include "plumb/model/weights.h"
 
 namespace plumb {
@@ -67,6 +68,10 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
 
+  // Every later Prefill, Decode and Step reports its kernels' times and its layer-boundary activations to
+  // `observer` (model/forward_observer.h), which the caller keeps alive; nullptr (the default) stops it.
+  void set_observer(ForwardObserver* observer) { observer_ = observer; }
+
   // A cache for up to max_positions tokens (0: the model's max_position_embeddings) of KV dtype `dtype`
   // (FP8 scales all 1; construct a ContiguousKvCache directly for others).
   ContiguousKvCache NewKvCache(int max_positions = 0, KvDtype dtype = KvDtype::kF32) const;
@@ -96,6 +101,7 @@ class Model {
 
   ModelConfig config_;
   ModelWeights weights_;
+  ForwardObserver* observer_ = nullptr;
 
   // Decode's activations, allocated once so the per-token loop allocates nothing.
   struct DecodeBuffers {

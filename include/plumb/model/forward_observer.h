@@ -1,0 +1,68 @@
+// ForwardObserver: what a forward pass reports as it runs, for the tools that look inside one. `plumb
+// explain` times every kernel of a layer; the fixture suite records the residual stream at every layer
+// boundary. The model's arithmetic is the same with or without an observer; a Model without one (the
+// default) pays one untaken branch per kernel.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace plumb {
+
+// The kernels of a forward pass, in the order they run in each layer (embedding before the first layer,
+// final_norm and lm_head after the last). Model::Step runs RoPE for all its chunks, then their cache writes.
+enum class ForwardKernel : std::uint8_t {
+  kEmbedding,  // token ids -> [rows][d] (a row lookup, dequantized)
+  kAttnNorm,   // RMSNorm before attention
+  kQProj,      // [rows][d] · Wqᵀ (+ bias)
+  kKProj,      // [rows][d] · Wkᵀ (+ bias)
+  kVProj,      // [rows][d] · Wvᵀ (+ bias)
+  kRope,       // rotary embedding of q and k
+  kKvWrite,    // new keys and values into the cache (encoded to the cache's dtype)
+  kAttention,  // causal GQA attention over the cache
+  kOProj,      // attention output · Woᵀ, added to the residual stream
+  kMlpNorm,    // RMSNorm before the MLP
+  kGateProj,   // [rows][d] · Wgateᵀ
+  kUpProj,     // [rows][d] · Wupᵀ
+  kSwiGlu,     // silu(gate) ⊙ up
+  kDownProj,   // [rows][ffn] · Wdownᵀ, added to the residual stream
+  kFinalNorm,  // RMSNorm after the last layer (only the rows whose logits are computed)
+  kLmHead,     // [logit rows][d] · Wheadᵀ
+};
+inline constexpr int kForwardKernelCount = static_cast<int>(ForwardKernel::kLmHead) + 1;
+
+// "embedding", "attn_norm", "q_proj", ..., "lm_head": the names `plumb explain` prints.
+std::string_view ForwardKernelName(ForwardKernel kernel);
+
+// Which entry point runs the pass (model/model.h): they differ in how projections are computed.
+enum class ForwardPhase : std::uint8_t { kPrefill, kDecode, kStep };
+
+// Points of the residual stream, each reported as [rows][d] floats.
+enum class ActivationPoint : std::uint8_t {
+  kLayerInput,      // x entering layer `layer` (layer 0: the embedding rows)
+  kAfterAttention,  // x + o_proj(attention(...)) of layer `layer`
+  kAfterMlp,        // x after the MLP block of layer `layer` (the input of layer + 1)
+  kFinalNorm,       // the final RMSNorm of every row (layer = -1), before the LM head
+};
+std::string_view ActivationPointName(ActivationPoint point);  // "layer_input", "after_attention", ...
+
+struct KernelTiming {
+  ForwardKernel kernel;
+  int layer = -1;        // -1 for embedding, final_norm and lm_head
+  int rows = 0;          // rows (tokens) the kernel ran over
+  double seconds = 0.0;  // wall time, from the end of the previous kernel (threads joined) to its end
+};
+
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  // A pass over `rows` tokens begins; every OnKernel and OnActivation until OnPassEnd belongs to it.
+  virtual void OnPassBegin(ForwardPhase /*phase*/, int /*rows*/) {}
+  virtual void OnKernel(const KernelTiming& /*timing*/) {}
+  // data is [rows][cols], valid only during the call. Time spent here is not counted in any kernel.
+  virtual void OnActivation(ActivationPoint /*point*/, int /*layer*/, const float* /*data*/, int /*rows*/,
+                            int /*cols*/) {}
+  virtual void OnPassEnd() {}
+};
+
+}  // namespace plumb

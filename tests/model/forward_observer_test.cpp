@@ -1,0 +1,177 @@
+// ForwardObserver (model/forward_observer.h): what Prefill, Decode and Step report, and that reporting
+// changes no result. Checked on the tiny Llama fixture:
+//   - every kernel of every layer is reported once per pass, in the order the header lists, with the rows it
+//     ran over (the LM head over the logit rows only);
+//   - the activations are the residual stream: layer 0's input is the embedding, each layer's kAfterMlp is
+//   the
+//     next layer's input, and for Prefill they are exactly PrefillTrace's tensors;
+//   - logits are bitwise the same with and without an observer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plumb/model/forward_observer.h"
+#include "plumb/model/model.h"
+#include "support/golden.h"
+
+namespace plumb {
+namespace {
+
+struct Recorder : ForwardObserver {
+  struct Kernel {
+    ForwardKernel kernel;
+    int layer, rows;
+    double seconds;
+  };
+  struct Activation {
+    ActivationPoint point;
+    int layer, rows, cols;
+    std::vector<float> data;
+  };
+  int passes_begun = 0, passes_ended = 0;
+  ForwardPhase phase = ForwardPhase::kDecode;
+  int pass_rows = 0;
+  std::vector<Kernel> kernels;
+  std::vector<Activation> activations;
+
+  void OnPassBegin(ForwardPhase p, int rows) override {
+    ++passes_begun;
+    phase = p;
+    pass_rows = rows;
+  }
+  void OnKernel(const KernelTiming& t) override { kernels.push_back({t.kernel, t.layer, t.rows, t.seconds}); }
+  void OnActivation(ActivationPoint point, int layer, const float* data, int rows, int cols) override {
+    activations.push_back({point, layer, rows, cols, std::vector<float>(data, data + rows * cols)});
+  }
+  void OnPassEnd() override { ++passes_ended; }
+};
+
+class ForwardObserverTest : public ::testing::Test {
+ protected:
+  ForwardObserverTest() : golden_(testing::FixtureDir("tiny-llama")), model_(Model::Load(golden_.dir())) {}
+
+  // The kernels one pass must report, in order: embedding, 13 per layer, final_norm, lm_head.
+  void ExpectKernelSequence(const Recorder& r, int rows, int logit_rows) const {
+    const int layers = model_.config().num_layers;
+    ASSERT_EQ(r.kernels.size(), static_cast<std::size_t>(3 + 13 * layers));
+    std::size_t i = 0;
+    EXPECT_EQ(r.kernels[i].kernel, ForwardKernel::kEmbedding);
+    EXPECT_EQ(r.kernels[i++].layer, -1);
+    for (int l = 0; l < layers; ++l) {
+      for (int k = static_cast<int>(ForwardKernel::kAttnNorm);
+           k <= static_cast<int>(ForwardKernel::kDownProj); ++k, ++i) {
+        EXPECT_EQ(r.kernels[i].kernel, static_cast<ForwardKernel>(k)) << "kernel " << i;
+        EXPECT_EQ(r.kernels[i].layer, l);
+        EXPECT_EQ(r.kernels[i].rows, rows);
+        EXPECT_GE(r.kernels[i].seconds, 0.0);
+      }
+    }
+    EXPECT_EQ(r.kernels[i].kernel, ForwardKernel::kFinalNorm);
+    EXPECT_EQ(r.kernels[i + 1].kernel, ForwardKernel::kLmHead);
+    EXPECT_EQ(r.kernels[i + 1].rows, logit_rows);
+    EXPECT_EQ(r.passes_begun, 1);
+    EXPECT_EQ(r.passes_ended, 1);
+  }
+
+  // Layer inputs chain: layer 0's input is the embedding rows, and kAfterMlp of l is the input of l + 1.
+  void ExpectActivationChain(const Recorder& r, int rows) const {
+    const int layers = model_.config().num_layers;
+    const int d = model_.config().hidden_size;
+    ASSERT_EQ(r.activations.size(), static_cast<std::size_t>(3 * layers + 1));
+    for (int l = 0; l < layers; ++l) {
+      const auto& input = r.activations[3 * l];
+      EXPECT_EQ(input.point, ActivationPoint::kLayerInput);
+      EXPECT_EQ(r.activations[3 * l + 1].point, ActivationPoint::kAfterAttention);
+      EXPECT_EQ(r.activations[3 * l + 2].point, ActivationPoint::kAfterMlp);
+      EXPECT_EQ(input.layer, l);
+      EXPECT_EQ(input.rows, rows);
+      EXPECT_EQ(input.cols, d);
+      if (l > 0) {
+        EXPECT_EQ(input.data, r.activations[3 * l - 1].data) << "layer " << l;
+      }
+      // Attention changes the residual stream (a layer that reported a stale buffer would not).
+      EXPECT_NE(r.activations[3 * l + 1].data, input.data);
+    }
+    EXPECT_EQ(r.activations.back().point, ActivationPoint::kFinalNorm);
+    EXPECT_EQ(r.activations.back().layer, -1);
+  }
+
+  testing::GoldenFixture golden_;
+  Model model_;
+};
+
+TEST_F(ForwardObserverTest, PrefillReportsEveryKernelAndMatchesTheTrace) {
+  const std::vector<int>& prompt = golden_.prompt_ids();
+  const int P = static_cast<int>(prompt.size());
+  ContiguousKvCache plain_cache = model_.NewKvCache(64);
+  PrefillTrace trace;
+  const std::vector<float> plain = model_.Prefill(prompt, plain_cache, PrefillLogits::kAllRows, &trace);
+
+  Recorder r;
+  model_.set_observer(&r);
+  ContiguousKvCache cache = model_.NewKvCache(64);
+  const std::vector<float> observed = model_.Prefill(prompt, cache, PrefillLogits::kAllRows);
+  model_.set_observer(nullptr);
+
+  EXPECT_EQ(r.phase, ForwardPhase::kPrefill);
+  EXPECT_EQ(r.pass_rows, P);
+  ExpectKernelSequence(r, P, P);
+  ExpectActivationChain(r, P);
+  EXPECT_EQ(r.activations[0].data, trace.embedding);
+  for (int l = 0; l < model_.config().num_layers; ++l)
+    EXPECT_EQ(r.activations[3 * l + 2].data, trace.layer_outputs[l]) << "layer " << l;
+  EXPECT_EQ(r.activations.back().data, trace.final_norm);
+  ASSERT_EQ(observed.size(), plain.size());
+  EXPECT_EQ(std::memcmp(observed.data(), plain.data(), plain.size() * sizeof(float)), 0);
+}
+
+TEST_F(ForwardObserverTest, DecodeAndStepReportTheSameActivations) {
+  const std::vector<int>& prompt = golden_.prompt_ids();
+  ContiguousKvCache decode_cache = model_.NewKvCache(64);
+  ContiguousKvCache step_cache = model_.NewKvCache(64);
+  model_.Prefill(prompt, decode_cache);
+  model_.Prefill(prompt, step_cache);
+  const int token = prompt.back();
+
+  Recorder decoded;
+  model_.set_observer(&decoded);
+  const std::span<const float> decode_logits = model_.Decode(token, decode_cache);
+  const std::vector<float> decode_copy(decode_logits.begin(), decode_logits.end());
+  Recorder stepped;
+  model_.set_observer(&stepped);
+  const int one[] = {token};
+  const SequenceChunk chunk{&step_cache, one, false};
+  const std::span<const float> step_logits =
+      model_.Step(std::span(&chunk, 1), StepOptions{.batch_invariant = true});
+  model_.set_observer(nullptr);
+
+  EXPECT_EQ(decoded.phase, ForwardPhase::kDecode);
+  EXPECT_EQ(stepped.phase, ForwardPhase::kStep);
+  ExpectKernelSequence(decoded, 1, 1);
+  ExpectKernelSequence(stepped, 1, 1);
+  ExpectActivationChain(decoded, 1);
+  ExpectActivationChain(stepped, 1);
+  // A batch-invariant step of one token is bitwise Decode, activations included.
+  ASSERT_EQ(decoded.activations.size(), stepped.activations.size());
+  for (std::size_t i = 0; i < decoded.activations.size(); ++i)
+    EXPECT_EQ(decoded.activations[i].data, stepped.activations[i].data) << "activation " << i;
+  ASSERT_EQ(step_logits.size(), decode_copy.size());
+  EXPECT_EQ(std::memcmp(step_logits.data(), decode_copy.data(), decode_copy.size() * sizeof(float)), 0);
+}
+
+TEST(ForwardKernelNames, EveryKernelHasItsOwnName) {
+  std::vector<std::string> names;
+  for (int k = 0; k < kForwardKernelCount; ++k) {
+    const std::string name(ForwardKernelName(static_cast<ForwardKernel>(k)));
+    EXPECT_NE(name, "unknown");
+    for (const std::string& other : names) EXPECT_NE(name, other);
+    names.push_back(name);
+  }
+  EXPECT_EQ(ForwardKernelName(ForwardKernel::kQProj), "q_proj");
+  EXPECT_EQ(ActivationPointName(ActivationPoint::kAfterMlp), "after_mlp");
+}
+
+}  // namespace
+}  // namespace plumb
