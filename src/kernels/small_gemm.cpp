@@ -95,7 +95,7 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
   // Tiles of ~128 KiB: with the X rows of a decode batch (≤ 64 × k floats) they stay in a 1 MiB L2, and a
   // thread's slice of even the smallest projection (192 rows) spans a few of them. A multiple of 4 rows, the
   // register blocks' height.
-  constexpr std::size_t kTileBytes = std::size_t{128} << 10;
+  constexpr std::size_t kTileBytes = std::size_t{16} << 10;
   const int tile_max =
       std::max(4, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 4 * 4);
 #pragma omp parallel
