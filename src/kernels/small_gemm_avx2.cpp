@@ -1,5 +1,6 @@
-// The small-m product (small_gemm.h) with AVX2, FMA and F16C: 3 × 3 register blocks (9 accumulators, 3 weight
-// vectors and one X vector fill the 16 ymm registers, with one spare for the product of the unfused order).
+// The small-m product (small_gemm.h) with AVX2, FMA and F16C: 2 × 4 register blocks (8 accumulators, 4 weight
+// vectors, one X vector and the product of the unfused order fit the 16 ymm registers; the 8 accumulators
+// are reduced together).
 #include "small_gemm.h"
 
 #if defined(__x86_64__)
@@ -19,8 +20,8 @@
 namespace plumb::kernels::small_gemm::avx2 {
 
 #define PLUMB_SG_TARGET __attribute__((target("avx2,fma,f16c")))
-#define PLUMB_SG_BLOCK_X 3
-#define PLUMB_SG_BLOCK_W 3
+#define PLUMB_SG_BLOCK_X 2
+#define PLUMB_SG_BLOCK_W 4
 #include "small_gemm_x86_body.h"
 
 }  // namespace plumb::kernels::small_gemm::avx2

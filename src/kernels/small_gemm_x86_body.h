@@ -25,6 +25,28 @@ PLUMB_SG_TARGET inline __m256 Step(__m256 w, __m256 x, __m256 lane) {
   }
 }
 
+// [ReduceLanes(a[0]), .., ReduceLanes(a[7])] (scalar::Dot's tree, so the same bits) with 19 vector ops
+// instead of 8 stores and 56 scalar ones; the reduction was ~15% of a 4 × 4 block's time at k = 576.
+PLUMB_SG_TARGET inline __m256 Reduce8(const __m256* a) {
+  // s[p]: low half [l0+l4, l1+l5, l2+l6, l3+l7] of a[2p], high half the same of a[2p + 1].
+  __m256 s[4];
+  for (int p = 0; p < 4; ++p) {
+    s[p] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x31));
+  }
+  // t[q]: per half [(l0+l4)+(l2+l6), (l1+l5)+(l3+l7)] of two accumulators: low half a[4q], a[4q + 2],
+  // high half a[4q + 1], a[4q + 3].
+  __m256 t[2];
+  for (int q = 0; q < 2; ++q) {
+    t[q] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * q], s[2 * q + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(s[2 * q], s[2 * q + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // The two halves of the tree added: [a0, a2, a4, a6 | a1, a3, a5, a7], then put in order.
+  const __m256 u = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(u, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // Y[i][j] for i < RX, j < RW: X rows (stride k) against tile rows (stride ldw), all of length k.
 template <int RX, int RW, Order kOrder>
 PLUMB_SG_TARGET void Block(const float* X, int k, const float* W, std::size_t ldw, float* Y,
@@ -51,11 +73,19 @@ PLUMB_SG_TARGET void Block(const float* X, int k, const float* W, std::size_t ld
       for (int j = 0; j < RW; ++j) acc[i][j] = Step<kOrder>(w[j], x, acc[i][j]);
     }
   }
-  for (int i = 0; i < RX; ++i) {
-    for (int j = 0; j < RW; ++j) {
-      alignas(32) float lane[8];
-      _mm256_store_ps(lane, acc[i][j]);
-      Y[i * ldy + j] = avx2_common::ReduceLanes(lane);
+  if constexpr (RW == 4 && RX % 2 == 0) {
+    for (int i = 0; i < RX; i += 2) {  // two X rows × four tile rows per Reduce8
+      const __m256 y = Reduce8(&acc[i][0]);
+      _mm_storeu_ps(Y + i * ldy, _mm256_castps256_ps128(y));
+      _mm_storeu_ps(Y + (i + 1) * ldy, _mm256_extractf128_ps(y, 1));
+    }
+  } else {
+    for (int i = 0; i < RX; ++i) {
+      for (int j = 0; j < RW; ++j) {
+        alignas(32) float lane[8];
+        _mm256_store_ps(lane, acc[i][j]);
+        Y[i * ldy + j] = avx2_common::ReduceLanes(lane);
+      }
     }
   }
 }
