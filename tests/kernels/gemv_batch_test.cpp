@@ -209,7 +209,9 @@ TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEv
         for (int c = 0; c < cols; ++c)
           dequantized[static_cast<std::size_t>(r) * cols + c] = row[c] * scales[r];
       }
-      for (int rows : {2, 5, 11, 64}) {
+      // 65 rows: past small_gemm's limit, the prefill path (tiles decoded by the same decoders, cblas_sgemm):
+      // the same bound (BLAS's summation order is its own, so only that), no bitwise promise.
+      for (int rows : {2, 5, 11, 64, 65}) {
         const std::vector<float> X = RandomVector(static_cast<std::size_t>(rows) * cols, rows * 3 + cols);
         std::vector<float> reference(static_cast<std::size_t>(rows) * w_rows);
         kernels::scalar::Gemm(X.data(), dequantized.data(), reference.data(), rows, w_rows, cols);
@@ -225,7 +227,7 @@ TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEv
           kernels::Gemm(X.data(), rows, W, Y.data());
           const std::string what = type.name + " k " + std::to_string(cols) + " n " + std::to_string(w_rows) +
                                    " m " + std::to_string(rows) + " threads " + std::to_string(threads);
-          ExpectSameBits(Y, scalar_bits, what + " (against the scalar variant)");
+          if (rows <= 64) ExpectSameBits(Y, scalar_bits, what + " (against the scalar variant)");
           for (int i = 0; i < rows; ++i) {
             for (int r = 0; r < w_rows; ++r) {
               double exact = 0, magnitude = 0;
