@@ -4,10 +4,11 @@
 //
 // Each OpenMP thread owns a contiguous slice of W's rows and walks it a tile at a time: the tile's rows are
 // decoded to FP32 (F32 weights are used where they lie) into a persistent per-thread scratch tile of
-// ~128 KiB, which stays in L2 while every row of X is multiplied with it. The multiply is register-blocked
-// in dot-product form: a block of kBlockX rows of X against kBlockW rows of the tile, one 8-lane
-// accumulator per (X row, W row) pair, so each loaded vector of X or W serves several products and no
-// operand is transposed. Nothing is allocated once a thread's scratch has grown to the largest tile.
+// ~16 KiB (at least 4 rows), which stays in L1/L2 while every row of X (in L2) is multiplied with it. The
+// multiply is register-blocked in dot-product form: a block of kBlockX rows of X against kBlockW rows of the
+// tile, one 8-lane accumulator per (X row, W row) pair, so each loaded vector of X or W serves several
+// products and no operand is transposed. Nothing is allocated once a thread's scratch has grown to the
+// largest tile.
 //
 // Accumulation order of one output element y = Σ_c w[c]·x[c] (w a decoded weight row, x a row of X):
 //   lane[j], j = 0..7, starts at +0 and takes the elements c ≡ j (mod 8) in ascending c;
