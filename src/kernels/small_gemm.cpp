@@ -94,8 +94,9 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
   const bool f32 = W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32;
   // Tiles of ~16 KiB (4 rows at k = 576 or 1536), decoded just before they are used: the decode's stores stay
   // in L1 and the weights' DRAM reads are spread over the call (with the decoders' prefetch) instead of
-  // coming in long bursts; with 128 KiB tiles SmolLM2's batch-2 projections took 1.5x the CPU time (decode stalled on
-  // memory). A multiple of 4 rows, the register blocks' height. X (≤ 64 × k floats) stays in a 1 MiB L2.
+  // coming in long bursts; with 128 KiB tiles SmolLM2's batch-2 projections took 1.5x the CPU time (decode
+  // stalled on memory). A multiple of 4 rows, the register blocks' height. X (≤ 64 × k floats) stays in a 1
+  // MiB L2.
   constexpr std::size_t kTileBytes = std::size_t{16} << 10;
   const int tile_max =
       std::max(4, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 4 * 4);
