@@ -12,6 +12,7 @@
 #include "plumb/kernels/packed_dot.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "small_gemm.h"
 
 namespace plumb::kernels {
 
@@ -94,16 +95,6 @@ bool IsPacked(const WeightMatrix& W) {
   return W.encoding == WeightEncoding::kFp8 || W.encoding == WeightEncoding::kInt4;
 }
 
-// Row r of W in FP32 for a GEMM tile: what the GEMV's dot product multiplies x by (for FP8 the decoded codes;
-// the scale is applied to the products afterwards, as in the GEMV's definition).
-void TileRow(const WeightMatrix& W, int r, float* out) {
-  if (IsPacked(W)) {
-    DecodePackedRow(W, r, out);
-  } else {
-    DequantizeRow(W.type, W.Row(r), out, W.cols);
-  }
-}
-
 }  // namespace
 
 void Gemv(const WeightMatrix& W, const float* x, float* y) {
@@ -131,36 +122,48 @@ void Gemv(const WeightMatrix& W, const float* x, float* y) {
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   const int n = W.rows;
   const int k = W.cols;
-  if (W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32) {
+  const bool f32 = W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32;
+  if (m <= 0 || n <= 0) return;
+  if (m == 1 && !f32) {  // one row: the GEMV's fused decode and dot beat decoding a tile first
+    Gemv(W, X, Y);
+    return;
+  }
+  // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
+  // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
+  // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
+  if (m >= 2 && m <= small_gemm::kMaxRows) {
+    small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
+    return;
+  }
+  if (f32) {
     GemmF32(X, m, reinterpret_cast<const float*>(W.data), n, k, Y);
     return;
   }
-  // Dequantizing a tile costs about as much as one RowDot pass over it, so for a handful of rows (e.g. the
-  // LM head of the prompt's last token) m GEMVs are cheaper than dequantize + GEMM.
-  constexpr int kMinRowsForTiles = 4;
-  if (m < kMinRowsForTiles) {
-    for (int i = 0; i < m; ++i)
-      Gemv(W, X + static_cast<std::size_t>(i) * k, Y + static_cast<std::size_t>(i) * n);
-    return;
-  }
-  // Each thread owns a contiguous slice of W's rows and walks it a tile at a time: decode the tile's rows
-  // into FP32 (TileRow), multiply with cblas_sgemm. Tiles of about 8 MiB: every cblas_sgemm call re-reads
-  // (and packs) all of X, so few, large tiles; 8 MiB per thread still leaves the tiles of two threads in a 32
-  // MiB L3. 64-row tiles at k = 14336 made the packed GEMM 0.69x sgemm's rate at P = 512; 8 MiB ones, 0.93x.
+  // Prefill: each thread owns a contiguous slice of W's rows and walks it a tile at a time: decode the tile's
+  // rows into FP32 (small_gemm's decoders, exact), multiply with cblas_sgemm. Tiles of about 8 MiB: every
+  // cblas_sgemm call re-reads (and packs) all of X, so few, large tiles; 8 MiB per thread still leaves the
+  // tiles of two threads in a 32 MiB L3. 64-row tiles at k = 14336 made the packed GEMM 0.69x sgemm's rate
+  // at P = 512; 8 MiB ones, 0.93x.
   constexpr std::size_t kTileBytes = std::size_t{8} << 20;
   const int tile_max =
       std::max(16, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 16 * 16);
   static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
   (void)blas_single_threaded;
+  const small_gemm::DecodeFn decode = small_gemm::PickDecode();
 #pragma omp parallel
   {
     int begin = 0, end = 0;
     ThreadRows(n, begin, end);
     const int tile_capacity = std::min(tile_max, end - begin);
-    std::vector<float> tile(static_cast<std::size_t>(std::max(tile_capacity, 0)) * k);  // once per thread
+    // [tile_max][k] decoded weight rows, per thread and kept between calls (a fresh 8 MiB vector per call
+    // page-faulted on every projection of every layer); grown only when a larger tile is first needed.
+    thread_local std::vector<float> tile;
+    if (tile.size() < static_cast<std::size_t>(std::max(tile_capacity, 0)) * k) {
+      tile.resize(static_cast<std::size_t>(tile_capacity) * k);
+    }
     for (int r0 = begin; r0 < end; r0 += tile_capacity) {
       const int tile_rows = std::min(tile_capacity, end - r0);
-      for (int r = 0; r < tile_rows; ++r) TileRow(W, r0 + r, tile.data() + static_cast<std::size_t>(r) * k);
+      decode(W, r0, tile_rows, tile.data());
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, tile_rows, k, 1.0f, X, k, tile.data(), k, 0.0f,
                   Y + r0, n);
       if (W.encoding == WeightEncoding::kFp8) {
@@ -175,67 +178,15 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
 }
 
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
-  const int n = W.rows;
-  const int k = W.cols;
-  if (rows <= 0 || n <= 0) return;
+  if (rows <= 0 || W.rows <= 0) return;
   if (rows == 1) {  // the definition itself, without decoding tiles: bitwise the same, and a decode's speed
     Gemv(W, X, Y);
     return;
   }
-  // Each thread owns a contiguous slice of W's rows and walks it a tile at a time: the tile (decoded to FP32
-  // unless W is FP32 already) stays in L2 while every row of X is dotted with it, so the weights stream from
-  // memory once per call, as in a GEMM. The dots are RowDots over FP32 rows: scalar::Dot's bits, which are
-  // RowDot's and PackedRowDots's definition (DequantizeRow and DecodePackedRow are exact), so each Y row is
-  // bitwise Gemv's.
-  constexpr std::size_t kTileBytes = std::size_t{64} << 10;
-  const int tile_max =
-      std::max(1, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))));
-  const bool f32 = W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32;
-  const std::size_t f32_row_bytes = static_cast<std::size_t>(k) * sizeof(float);
-  // For a few rows, the stored tile is dotted with each x row by RowDots / PackedRowDots themselves (they
-  // are the definition; the tile stays in cache, so the weights are still read from memory once): their
-  // fused decode is cheaper than decoding the tile to FP32 first. SmolLM2 Q4_1, one thread, a Step of B
-  // decodes: B = 4 took 57 ms this way and 64 ms decoding tiles; B = 16, 214 ms and 158 ms.
-  constexpr int kMaxDirectRows = 4;
-  const bool direct = !f32 && rows <= kMaxDirectRows;
-#pragma omp parallel
-  {
-    int begin = 0, end = 0;
-    ThreadRows(n, begin, end);
-    // [tile_max][k] decoded weight rows; per thread, grown only when a wider or taller tile is first needed.
-    thread_local std::vector<float> tile;
-    if (!f32 && tile.size() < static_cast<std::size_t>(tile_max) * k)
-      tile.resize(static_cast<std::size_t>(tile_max) * k);
-    for (int r0 = begin; r0 < end; r0 += tile_max) {
-      const int tile_rows = std::min(tile_max, end - r0);
-      if (direct) {
-        for (int i = 0; i < rows; ++i) {
-          const float* x = X + static_cast<std::size_t>(i) * k;
-          float* y = Y + static_cast<std::size_t>(i) * n;
-          if (IsPacked(W)) {
-            PackedRowDots(W, r0, r0 + tile_rows, x, y);
-          } else {
-            RowDots(W.type, W.Row(r0), W.row_bytes, tile_rows, x, k, y + r0);
-          }
-        }
-        continue;
-      }
-      const std::uint8_t* tile_bytes = W.Row(r0);
-      if (!f32) {
-        for (int r = 0; r < tile_rows; ++r) TileRow(W, r0 + r, tile.data() + static_cast<std::size_t>(r) * k);
-        tile_bytes = reinterpret_cast<const std::uint8_t*>(tile.data());
-      }
-      const std::size_t stride = f32 ? W.row_bytes : f32_row_bytes;
-      for (int i = 0; i < rows; ++i) {
-        float* y = Y + static_cast<std::size_t>(i) * n;
-        RowDots(GgmlType::F32, tile_bytes, stride, tile_rows, X + static_cast<std::size_t>(i) * k, k, y + r0);
-        if (W.encoding == WeightEncoding::kFp8) {
-          // PackedRowDots's definition: the scale multiplies the finished dot, one rounding.
-          for (int r = r0; r < r0 + tile_rows; ++r) y[r] = W.fp8_scales[W.fp8_per_row ? r : 0] * y[r];
-        }
-      }
-    }
-  }
+  // Each weight tile decoded once (exactly: DequantizeRow / DecodePackedRow's values) and dotted with every
+  // row of X in scalar::Dot's order, the FP8 scale after the dot: each Y row is bitwise Gemv's, whatever the
+  // other rows, their number or the thread count (small_gemm.h).
+  small_gemm::Multiply(X, rows, W, Y, small_gemm::Order::kDefinition);
 }
 
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {

@@ -2,8 +2,12 @@
 // gives that row alone, for every weight type, awkward shapes (weight rows not a multiple of the tile or of
 // the thread count, one x row, many), 1 to 3 threads and every RowDot variant of this build. This is what
 // makes Model::Step with batch_invariant equal to one-at-a-time Decode.
+//
+// Also kernels::Gemm for decode batches (2..64 rows, src/kernels/small_gemm.h): within the dot-product error
+// bound of the exact product of the decoded weights, and the same bits for every variant and thread count.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -16,7 +20,9 @@
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/formats/int4.h"
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/packed_dot.h"
 #include "plumb/kernels/row_dot.h"
+#include "plumb/kernels/scalar.h"
 #include "support/isa_variants.h"
 #include "support/naive.h"
 
@@ -147,6 +153,97 @@ TEST_P(GemvBatchTypes, EveryRowIsBitwiseGemvOfThatRowAlone) {
             ASSERT_EQ(got, want) << type.name << " cols " << cols << " W rows " << w_rows << " x rows "
                                  << rows << " threads " << threads << " element " << e << ": " << Y[e]
                                  << " != " << expected[e];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Row r of W as the GEMM multiplies it (DequantizeRow / DecodePackedRow: for FP8 the codes), and the factor
+// applied to the finished dot (the FP8 scale; 1 otherwise).
+std::vector<float> DecodedRow(const WeightMatrix& W, int r, float& scale) {
+  std::vector<float> row(static_cast<std::size_t>(W.cols));
+  scale = 1.0f;
+  if (W.encoding == WeightEncoding::kGgml) {
+    DequantizeRow(W.type, W.Row(r), row.data(), W.cols);
+  } else {
+    kernels::DecodePackedRow(W, r, row.data());
+    if (W.encoding == WeightEncoding::kFp8) scale = W.fp8_scales[W.fp8_per_row ? r : 0];
+  }
+  return row;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    std::uint32_t g, w;
+    std::memcpy(&g, &got[e], 4);
+    std::memcpy(&w, &want[e], 4);
+    ASSERT_EQ(g, w) << what << " element " << e << ": " << got[e] << " != " << want[e];
+  }
+}
+
+TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEveryVariant) {
+  const Named& type = kWeightTypes[std::get<0>(GetParam())];
+  const kernels::RowDotIsa isa = std::get<1>(GetParam());
+  // k: not a multiple of 8 where the type allows (the masked tail), else an odd number of blocks; n: odd and
+  // not a multiple of either register block (3 and 4 rows) or of a thread slice; m: 2 and every kind of edge
+  // of the 3- and 4-row X blocks, up to small_gemm's limit of 64.
+  const int unit = type.col_unit;
+  for (int cols : {unit == 1 ? 37 : unit, unit == 1 ? 1003 : 9 * unit}) {
+    for (int w_rows : {1, 7, 131}) {
+      const WeightMatrix W = type.make(w_rows, cols, static_cast<std::uint32_t>(cols * 7 + w_rows));
+      // The bound: each output is 8 lanes of at most ceil(k/8) fused multiply-adds (one rounding each), three
+      // levels of lane sums and, for FP8, one scale product, so every term passes at most
+      // q = ceil(k/8) + 4 roundings and |y − exact| ≤ γ_q · Σ|scale·w_c·x_c|, γ_q = q·u / (1 − q·u), u = 2⁻²⁴
+      // (Higham, Accuracy and Stability of Numerical Algorithms, §3.1). scalar::Gemm of the dequantized
+      // matrix (8 lanes of rounded products) obeys the same bound with q + 1.
+      const int q = (cols + 7) / 8 + 4;
+      const double u = std::ldexp(1.0, -24);
+      const double gamma = (q + 1) * u / (1 - (q + 1) * u);
+      std::vector<float> dequantized(static_cast<std::size_t>(w_rows) * cols);
+      std::vector<float> scales(static_cast<std::size_t>(w_rows));
+      for (int r = 0; r < w_rows; ++r) {
+        const std::vector<float> row = DecodedRow(W, r, scales[r]);
+        for (int c = 0; c < cols; ++c)
+          dequantized[static_cast<std::size_t>(r) * cols + c] = row[c] * scales[r];
+      }
+      // 65 rows: past small_gemm's limit, the prefill path (tiles decoded by the same decoders, cblas_sgemm):
+      // the same bound (BLAS's summation order is its own, so only that), no bitwise promise.
+      for (int rows : {2, 5, 11, 64, 65}) {
+        const std::vector<float> X = RandomVector(static_cast<std::size_t>(rows) * cols, rows * 3 + cols);
+        std::vector<float> reference(static_cast<std::size_t>(rows) * w_rows);
+        kernels::scalar::Gemm(X.data(), dequantized.data(), reference.data(), rows, w_rows, cols);
+        // The scalar variant's bits: every other variant must give them.
+        kernels::SetRowDotIsa(kernels::RowDotIsa::kScalar);
+        kernels::SetNumThreads(1);
+        std::vector<float> scalar_bits(reference.size(), -1.0f);
+        kernels::Gemm(X.data(), rows, W, scalar_bits.data());
+        kernels::SetRowDotIsa(isa);
+        for (int threads : {1, 2, 3}) {
+          kernels::SetNumThreads(threads);
+          std::vector<float> Y(reference.size(), -1.0f);
+          kernels::Gemm(X.data(), rows, W, Y.data());
+          const std::string what = type.name + " k " + std::to_string(cols) + " n " + std::to_string(w_rows) +
+                                   " m " + std::to_string(rows) + " threads " + std::to_string(threads);
+          if (rows <= 64) ExpectSameBits(Y, scalar_bits, what + " (against the scalar variant)");
+          for (int i = 0; i < rows; ++i) {
+            for (int r = 0; r < w_rows; ++r) {
+              double exact = 0, magnitude = 0;
+              const float* x = X.data() + static_cast<std::size_t>(i) * cols;
+              std::vector<float> codes = DecodedRow(W, r, scales[r]);
+              for (int c = 0; c < cols; ++c) {
+                exact += static_cast<double>(codes[c]) * x[c];
+                magnitude += std::fabs(static_cast<double>(codes[c]) * x[c]);
+              }
+              exact *= scales[r];
+              magnitude *= std::fabs(scales[r]);
+              const std::size_t e = static_cast<std::size_t>(i) * w_rows + r;
+              ASSERT_LE(std::fabs(Y[e] - exact), gamma * magnitude) << what << " Y[" << i << "][" << r << "]";
+              ASSERT_LE(std::fabs(reference[e] - exact), 2 * gamma * magnitude)
+                  << what << " scalar::Gemm Y[" << i << "][" << r << "]";
+            }
           }
         }
       }

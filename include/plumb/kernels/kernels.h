@@ -33,10 +33,16 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         the Gemv of the dequantized matrix, without ever expanding it. FP8 and INT4 (kFp8, kInt4): each
 //         row is kernels::PackedRowDots (kernels/packed_dot.h), the scale applied as defined there. Either
 //         way bitwise the same for any thread count and any variant (scalar / AVX2 / NEON).
-//   Gemm: F32 as above; other types are decoded into per-thread FP32 tiles of ~8 MiB (DequantizeRow or
-//         DecodePackedRow) that cblas_sgemm multiplies, so prefill stays a GEMM while the whole model stays
-//         quantized; FP8 scales multiply the finished products. Within the dot-product error bound of the
-//         exact result, not bitwise (BLAS's summation order is its own).
+//   Gemm: within the dot-product error bound of the exact product of the decoded weights, not bitwise
+//         Gemv's. One row of a quantized matrix: Gemv. 2..64 rows (decode batches; src/kernels/small_gemm.h):
+//         each ~16 KiB tile of weight rows decoded once to FP32 (exactly: DequantizeRow / DecodePackedRow's
+//         values) and multiplied with every row by a register-blocked FMA kernel, one 8-lane accumulator per
+//         (row, weight row) pair, lane j a fused multiply-add chain over the elements c ≡ j (mod 8) in
+//         ascending c, lanes reduced as scalar::Dot reduces them, FP8 scale after: the same bits for every
+//         variant (scalar / AVX2 / AVX-512) and thread count. More rows (prefill): F32 is cblas_sgemm, other
+//         types are decoded into per-thread FP32 tiles of ~8 MiB that cblas_sgemm multiplies, so prefill
+//         stays a GEMM while the model stays quantized (BLAS's summation order is its own). Scratch tiles
+//         are per thread and kept between calls: a steady state allocates nothing.
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 
@@ -86,9 +92,10 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 
 // Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while
-// each weight row is read from memory once for all rows: a small tile of weight rows is decoded to FP32
-// (DequantizeRow / DecodePackedRow, both exact) and dotted with every row of X in the definition's 8-lane
-// order. OpenMP over weight rows. The batch-invariant projection of Model::Step: a row's result does not
+// each weight row is read from memory once for all rows: Gemm's small-row kernel (src/kernels/small_gemm.h)
+// with each product rounded and then added (scalar::Dot's order) instead of fused. On Zen 4 multiplies and
+// adds issue on separate pipes, so this costs little against Gemm (docs/performance.md, "Batched
+// decode"). OpenMP over weight rows. The batch-invariant projection of Model::Step: a row's result does not
 // depend on the other rows, their number, or the thread count.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
