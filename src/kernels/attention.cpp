@@ -1,13 +1,16 @@
-// Causal GQA attention over a KvLayerView (include/plumb/kernels/kernels.h): the threading around
-// scalar::AttendOneHead, one definition for the contiguous and the paged KV layout (docs/architecture.md,
-// "Kernels").
+// Causal GQA attention over a KvLayerView (include/plumb/kernels/kernels.h): scalar::AttendOneHead's
+// arithmetic, reorganised so that every thread has work and the cache is read block by block, one
+// definition for the contiguous and the paged KV layout (docs/kv-cache.md, "How attention reads the cache").
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
@@ -15,20 +18,44 @@
 namespace plumb::kernels {
 namespace {
 
-// scalar::Dot through the row dot of the CPU (AVX2 / AVX-512 / NEON): an F32 row's RowDot is defined as
-// scalar::Dot, bit for bit, and a product is the same either way round, so the scores keep their bits while
-// the q·k dots, a third of decode attention's time at context 512, run eight lanes at a time.
-float VectorDot(const float* q, const float* k, int n) {
-  return RowDot(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(k), q, n);
-}
+// AttendOneHead computes, for one query head, three things in turn: every score (a Dot per position), the
+// softmax of the score row (a max, an exp per position, one left-to-right sum), and out[j] = Σ_t p_t·v_t[j]
+// in ascending t, an independent sum for each j. None of them fixes which thread does what, so the kernel
+// runs them as three parallel phases over a wave of query rows, each phase split along the axis that leaves
+// the bits alone:
+//   A (scores):  (row, KV head, kScoreChunk positions): the chunk's keys are read once, block by block, for
+//                all the query heads sharing the KV head (RowDots: the definition's Dot over rows a fixed
+//                stride apart);
+//   B (softmax): (row, query head): scalar::Softmax itself;
+//   C (values):  (row, KV head, kValueDims output elements): every position's value row is read once for
+//                the group's query heads, each output element summed in ascending t.
+// Batch-1 decode of SmolLM2 (3 KV heads) thus has 3 · ceil(n / 128) units in A and 12 in C, where the
+// previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
+// ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
+constexpr int kScoreChunk = 128;               // positions per phase-A unit
+constexpr int kValueDims = 16;                 // output elements per phase-C unit (one AVX-512 register)
+constexpr int kHeadTile = 4;                   // query heads accumulated together in phase C
+constexpr std::int64_t kWaveFloats = 1 << 18;  // score floats of one wave (1 MiB) unless one row needs more
 
-// Floats of scratch one thread needs for these items: the longest score row plus one decoded K/V row.
-std::int64_t ScratchPerThread(std::span<const AttentionItem> items) {
-  std::int64_t most = 0;
-  for (const AttentionItem& item : items) {
-    most = std::max(most, static_cast<std::int64_t>(item.first_pos) + item.rows + item.kv.head_dim);
-  }
-  return most;
+// One query row of one item in the current wave, and where its units start in each phase.
+struct WaveRow {
+  const AttentionItem* item;
+  int row;                     // within the item
+  int n_ctx;                   // positions it attends to: first_pos + row + 1
+  std::int64_t scores;         // offset of its [n_heads][n_ctx] scores in the wave buffer
+  std::int64_t first_unit[3];  // its first unit in phases A, B, C (prefix sums over the wave)
+};
+
+// Per-calling-thread workspace: grows to the largest call seen and is reused, so steady-state decode
+// allocates nothing. (The caller's scratch is sized for one score row per thread, too small for a wave.)
+struct Workspace {
+  std::vector<WaveRow> rows;
+  std::vector<float> scores;   // [wave rows][n_heads][n_ctx]
+  std::vector<float> decoded;  // [threads][kScoreChunk][head_dim]: non-f32 rows decoded for phase A
+};
+Workspace& ThreadWorkspace() {
+  thread_local Workspace workspace;
+  return workspace;
 }
 
 void CheckItem(const AttentionItem& item, std::size_t index, int n_heads) {
@@ -57,6 +84,188 @@ void CheckItem(const AttentionItem& item, std::size_t index, int n_heads) {
   }
 }
 
+int CeilDiv(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// Units of each phase for one row (see the comment at the top).
+void RowUnits(const WaveRow& w, int n_heads, std::int64_t units[3]) {
+  const KvLayerView& kv = w.item->kv;
+  units[0] = static_cast<std::int64_t>(kv.n_kv_heads) * CeilDiv(w.n_ctx, kScoreChunk);
+  units[1] = n_heads;
+  units[2] = static_cast<std::int64_t>(kv.n_kv_heads) * CeilDiv(kv.head_dim, kValueDims);
+}
+
+// The row whose units of `phase` contain `unit`, and the unit's index within that row.
+const WaveRow& FindRow(std::span<const WaveRow> rows, int phase, std::int64_t unit, std::int64_t& local) {
+  const auto it = std::upper_bound(rows.begin(), rows.end(), unit, [phase](std::int64_t u, const WaveRow& w) {
+    return u < w.first_unit[phase];
+  });
+  const WaveRow& w = *(it - 1);
+  local = unit - w.first_unit[phase];
+  return w;
+}
+
+// Calls fn(t0, count, first) for the runs of positions [begin, end) that lie in one block, in ascending
+// order: positions t0 .. t0+count-1, whose rows (of KV head kv_head, in `data`) start at `first` and lie
+// position_stride elements apart. The block table is read once per run, never per position.
+template <class Fn>
+void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin, int end, Fn&& fn) {
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  for (int t0 = begin; t0 < end;) {
+    const int count = std::min(end - t0, kv.block_size - t0 % kv.block_size);
+    fn(t0, count, bytes + kv.Element(t0, kv_head) * element_bytes);
+    t0 += count;
+  }
+}
+
+// Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for the query heads h of KV head kv_head and positions
+// t in [begin, end). scores points at the row's [n_heads][n_ctx] block.
+void ScoreUnit(const WaveRow& w, int n_heads, int kv_head, int begin, int end, float* scores,
+               float* decoded) {
+  const KvLayerView& kv = w.item->kv;
+  const int head_dim = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const float k_scale = kv.KScale(kv_head);
+  ForEachRun(kv, kv.keys, kv_head, begin, end, [&](int t0, int count, const std::uint8_t* first) {
+    const std::uint8_t* rows = first;
+    std::size_t stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
+    if (kv.dtype != KvDtype::kF32) {  // decode the run to FP32 rows head_dim apart (exact, as DecodeKv is)
+      for (int i = 0; i < count; ++i) {
+        DecodeKv(kv.dtype, first + i * stride, head_dim, k_scale,
+                 decoded + static_cast<std::int64_t>(i) * head_dim);
+      }
+      rows = reinterpret_cast<const std::uint8_t*>(decoded);
+      stride = static_cast<std::size_t>(head_dim) * sizeof(float);
+    }
+    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+      float* s = scores + static_cast<std::int64_t>(h) * w.n_ctx + t0;
+      RowDots(GgmlType::F32, rows, stride, count, q + static_cast<std::int64_t>(h) * head_dim, head_dim, s);
+      for (int i = 0; i < count; ++i) s[i] *= scale;
+    }
+  });
+}
+
+// out_g[j] += p_g[t] · v_t[j] for G query heads at once, W output elements, t over one run. The sums are
+// held in a local array so the compiler keeps them in registers; each element is still its own sum in
+// ascending t (no FMA: -ffp-contract=off), so any vector width gives the bits of the scalar loop.
+template <int G, int W>
+void AccumulateRun(const float* const* p, int t0, int count, const std::uint8_t* first, std::size_t stride,
+                   float* const* out) {
+  float acc[G][W];
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < W; ++j) acc[g][j] = out[g][j];
+  }
+  for (int i = 0; i < count; ++i) {
+    const float* v = reinterpret_cast<const float*>(first + i * stride);
+    for (int g = 0; g < G; ++g) {
+      const float pt = p[g][t0 + i];
+      for (int j = 0; j < W; ++j) acc[g][j] += pt * v[j];
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < W; ++j) out[g][j] = acc[g][j];
+  }
+}
+
+// The same for any number of heads and elements (a head_dim that is not a multiple of kValueDims).
+void AccumulateRunAny(const float* const* p, int g_count, int width, int t0, int count,
+                      const std::uint8_t* first, std::size_t stride, float* const* out) {
+  for (int i = 0; i < count; ++i) {
+    const float* v = reinterpret_cast<const float*>(first + i * stride);
+    for (int g = 0; g < g_count; ++g) {
+      const float pt = p[g][t0 + i];
+      for (int j = 0; j < width; ++j) out[g][j] += pt * v[j];
+    }
+  }
+}
+
+template <int G>
+void AccumulateTile(const float* const* p, int g_count, int width, int t0, int count,
+                    const std::uint8_t* first, std::size_t stride, float* const* out) {
+  if (g_count == G && width == kValueDims) {
+    AccumulateRun<G, kValueDims>(p, t0, count, first, stride, out);
+  } else if constexpr (G > 1) {
+    AccumulateTile<G - 1>(p, g_count, width, t0, count, first, stride, out);
+  } else {
+    AccumulateRunAny(p, g_count, width, t0, count, first, stride, out);
+  }
+}
+
+// Phase C unit: out_h[d0 .. d0+width) = Σ_t p_h[t] · v_t[d0 .. d0+width) for the query heads h of KV head
+// kv_head, t ascending from 0, in tiles of kHeadTile heads (a tile's value rows come from L1 for the next).
+void ValueUnit(const WaveRow& w, int n_heads, int kv_head, int d0, const float* scores) {
+  const KvLayerView& kv = w.item->kv;
+  const int head_dim = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  const int width = std::min(kValueDims, head_dim - d0);
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const float v_scale = kv.VScale(kv_head);
+  float* out_row = w.item->out + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
+  for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+    const int g_count = std::min(kHeadTile, group - g0);
+    const float* p[kHeadTile];
+    float* out[kHeadTile];
+    for (int g = 0; g < g_count; ++g) {
+      const int h = kv_head * group + g0 + g;
+      p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
+      out[g] = out_row + static_cast<std::int64_t>(h) * head_dim + d0;
+      for (int j = 0; j < width; ++j) out[g][j] = 0.0f;
+    }
+    ForEachRun(kv, kv.values, kv_head, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t* first) {
+      const std::uint8_t* at = first + d0 * element_bytes;
+      const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
+      if (kv.dtype == KvDtype::kF32) {
+        AccumulateTile<kHeadTile>(p, g_count, width, t0, count, at, stride, out);
+        return;
+      }
+      float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
+      for (int i = 0; i < count; ++i) {
+        DecodeKv(kv.dtype, at + i * stride, width, v_scale, decoded);
+        AccumulateRunAny(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0,
+                         out);
+      }
+    });
+  }
+}
+
+// Runs phases A, B and C over rows (one wave), then returns; omp for's implied barriers separate them.
+void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t total[3], float* scores,
+             float* decoded, std::int64_t decoded_per_thread) {
+#pragma omp parallel if (total[0] + total[2] > 2)
+  {
+    float* thread_decoded = decoded + omp_get_thread_num() * decoded_per_thread;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[0]; ++unit) {
+      std::int64_t local = 0;
+      const WaveRow& w = FindRow(rows, 0, unit, local);
+      const int chunks = CeilDiv(w.n_ctx, kScoreChunk);
+      const int kv_head = static_cast<int>(local / chunks);
+      const int begin = static_cast<int>(local % chunks) * kScoreChunk;
+      ScoreUnit(w, n_heads, kv_head, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores,
+                thread_decoded);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[1]; ++unit) {
+      std::int64_t h = 0;
+      const WaveRow& w = FindRow(rows, 1, unit, h);
+      scalar::Softmax(scores + w.scores + h * w.n_ctx, w.n_ctx);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[2]; ++unit) {
+      std::int64_t local = 0;
+      const WaveRow& w = FindRow(rows, 2, unit, local);
+      const int dim_chunks = CeilDiv(w.item->kv.head_dim, kValueDims);
+      ValueUnit(w, n_heads, static_cast<int>(local / dim_chunks),
+                static_cast<int>(local % dim_chunks) * kValueDims, scores + w.scores);
+    }
+  }
+}
+
 }  // namespace
 
 std::int64_t AttentionScratchFloats(int context, int head_dim) {
@@ -65,52 +274,55 @@ std::int64_t AttentionScratchFloats(int context, int head_dim) {
 
 void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch) {
   if (n_heads <= 0) throw MakeError("attention: n_heads must be positive, got ", n_heads);
-  // The unit of work is a (row, KV head) pair: the query heads that share one KV head run one after the
-  // other, so the second and later read that head's keys and values from cache instead of memory (GQA
-  // shares a KV head among n_heads / n_kv_heads query heads). Each query head is still one AttendOneHead.
-  std::int64_t pairs = 0;  // (row, KV head) pairs of all items, in item order
-  const auto pairs_of = [](const AttentionItem& item) {
-    return static_cast<std::int64_t>(item.rows) * item.kv.n_kv_heads;
-  };
+  int context = 0;
+  int head_dim = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     CheckItem(items[i], i, n_heads);
-    pairs += pairs_of(items[i]);
+    if (items[i].rows == 0) continue;
+    context = std::max(context, items[i].first_pos + items[i].rows);
+    head_dim = std::max(head_dim, items[i].kv.head_dim);
   }
-  const std::int64_t per_thread = ScratchPerThread(items);
-  const std::int64_t needed = static_cast<std::int64_t>(NumThreads()) * per_thread;
+  // The scratch contract stays what callers size (AttentionScratchFloats), checked before anything runs.
+  std::int64_t needed = 0;
+  for (const AttentionItem& item : items) {
+    needed = std::max(needed, static_cast<std::int64_t>(item.first_pos) + item.rows + item.kv.head_dim);
+  }
+  needed *= NumThreads();
   if (static_cast<std::int64_t>(scratch.size()) < needed) {
     throw MakeError("attention: scratch of ", scratch.size(), " floats, ", needed,
                     " needed (AttentionScratchFloats)");
   }
-  // Pairs differ in cost (a later row or a longer sequence reads more positions), so they are handed out
-  // dynamically; which thread computes a pair never changes its bits. Each thread walks the items with its
-  // own cursor: OpenMP hands a thread its chunks in increasing order, so the cursor only moves forward.
-#pragma omp parallel if (pairs > 1)
-  {
-    std::size_t item = 0;
-    std::int64_t item_first_pair = 0;
-    float* thread_scratch = scratch.data() + omp_get_thread_num() * per_thread;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
-      if (pair < item_first_pair) {  // never with OpenMP's dynamic schedule; kept so a change is safe
-        item = 0;
-        item_first_pair = 0;
-      }
-      while (pair >= item_first_pair + pairs_of(items[item])) {
-        item_first_pair += pairs_of(items[item]);
-        ++item;
-      }
+  if (context == 0) return;
+
+  Workspace& ws = ThreadWorkspace();
+  const std::int64_t decoded_per_thread = static_cast<std::int64_t>(kScoreChunk) * head_dim;
+  const auto decoded_floats = static_cast<std::size_t>(NumThreads() * decoded_per_thread);
+  if (ws.decoded.size() < decoded_floats) ws.decoded.resize(decoded_floats);
+  // Waves: consecutive rows (in item order) whose score rows fit kWaveFloats, at least one row each.
+  std::size_t item = 0;
+  int row = 0;
+  while (item < items.size()) {
+    ws.rows.clear();
+    std::int64_t floats = 0;
+    std::int64_t total[3] = {0, 0, 0};
+    for (; item < items.size(); ++item, row = 0) {
       const AttentionItem& it = items[item];
-      const int n_kv_heads = it.kv.n_kv_heads;
-      const int r = static_cast<int>((pair - item_first_pair) / n_kv_heads);
-      const int kv_head = static_cast<int>((pair - item_first_pair) % n_kv_heads);
-      const int group = n_heads / n_kv_heads;  // query heads per KV head
-      for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-        const std::int64_t offset = (static_cast<std::int64_t>(r) * n_heads + h) * it.kv.head_dim;
-        scalar::AttendOneHead(it.q + offset, it.kv, kv_head, it.first_pos + r + 1, thread_scratch,
-                              it.out + offset, VectorDot);
+      for (; row < it.rows; ++row) {
+        const int n_ctx = it.first_pos + row + 1;
+        const std::int64_t row_floats = static_cast<std::int64_t>(n_heads) * n_ctx;
+        if (!ws.rows.empty() && floats + row_floats > kWaveFloats) break;
+        WaveRow w{&it, row, n_ctx, floats, {total[0], total[1], total[2]}};
+        std::int64_t units[3];
+        RowUnits(w, n_heads, units);
+        for (int ph = 0; ph < 3; ++ph) total[ph] += units[ph];
+        floats += row_floats;
+        ws.rows.push_back(w);
       }
+      if (row < it.rows) break;  // the wave is full; this item goes on in the next one
     }
+    if (ws.scores.size() < static_cast<std::size_t>(floats))
+      ws.scores.resize(static_cast<std::size_t>(floats));
+    RunWave(ws.rows, n_heads, total, ws.scores.data(), ws.decoded.data(), decoded_per_thread);
   }
 }
 
