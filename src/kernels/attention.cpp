@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "plumb/core/error.h"
@@ -32,9 +33,9 @@ namespace {
 // Batch-1 decode of SmolLM2 (3 KV heads) thus has 3 · ceil(n / 128) units in A and 12 in C, where the
 // previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
 // ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
-constexpr int kScoreChunk = 128;               // positions per phase-A unit
-constexpr int kValueDims = 16;                 // output elements per phase-C unit (one AVX-512 register)
-constexpr int kHeadTile = 4;                   // query heads accumulated together in phase C
+constexpr int kScoreChunk = 128;  // positions per phase-A unit
+constexpr int kValueDims = 32;    // output elements per phase-C unit: 128 B, an adjacent-line pair
+constexpr int kHeadTile = 3;      // query heads accumulated together in phase C
 constexpr std::int64_t kWaveFloats = 1 << 18;  // score floats of one wave (1 MiB) unless one row needs more
 
 // One query row of one item in the current wave, and where its units start in each phase.
@@ -91,7 +92,7 @@ int CeilDiv(int a, int b) {
 // Units of each phase for one row (see the comment at the top).
 void RowUnits(const WaveRow& w, int n_heads, std::int64_t units[3]) {
   const KvLayerView& kv = w.item->kv;
-  units[0] = static_cast<std::int64_t>(kv.n_kv_heads) * CeilDiv(w.n_ctx, kScoreChunk);
+  units[0] = CeilDiv(w.n_ctx, kScoreChunk);
   units[1] = n_heads;
   units[2] = static_cast<std::int64_t>(kv.n_kv_heads) * CeilDiv(kv.head_dim, kValueDims);
 }
@@ -120,85 +121,132 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
   }
 }
 
-// Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for the query heads h of KV head kv_head and positions
-// t in [begin, end). scores points at the row's [n_heads][n_ctx] block.
-void ScoreUnit(const WaveRow& w, int n_heads, int kv_head, int begin, int end, float* scores,
-               float* decoded) {
+// Asks for the `bytes` bytes at each of positions [t0, t0 + count) of KV head kv_head (count within one
+// block) to be brought into cache. A unit calls it for its next run while it computes the current one: the
+// hardware prefetchers follow a stream within a 4 KiB page but lose it at every jump to another block, and
+// a paged cache jumps every block_size positions (a contiguous cache is a single run: nothing to do).
+void PrefetchRun(const KvLayerView& kv, const void* data, int kv_head, int t0, int count, std::int64_t offset,
+                 int bytes) {
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto* first =
+      static_cast<const std::uint8_t*>(data) + (kv.Element(t0, kv_head) + offset) * element_bytes;
+  const std::int64_t stride = kv.position_stride * element_bytes;
+  for (int i = 0; i < count; ++i) {
+    for (int b = 0; b < bytes; b += 64) __builtin_prefetch(first + i * stride + b);
+  }
+}
+
+// Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for every query head h and positions t in
+// [begin, end), block by block; within a block all KV heads in turn, so a paged block (its positions hold
+// every KV head side by side) is read in one sweep. scores points at the row's [n_heads][n_ctx] block.
+void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores, float* decoded) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const float k_scale = kv.KScale(kv_head);
-  ForEachRun(kv, kv.keys, kv_head, begin, end, [&](int t0, int count, const std::uint8_t* first) {
-    const std::uint8_t* rows = first;
-    std::size_t stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
-    if (kv.dtype != KvDtype::kF32) {  // decode the run to FP32 rows head_dim apart (exact, as DecodeKv is)
-      for (int i = 0; i < count; ++i) {
-        DecodeKv(kv.dtype, first + i * stride, head_dim, k_scale,
-                 decoded + static_cast<std::int64_t>(i) * head_dim);
+  const auto row_bytes = static_cast<int>(head_dim * element_bytes);
+  ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t*) {
+    const int next = t0 + count;
+    if (next < end) {
+      const int next_count = std::min(end - next, kv.block_size);
+      for (int kv_head = 0; kv_head < kv.n_kv_heads; ++kv_head) {
+        PrefetchRun(kv, kv.keys, kv_head, next, next_count, 0, row_bytes);
       }
-      rows = reinterpret_cast<const std::uint8_t*>(decoded);
-      stride = static_cast<std::size_t>(head_dim) * sizeof(float);
     }
-    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-      float* s = scores + static_cast<std::int64_t>(h) * w.n_ctx + t0;
-      RowDots(GgmlType::F32, rows, stride, count, q + static_cast<std::int64_t>(h) * head_dim, head_dim, s);
-      for (int i = 0; i < count; ++i) s[i] *= scale;
+    for (int kv_head = 0; kv_head < kv.n_kv_heads; ++kv_head) {
+      const std::uint8_t* rows =
+          static_cast<const std::uint8_t*>(kv.keys) + kv.Element(t0, kv_head) * element_bytes;
+      std::size_t stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
+      if (kv.dtype != KvDtype::kF32) {  // decode the run to FP32 rows head_dim apart (exact, as DecodeKv is)
+        for (int i = 0; i < count; ++i) {
+          DecodeKv(kv.dtype, rows + i * stride, head_dim, kv.KScale(kv_head),
+                   decoded + static_cast<std::int64_t>(i) * head_dim);
+        }
+        rows = reinterpret_cast<const std::uint8_t*>(decoded);
+        stride = static_cast<std::size_t>(head_dim) * sizeof(float);
+      }
+      for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+        float* s = scores + static_cast<std::int64_t>(h) * w.n_ctx + t0;
+        RowDots(GgmlType::F32, rows, stride, count, q + static_cast<std::int64_t>(h) * head_dim, head_dim, s);
+        for (int i = 0; i < count; ++i) s[i] *= scale;
+      }
     }
   });
 }
 
-// out_g[j] += p_g[t] · v_t[j] for G query heads at once, W output elements, t over one run. The sums are
-// held in a local array so the compiler keeps them in registers; each element is still its own sum in
-// ascending t (no FMA: -ffp-contract=off), so any vector width gives the bits of the scalar loop.
-template <int G, int W>
-void AccumulateRun(const float* const* p, int t0, int count, const std::uint8_t* first, std::size_t stride,
-                   float* const* out) {
-  float acc[G][W];
-  for (int g = 0; g < G; ++g) {
-    for (int j = 0; j < W; ++j) acc[g][j] = out[g][j];
-  }
-  for (int i = 0; i < count; ++i) {
-    const float* v = reinterpret_cast<const float*>(first + i * stride);
-    for (int g = 0; g < G; ++g) {
-      const float pt = p[g][t0 + i];
-      for (int j = 0; j < W; ++j) acc[g][j] += pt * v[j];
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    for (int j = 0; j < W; ++j) out[g][j] = acc[g][j];
-  }
-}
+// Eight floats in one vector register (GCC/Clang vector extension): elementwise + and · round exactly as
+// the scalar operations do, whatever instructions the target compiles them to.
+using Float8 = float __attribute__((vector_size(32)));
+constexpr int kLanes8 = kValueDims / 8;
 
-// The same for any number of heads and elements (a head_dim that is not a multiple of kValueDims).
-void AccumulateRunAny(const float* const* p, int g_count, int width, int t0, int count,
-                      const std::uint8_t* first, std::size_t stride, float* const* out) {
-  for (int i = 0; i < count; ++i) {
-    const float* v = reinterpret_cast<const float*>(first + i * stride);
-    for (int g = 0; g < g_count; ++g) {
-      const float pt = p[g][t0 + i];
-      for (int j = 0; j < width; ++j) out[g][j] += pt * v[j];
-    }
-  }
-}
-
+// out_g[j] += p_g[t0 + i] · v_i[j] for g < g_count query heads, j < width output elements, i < count
+// positions of one run. Each element is its own sum in ascending t (no FMA: -ffp-contract=off), so any
+// vector width gives the bits of the scalar loop. With G heads of kValueDims elements the G · kValueDims
+// sums stay in registers (12 of the 16 AVX2 registers for G = 3) for the whole run; otherwise (a tail of a
+// head_dim that is not a multiple of kValueDims) they are summed in memory. Inlined into one function per
+// instruction set below.
 template <int G>
-void AccumulateTile(const float* const* p, int g_count, int width, int t0, int count,
-                    const std::uint8_t* first, std::size_t stride, float* const* out) {
+[[gnu::always_inline]] inline void AccumulateTile(const float* const* p, int g_count, int width, int t0,
+                                                  int count, const std::uint8_t* first, std::size_t stride,
+                                                  float* const* out) {
   if (g_count == G && width == kValueDims) {
-    AccumulateRun<G, kValueDims>(p, t0, count, first, stride, out);
+    Float8 acc[G][kLanes8] = {};
+    for (int g = 0; g < G; ++g) {
+      for (int l = 0; l < kLanes8; ++l) std::memcpy(&acc[g][l], out[g] + 8 * l, sizeof(Float8));
+    }
+    for (int i = 0; i < count; ++i) {
+      const std::uint8_t* v = first + i * stride;
+      Float8 pt[G];
+      for (int g = 0; g < G; ++g) pt[g] = p[g][t0 + i] + Float8{};  // a broadcast (p >= +0, so x + 0 == x)
+      for (int l = 0; l < kLanes8; ++l) {
+        Float8 vl;
+        std::memcpy(&vl, v + l * sizeof(Float8), sizeof(Float8));
+        for (int g = 0; g < G; ++g) acc[g][l] += pt[g] * vl;
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      for (int l = 0; l < kLanes8; ++l) std::memcpy(out[g] + 8 * l, &acc[g][l], sizeof(Float8));
+    }
   } else if constexpr (G > 1) {
     AccumulateTile<G - 1>(p, g_count, width, t0, count, first, stride, out);
   } else {
-    AccumulateRunAny(p, g_count, width, t0, count, first, stride, out);
+    for (int i = 0; i < count; ++i) {
+      const float* v = reinterpret_cast<const float*>(first + i * stride);
+      for (int g = 0; g < g_count; ++g) {
+        const float pt = p[g][t0 + i];
+        for (int j = 0; j < width; ++j) out[g][j] += pt * v[j];
+      }
+    }
   }
+}
+
+using AccumulateFn = void (*)(const float* const* p, int g_count, int width, int t0, int count,
+                              const std::uint8_t* first, std::size_t stride, float* const* out);
+void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int count,
+                     const std::uint8_t* first, std::size_t stride, float* const* out) {
+  AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
+}
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void AccumulateAvx2(const float* const* p, int g_count, int width, int t0, int count,
+                                            const std::uint8_t* first, std::size_t stride,
+                                            float* const* out) {
+  AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
+}
+#endif
+// AVX2 where the row dots may use it (kernels/row_dot.h: PLUMB_ISA=scalar, SetRowDotIsa turn both off).
+AccumulateFn ActiveAccumulate() {
+#if defined(__x86_64__)
+  if (ActiveRowDotIsa() != RowDotIsa::kScalar) return AccumulateAvx2;
+#endif
+  return AccumulatePlain;
 }
 
 // Phase C unit: out_h[d0 .. d0+width) = Σ_t p_h[t] · v_t[d0 .. d0+width) for the query heads h of KV head
 // kv_head, t ascending from 0, in tiles of kHeadTile heads (a tile's value rows come from L1 for the next).
-void ValueUnit(const WaveRow& w, int n_heads, int kv_head, int d0, const float* scores) {
+void ValueUnit(const WaveRow& w, int n_heads, int kv_head, int d0, const float* scores,
+               AccumulateFn accumulate) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
@@ -217,17 +265,21 @@ void ValueUnit(const WaveRow& w, int n_heads, int kv_head, int d0, const float* 
       for (int j = 0; j < width; ++j) out[g][j] = 0.0f;
     }
     ForEachRun(kv, kv.values, kv_head, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t* first) {
+      const int next = t0 + count;
+      if (g0 == 0 && next < w.n_ctx) {
+        PrefetchRun(kv, kv.values, kv_head, next, std::min(w.n_ctx - next, kv.block_size), d0,
+                    static_cast<int>(width * element_bytes));
+      }
       const std::uint8_t* at = first + d0 * element_bytes;
       const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
       if (kv.dtype == KvDtype::kF32) {
-        AccumulateTile<kHeadTile>(p, g_count, width, t0, count, at, stride, out);
+        accumulate(p, g_count, width, t0, count, at, stride, out);
         return;
       }
       float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
       for (int i = 0; i < count; ++i) {
         DecodeKv(kv.dtype, at + i * stride, width, v_scale, decoded);
-        AccumulateRunAny(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0,
-                         out);
+        accumulate(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0, out);
       }
     });
   }
@@ -239,15 +291,13 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
 #pragma omp parallel if (total[0] + total[2] > 2)
   {
     float* thread_decoded = decoded + omp_get_thread_num() * decoded_per_thread;
+    const AccumulateFn accumulate = ActiveAccumulate();
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < total[0]; ++unit) {
       std::int64_t local = 0;
       const WaveRow& w = FindRow(rows, 0, unit, local);
-      const int chunks = CeilDiv(w.n_ctx, kScoreChunk);
-      const int kv_head = static_cast<int>(local / chunks);
-      const int begin = static_cast<int>(local % chunks) * kScoreChunk;
-      ScoreUnit(w, n_heads, kv_head, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores,
-                thread_decoded);
+      const int begin = static_cast<int>(local) * kScoreChunk;
+      ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores, thread_decoded);
     }
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < total[1]; ++unit) {
@@ -261,7 +311,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       const WaveRow& w = FindRow(rows, 2, unit, local);
       const int dim_chunks = CeilDiv(w.item->kv.head_dim, kValueDims);
       ValueUnit(w, n_heads, static_cast<int>(local / dim_chunks),
-                static_cast<int>(local % dim_chunks) * kValueDims, scores + w.scores);
+                static_cast<int>(local % dim_chunks) * kValueDims, scores + w.scores, accumulate);
     }
   }
 }
