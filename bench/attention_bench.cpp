@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -21,7 +22,7 @@ constexpr int kLayers = 30;
 constexpr int kHeads = 9;
 constexpr int kKvHeads = 3;
 constexpr int kHeadDim = 64;
-constexpr int kBlockSize = 16;  // the paged cache's default
+const int kBlockSize = std::getenv("BS") ? std::atoi(std::getenv("BS")) : 16;
 
 // One layer's keys and values in either layout, filled with random values, and its view.
 struct Layer {
@@ -48,7 +49,7 @@ Layer MakeLayer(int context, bool paged, std::mt19937& rng) {
   if (paged) {
     layer.block_table.resize(static_cast<std::size_t>(context / kBlockSize));
     std::iota(layer.block_table.begin(), layer.block_table.end(), 0);
-    std::shuffle(layer.block_table.begin(), layer.block_table.end(), rng);
+    if (!std::getenv("NOSHUF")) std::shuffle(layer.block_table.begin(), layer.block_table.end(), rng);
     v.block_size = kBlockSize;
     v.position_stride = kKvHeads * kHeadDim;
     v.head_stride = kHeadDim;

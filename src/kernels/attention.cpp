@@ -3,10 +3,15 @@
 // definition for the contiguous and the paged KV layout (docs/kv-cache.md, "How attention reads the cache").
 #include <omp.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -89,12 +94,19 @@ int CeilDiv(int a, int b) {
   return (a + b - 1) / b;
 }
 
+// Phase C splits a row's value pieces (kValueDims columns of one KV head) among at most as many units as
+// there are threads: fewer, longer units read longer stretches of each paged position. Which unit sums an
+// output element never changes its bits, so this may depend on the thread count.
+int ValueUnitsPerRow(const KvLayerView& kv) {
+  return std::min(kv.n_kv_heads * CeilDiv(kv.head_dim, kValueDims), NumThreads());
+}
+
 // Units of each phase for one row (see the comment at the top).
 void RowUnits(const WaveRow& w, int n_heads, std::int64_t units[3]) {
   const KvLayerView& kv = w.item->kv;
   units[0] = CeilDiv(w.n_ctx, kScoreChunk);
   units[1] = n_heads;
-  units[2] = static_cast<std::int64_t>(kv.n_kv_heads) * CeilDiv(kv.head_dim, kValueDims);
+  units[2] = ValueUnitsPerRow(kv);
 }
 
 // The row whose units of `phase` contain `unit`, and the unit's index within that row.
@@ -121,58 +133,116 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
   }
 }
 
-// Asks for the `bytes` bytes at each of positions [t0, t0 + count) of KV head kv_head (count within one
-// block) to be brought into cache. A unit calls it for its next run while it computes the current one: the
-// hardware prefetchers follow a stream within a 4 KiB page but lose it at every jump to another block, and
-// a paged cache jumps every block_size positions (a contiguous cache is a single run: nothing to do).
-void PrefetchRun(const KvLayerView& kv, const void* data, int kv_head, int t0, int count, std::int64_t offset,
-                 int bytes) {
+// Asks for columns [col_begin, col_end) of positions [t0, t0 + count) (one block) to be brought into cache,
+// a column being element c · head_dim + j of KV head c. A unit calls it for its next run while it computes
+// the current one: a paged block is elsewhere in memory, where the hardware prefetchers' stream stops. In
+// the paged (NHD) layout a position's columns are adjacent, so the lines are requested in address order;
+// a contiguous cache has one run per unit and never gets here.
+void PrefetchRun(const KvLayerView& kv, const void* data, int t0, int count, int col_begin, int col_end) {
+  static const bool off = std::getenv("NOPF") != nullptr;
+  if (off) return;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const auto* first =
-      static_cast<const std::uint8_t*>(data) + (kv.Element(t0, kv_head) + offset) * element_bytes;
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
   const std::int64_t stride = kv.position_stride * element_bytes;
-  for (int i = 0; i < count; ++i) {
-    for (int b = 0; b < bytes; b += 64) __builtin_prefetch(first + i * stride + b);
+  const bool adjacent_heads = kv.head_stride == kv.head_dim;
+  for (int c = col_begin / kv.head_dim; c * kv.head_dim < col_end; ++c) {
+    const int from = std::max(col_begin, c * kv.head_dim) - c * kv.head_dim;
+    const int to =
+        adjacent_heads ? col_end - c * kv.head_dim : std::min(col_end - c * kv.head_dim, kv.head_dim);
+    const std::uint8_t* first = bytes + (kv.Element(t0, c) + from) * element_bytes;
+    const std::int64_t span = (to - from) * element_bytes;
+    for (int i = 0; i < count; ++i) {
+      for (std::int64_t b = 0; b < span; b += 64) __builtin_prefetch(first + i * stride + b);
+    }
+    if (adjacent_heads) break;  // the span covered every head
   }
 }
 
+// The scores of one run: s[h · s_stride + i] = Dot(q_h, k_{i, h / group}) · scale for every query head h
+// (q: [n_kv · group][head_dim]) and the count positions i of the run, where the FP32 key row of position i
+// and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
+struct KeyRun {
+  const std::uint8_t* rows;
+  std::size_t position_stride, head_stride;
+  int count;
+};
+using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                            float* s, int s_stride);
+// Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
+void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                     float* s, int s_stride) {
+  for (int h = 0; h < n_kv * group; ++h) {
+    float* sh = s + static_cast<std::int64_t>(h) * s_stride;
+    RowDots(GgmlType::F32, run.rows + h / group * run.head_stride, run.position_stride, run.count,
+            q + static_cast<std::int64_t>(h) * head_dim, head_dim, sh);
+    for (int i = 0; i < run.count; ++i) sh[i] *= scale;
+  }
+}
+#if defined(__x86_64__)
+// The same for a head_dim that is a multiple of 8, inline and position by position, every KV head of a
+// position before the next position: a paged block is then read front to back, one stream the hardware
+// prefetchers follow (a call per head and run cost as much as the dots with 16-position blocks). One 8-lane
+// accumulator is scalar::Dot's lanes, the reduction its ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); mul and add
+// stay separate (no FMA), so the bits are Dot's.
+[[gnu::target("avx2")]] void ScoreRunAvx2(const float* q, int n_kv, int group, int head_dim,
+                                          const KeyRun& run, float scale, float* s, int s_stride) {
+  for (int i = 0; i < run.count; ++i) {
+    for (int c = 0; c < n_kv; ++c) {
+      const auto* k =
+          reinterpret_cast<const float*>(run.rows + i * run.position_stride + c * run.head_stride);
+      for (int h = c * group; h < (c + 1) * group; ++h) {
+        const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
+        __m256 acc = _mm256_setzero_ps();
+        for (int d = 0; d < head_dim; d += 8) {
+          acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(k + d)));
+        }
+        const __m128 s4 =
+            _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // l_j + l_j+4
+        const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
+        const float dot = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        s[static_cast<std::int64_t>(h) * s_stride + i] = dot * scale;
+      }
+    }
+  }
+}
+#endif
+ScoreRunFn ActiveScoreRun(int head_dim) {
+#if defined(__x86_64__)
+  if (head_dim % 8 == 0 && ActiveRowDotIsa() != RowDotIsa::kScalar) return ScoreRunAvx2;
+#endif
+  return ScoreRunRowDots;
+}
+
 // Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for every query head h and positions t in
-// [begin, end), block by block; within a block all KV heads in turn, so a paged block (its positions hold
-// every KV head side by side) is read in one sweep. scores points at the row's [n_heads][n_ctx] block.
-void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores, float* decoded) {
+// [begin, end), a run (block) at a time. scores points at the row's [n_heads][n_ctx] block; decoded holds
+// [kScoreChunk][n_kv_heads][head_dim] floats (non-f32 caches: the run decoded, exact as DecodeKv is).
+void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores, float* decoded,
+               ScoreRunFn score_run) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const auto row_bytes = static_cast<int>(head_dim * element_bytes);
-  ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t*) {
+  ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t* first) {
     const int next = t0 + count;
     if (next < end) {
-      const int next_count = std::min(end - next, kv.block_size);
-      for (int kv_head = 0; kv_head < kv.n_kv_heads; ++kv_head) {
-        PrefetchRun(kv, kv.keys, kv_head, next, next_count, 0, row_bytes);
-      }
+      PrefetchRun(kv, kv.keys, next, std::min(end - next, kv.block_size), 0, kv.n_kv_heads * head_dim);
     }
-    for (int kv_head = 0; kv_head < kv.n_kv_heads; ++kv_head) {
-      const std::uint8_t* rows =
-          static_cast<const std::uint8_t*>(kv.keys) + kv.Element(t0, kv_head) * element_bytes;
-      std::size_t stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
-      if (kv.dtype != KvDtype::kF32) {  // decode the run to FP32 rows head_dim apart (exact, as DecodeKv is)
-        for (int i = 0; i < count; ++i) {
-          DecodeKv(kv.dtype, rows + i * stride, head_dim, kv.KScale(kv_head),
-                   decoded + static_cast<std::int64_t>(i) * head_dim);
+    KeyRun run{first, static_cast<std::size_t>(kv.position_stride * element_bytes),
+               static_cast<std::size_t>(kv.head_stride * element_bytes), count};
+    if (kv.dtype != KvDtype::kF32) {
+      const std::int64_t kv_dim = static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
+      for (int i = 0; i < count; ++i) {
+        for (int c = 0; c < kv.n_kv_heads; ++c) {
+          DecodeKv(kv.dtype, first + i * run.position_stride + c * run.head_stride, head_dim, kv.KScale(c),
+                   decoded + i * kv_dim + static_cast<std::int64_t>(c) * head_dim);
         }
-        rows = reinterpret_cast<const std::uint8_t*>(decoded);
-        stride = static_cast<std::size_t>(head_dim) * sizeof(float);
       }
-      for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-        float* s = scores + static_cast<std::int64_t>(h) * w.n_ctx + t0;
-        RowDots(GgmlType::F32, rows, stride, count, q + static_cast<std::int64_t>(h) * head_dim, head_dim, s);
-        for (int i = 0; i < count; ++i) s[i] *= scale;
-      }
+      run = {reinterpret_cast<const std::uint8_t*>(decoded), static_cast<std::size_t>(kv_dim) * sizeof(float),
+             static_cast<std::size_t>(head_dim) * sizeof(float), count};
     }
+    score_run(q, kv.n_kv_heads, group, head_dim, run, scale, scores + t0, w.n_ctx);
   });
 }
 
@@ -243,45 +313,72 @@ AccumulateFn ActiveAccumulate() {
   return AccumulatePlain;
 }
 
-// Phase C unit: out_h[d0 .. d0+width) = Σ_t p_h[t] · v_t[d0 .. d0+width) for the query heads h of KV head
-// kv_head, t ascending from 0, in tiles of kHeadTile heads (a tile's value rows come from L1 for the next).
-void ValueUnit(const WaveRow& w, int n_heads, int kv_head, int d0, const float* scores,
-               AccumulateFn accumulate) {
+// Phase C unit: out_h[d .. d+width) = Σ_t p_h[t] · v_t[d .. d+width) for the pieces [piece_begin,
+// piece_end) of the row's value columns, a piece being kValueDims elements of one KV head (piece i: KV head
+// i / pieces_per_head), for that KV head's query heads, t ascending from 0. Pieces are taken in KV-head
+// order, so in the paged layout a unit's pieces of one position are adjacent in memory: the unit walks the
+// blocks once, and within a run (one block) goes through its pieces in turn, each in tiles of kHeadTile
+// heads; the run's values are in L1 after the first.
+// The sums live in `sums` ([piece_end − piece_begin][group][kValueDims], this thread's) until the last
+// run, then go to out: in the caller's output two units' pieces can share a cache line, and writing it
+// after every 16-position block bounced the line between the cores.
+void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, const float* scores,
+               float* sums, AccumulateFn accumulate) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
-  const int width = std::min(kValueDims, head_dim - d0);
+  const int pieces_per_head = CeilDiv(head_dim, kValueDims);
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const float v_scale = kv.VScale(kv_head);
+  const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
   float* out_row = w.item->out + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
-  for (int g0 = 0; g0 < group; g0 += kHeadTile) {
-    const int g_count = std::min(kHeadTile, group - g0);
-    const float* p[kHeadTile];
-    float* out[kHeadTile];
-    for (int g = 0; g < g_count; ++g) {
-      const int h = kv_head * group + g0 + g;
-      p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
-      out[g] = out_row + static_cast<std::int64_t>(h) * head_dim + d0;
-      for (int j = 0; j < width; ++j) out[g][j] = 0.0f;
+  const auto* values = static_cast<const std::uint8_t*>(kv.values);
+  const auto sum_of = [&](int piece, int g) {  // the sums of (piece, query head g of its KV head)
+    return sums + (static_cast<std::int64_t>(piece - piece_begin) * group + g) * kValueDims;
+  };
+  std::fill(sums, sum_of(piece_end, 0), 0.0f);
+  ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
+    const int next = t0 + count;
+    if (next < w.n_ctx) {
+      const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
+                          std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
+      PrefetchRun(kv, kv.values, next, std::min(w.n_ctx - next, kv.block_size),
+                  piece_begin / pieces_per_head * head_dim + piece_begin % pieces_per_head * kValueDims,
+                  col_end);
     }
-    ForEachRun(kv, kv.values, kv_head, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t* first) {
-      const int next = t0 + count;
-      if (g0 == 0 && next < w.n_ctx) {
-        PrefetchRun(kv, kv.values, kv_head, next, std::min(w.n_ctx - next, kv.block_size), d0,
-                    static_cast<int>(width * element_bytes));
+    for (int piece = piece_begin; piece < piece_end; ++piece) {
+      const int kv_head = piece / pieces_per_head;
+      const int d0 = piece % pieces_per_head * kValueDims;
+      const int width = std::min(kValueDims, head_dim - d0);
+      const std::uint8_t* at = values + (kv.Element(t0, kv_head) + d0) * element_bytes;
+      for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+        const int g_count = std::min(kHeadTile, group - g0);
+        const float* p[kHeadTile];
+        float* out[kHeadTile];
+        for (int g = 0; g < g_count; ++g) {
+          const int h = kv_head * group + g0 + g;
+          p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
+          out[g] = sum_of(piece, g0 + g);
+        }
+        if (kv.dtype == KvDtype::kF32) {
+          accumulate(p, g_count, width, t0, count, at, stride, out);
+          continue;
+        }
+        float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
+        for (int i = 0; i < count; ++i) {
+          DecodeKv(kv.dtype, at + i * stride, width, kv.VScale(kv_head), decoded);
+          accumulate(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0, out);
+        }
       }
-      const std::uint8_t* at = first + d0 * element_bytes;
-      const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
-      if (kv.dtype == KvDtype::kF32) {
-        accumulate(p, g_count, width, t0, count, at, stride, out);
-        return;
-      }
-      float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
-      for (int i = 0; i < count; ++i) {
-        DecodeKv(kv.dtype, at + i * stride, width, v_scale, decoded);
-        accumulate(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0, out);
-      }
-    });
+    }
+  });
+  for (int piece = piece_begin; piece < piece_end; ++piece) {
+    const int kv_head = piece / pieces_per_head;
+    const int d0 = piece % pieces_per_head * kValueDims;
+    const int width = std::min(kValueDims, head_dim - d0);
+    for (int g = 0; g < group; ++g) {
+      const float* from = sum_of(piece, g);
+      std::copy(from, from + width, out_row + static_cast<std::int64_t>(kv_head * group + g) * head_dim + d0);
+    }
   }
 }
 
@@ -297,7 +394,8 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       std::int64_t local = 0;
       const WaveRow& w = FindRow(rows, 0, unit, local);
       const int begin = static_cast<int>(local) * kScoreChunk;
-      ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores, thread_decoded);
+      ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores, thread_decoded,
+                ActiveScoreRun(w.item->kv.head_dim));
     }
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < total[1]; ++unit) {
@@ -309,9 +407,11 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
     for (std::int64_t unit = 0; unit < total[2]; ++unit) {
       std::int64_t local = 0;
       const WaveRow& w = FindRow(rows, 2, unit, local);
-      const int dim_chunks = CeilDiv(w.item->kv.head_dim, kValueDims);
-      ValueUnit(w, n_heads, static_cast<int>(local / dim_chunks),
-                static_cast<int>(local % dim_chunks) * kValueDims, scores + w.scores, accumulate);
+      const int pieces = w.item->kv.n_kv_heads * CeilDiv(w.item->kv.head_dim, kValueDims);
+      const int units = ValueUnitsPerRow(w.item->kv);
+      const auto u = static_cast<int>(local);
+      ValueUnit(w, n_heads, u * pieces / units, (u + 1) * pieces / units, scores + w.scores, thread_decoded,
+                accumulate);
     }
   }
 }
@@ -325,12 +425,15 @@ std::int64_t AttentionScratchFloats(int context, int head_dim) {
 void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch) {
   if (n_heads <= 0) throw MakeError("attention: n_heads must be positive, got ", n_heads);
   int context = 0;
-  int head_dim = 0;
+  std::int64_t kv_dim = 0;       // the largest n_kv_heads · head_dim
+  std::int64_t sums_floats = 0;  // the largest n_heads · head_dim rounded up to kValueDims
   for (std::size_t i = 0; i < items.size(); ++i) {
     CheckItem(items[i], i, n_heads);
     if (items[i].rows == 0) continue;
     context = std::max(context, items[i].first_pos + items[i].rows);
-    head_dim = std::max(head_dim, items[i].kv.head_dim);
+    kv_dim = std::max(kv_dim, static_cast<std::int64_t>(items[i].kv.n_kv_heads) * items[i].kv.head_dim);
+    sums_floats = std::max(sums_floats, static_cast<std::int64_t>(n_heads) *
+                                            CeilDiv(items[i].kv.head_dim, kValueDims) * kValueDims);
   }
   // The scratch contract stays what callers size (AttentionScratchFloats), checked before anything runs.
   std::int64_t needed = 0;
@@ -345,7 +448,10 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::spa
   if (context == 0) return;
 
   Workspace& ws = ThreadWorkspace();
-  const std::int64_t decoded_per_thread = static_cast<std::int64_t>(kScoreChunk) * head_dim;
+  // Per thread: phase A's decoded keys or phase C's sums (at most n_heads · head_dim rounded up to
+  // kValueDims), rounded up to 64 bytes so that no two threads write one cache line.
+  const std::int64_t decoded_per_thread =
+      (std::max(static_cast<std::int64_t>(kScoreChunk) * kv_dim, sums_floats) + 15) / 16 * 16;
   const auto decoded_floats = static_cast<std::size_t>(NumThreads() * decoded_per_thread);
   if (ws.decoded.size() < decoded_floats) ws.decoded.resize(decoded_floats);
   // Waves: consecutive rows (in item order) whose score rows fit kWaveFloats, at least one row each.
