@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -133,31 +132,6 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
   }
 }
 
-// Asks for columns [col_begin, col_end) of positions [t0, t0 + count) (one block) to be brought into cache,
-// a column being element c · head_dim + j of KV head c. A unit calls it for its next run while it computes
-// the current one: a paged block is elsewhere in memory, where the hardware prefetchers' stream stops. In
-// the paged (NHD) layout a position's columns are adjacent, so the lines are requested in address order;
-// a contiguous cache has one run per unit and never gets here.
-void PrefetchRun(const KvLayerView& kv, const void* data, int t0, int count, int col_begin, int col_end) {
-  static const bool off = std::getenv("NOPF") != nullptr;
-  if (off) return;
-  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const auto* bytes = static_cast<const std::uint8_t*>(data);
-  const std::int64_t stride = kv.position_stride * element_bytes;
-  const bool adjacent_heads = kv.head_stride == kv.head_dim;
-  for (int c = col_begin / kv.head_dim; c * kv.head_dim < col_end; ++c) {
-    const int from = std::max(col_begin, c * kv.head_dim) - c * kv.head_dim;
-    const int to =
-        adjacent_heads ? col_end - c * kv.head_dim : std::min(col_end - c * kv.head_dim, kv.head_dim);
-    const std::uint8_t* first = bytes + (kv.Element(t0, c) + from) * element_bytes;
-    const std::int64_t span = (to - from) * element_bytes;
-    for (int i = 0; i < count; ++i) {
-      for (std::int64_t b = 0; b < span; b += 64) __builtin_prefetch(first + i * stride + b);
-    }
-    if (adjacent_heads) break;  // the span covered every head
-  }
-}
-
 // The scores of one run: s[h · s_stride + i] = Dot(q_h, k_{i, h / group}) · scale for every query head h
 // (q: [n_kv · group][head_dim]) and the count positions i of the run, where the FP32 key row of position i
 // and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
@@ -225,10 +199,6 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
   const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
   ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t* first) {
-    const int next = t0 + count;
-    if (next < end) {
-      PrefetchRun(kv, kv.keys, next, std::min(end - next, kv.block_size), 0, kv.n_kv_heads * head_dim);
-    }
     KeyRun run{first, static_cast<std::size_t>(kv.position_stride * element_bytes),
                static_cast<std::size_t>(kv.head_stride * element_bytes), count};
     if (kv.dtype != KvDtype::kF32) {
@@ -337,14 +307,6 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   };
   std::fill(sums, sum_of(piece_end, 0), 0.0f);
   ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
-    const int next = t0 + count;
-    if (next < w.n_ctx) {
-      const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
-                          std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
-      PrefetchRun(kv, kv.values, next, std::min(w.n_ctx - next, kv.block_size),
-                  piece_begin / pieces_per_head * head_dim + piece_begin % pieces_per_head * kValueDims,
-                  col_end);
-    }
     for (int piece = piece_begin; piece < piece_end; ++piece) {
       const int kv_head = piece / pieces_per_head;
       const int d0 = piece % pieces_per_head * kValueDims;
@@ -382,6 +344,31 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   }
 }
 
+// scalar::Softmax(x, n), bit for bit, without a call to fmaxf per element (a tenth of decode attention's
+// time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
+// can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
+// compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
+// definition's loop: exp in FP32, one left-to-right sum, then a multiply by its inverse.
+void SoftmaxRow(float* x, int n) {
+  float max_value = x[0];
+  bool nan = false;
+  for (int i = 0; i < n; ++i) {
+    nan |= x[i] != x[i];
+    max_value = x[i] > max_value ? x[i] : max_value;
+  }
+  if (nan) {
+    scalar::Softmax(x, n);
+    return;
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  const float inv_sum = 1.0f / sum;
+  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
+}
+
 // Runs phases A, B and C over rows (one wave), then returns; omp for's implied barriers separate them.
 void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t total[3], float* scores,
              float* decoded, std::int64_t decoded_per_thread) {
@@ -401,7 +388,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
     for (std::int64_t unit = 0; unit < total[1]; ++unit) {
       std::int64_t h = 0;
       const WaveRow& w = FindRow(rows, 1, unit, h);
-      scalar::Softmax(scores + w.scores + h * w.n_ctx, w.n_ctx);
+      SoftmaxRow(scores + w.scores + h * w.n_ctx, w.n_ctx);
     }
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < total[2]; ++unit) {
