@@ -292,8 +292,12 @@ AccumulateFn ActiveAccumulate() {
 // The sums live in `sums` ([piece_end − piece_begin][group][kValueDims], this thread's) until the last
 // run, then go to out: in the caller's output two units' pieces can share a cache line, and writing it
 // after every 16-position block bounced the line between the cores.
+//
+// A paged f32 run of at most kScoreChunk positions is first copied, the unit's columns of each position
+// (adjacent in the NHD layout) in address order, into `staging` ([count][unit columns]): one front-to-back
+// read of the block instead of one strided pass per piece.
 void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, const float* scores,
-               float* sums, AccumulateFn accumulate) {
+               float* sums, float* staging, AccumulateFn accumulate) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
@@ -306,12 +310,32 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
     return sums + (static_cast<std::int64_t>(piece - piece_begin) * group + g) * kValueDims;
   };
   std::fill(sums, sum_of(piece_end, 0), 0.0f);
+  // Columns [col_begin, col_end) of a position: element c · head_dim + j is element j of KV head c.
+  const int col_begin = piece_begin / pieces_per_head * head_dim + piece_begin % pieces_per_head * kValueDims;
+  const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
+                      std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
+  const bool stage = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
+                     kv.position_stride == static_cast<std::int64_t>(kv.n_kv_heads) * head_dim &&
+                     kv.block_size <= kScoreChunk && kv.block_size < w.n_ctx;
+  const int staged_width = col_end - col_begin;
   ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
+    if (stage) {
+      const float* from = static_cast<const float*>(kv.values) + kv.Element(t0, 0) + col_begin;
+      for (int i = 0; i < count; ++i) {
+        std::copy(from + i * kv.position_stride, from + i * kv.position_stride + staged_width,
+                  staging + static_cast<std::int64_t>(i) * staged_width);
+      }
+    }
     for (int piece = piece_begin; piece < piece_end; ++piece) {
       const int kv_head = piece / pieces_per_head;
       const int d0 = piece % pieces_per_head * kValueDims;
       const int width = std::min(kValueDims, head_dim - d0);
       const std::uint8_t* at = values + (kv.Element(t0, kv_head) + d0) * element_bytes;
+      std::size_t run_stride = stride;
+      if (stage) {
+        at = reinterpret_cast<const std::uint8_t*>(staging + (kv_head * head_dim + d0 - col_begin));
+        run_stride = static_cast<std::size_t>(staged_width) * sizeof(float);
+      }
       for (int g0 = 0; g0 < group; g0 += kHeadTile) {
         const int g_count = std::min(kHeadTile, group - g0);
         const float* p[kHeadTile];
@@ -322,7 +346,7 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
           out[g] = sum_of(piece, g0 + g);
         }
         if (kv.dtype == KvDtype::kF32) {
-          accumulate(p, g_count, width, t0, count, at, stride, out);
+          accumulate(p, g_count, width, t0, count, at, run_stride, out);
           continue;
         }
         float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
@@ -371,7 +395,7 @@ void SoftmaxRow(float* x, int n) {
 
 // Runs phases A, B and C over rows (one wave), then returns; omp for's implied barriers separate them.
 void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t total[3], float* scores,
-             float* decoded, std::int64_t decoded_per_thread) {
+             float* decoded, std::int64_t decoded_per_thread, std::int64_t sums_floats) {
 #pragma omp parallel if (total[0] + total[2] > 2)
   {
     float* thread_decoded = decoded + omp_get_thread_num() * decoded_per_thread;
@@ -398,7 +422,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       const int units = ValueUnitsPerRow(w.item->kv);
       const auto u = static_cast<int>(local);
       ValueUnit(w, n_heads, u * pieces / units, (u + 1) * pieces / units, scores + w.scores, thread_decoded,
-                accumulate);
+                thread_decoded + sums_floats, accumulate);
     }
   }
 }
@@ -435,10 +459,12 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::spa
   if (context == 0) return;
 
   Workspace& ws = ThreadWorkspace();
-  // Per thread: phase A's decoded keys or phase C's sums (at most n_heads · head_dim rounded up to
-  // kValueDims), rounded up to 64 bytes so that no two threads write one cache line.
+  // Per thread: phase A's decoded keys ([kScoreChunk][kv_dim]), or phase C's sums (at most n_heads ·
+  // head_dim rounded up to kValueDims) followed by its staged values (at most [kScoreChunk][kv_dim]); each
+  // part a multiple of 64 bytes, so that no two threads write one cache line.
+  sums_floats = (sums_floats + 15) / 16 * 16;
   const std::int64_t decoded_per_thread =
-      (std::max(static_cast<std::int64_t>(kScoreChunk) * kv_dim, sums_floats) + 15) / 16 * 16;
+      sums_floats + (static_cast<std::int64_t>(kScoreChunk) * kv_dim + 15) / 16 * 16;
   const auto decoded_floats = static_cast<std::size_t>(NumThreads() * decoded_per_thread);
   if (ws.decoded.size() < decoded_floats) ws.decoded.resize(decoded_floats);
   // Waves: consecutive rows (in item order) whose score rows fit kWaveFloats, at least one row each.
@@ -465,7 +491,7 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::spa
     }
     if (ws.scores.size() < static_cast<std::size_t>(floats))
       ws.scores.resize(static_cast<std::size_t>(floats));
-    RunWave(ws.rows, n_heads, total, ws.scores.data(), ws.decoded.data(), decoded_per_thread);
+    RunWave(ws.rows, n_heads, total, ws.scores.data(), ws.decoded.data(), decoded_per_thread, sums_floats);
   }
 }
 
