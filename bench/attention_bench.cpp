@@ -6,16 +6,10 @@
 //   build/attention_bench --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 
-#include <sys/mman.h>
-
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <numeric>
 #include <random>
-#include <utility>
 #include <vector>
 
 #include "plumb/kernels/kernels.h"
@@ -27,55 +21,34 @@ constexpr int kLayers = 30;
 constexpr int kHeads = 9;
 constexpr int kKvHeads = 3;
 constexpr int kHeadDim = 64;
-const int kBlockSize = std::getenv("BS") ? std::atoi(std::getenv("BS")) : 16;
-
-// A float buffer on 2 MiB-aligned memory, advised as transparent huge pages when huge is set.
-struct Buffer {
-  float* data = nullptr;
-  std::size_t size = 0;
-  Buffer() = default;
-  Buffer(std::size_t n, bool huge) : size(n) {
-    const std::size_t bytes = (n * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage;
-    data = static_cast<float*>(std::aligned_alloc(kHugePage, bytes));
-    if (huge) madvise(data, bytes, MADV_HUGEPAGE);
-  }
-  Buffer(Buffer&& o) noexcept : data(std::exchange(o.data, nullptr)), size(o.size) {}
-  Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(data, o.data);
-    size = o.size;
-    return *this;
-  }
-  ~Buffer() { std::free(data); }
-  float* begin() { return data; }
-  float* end() { return data + size; }
-  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
-};
+constexpr int kBlockSize = 16;  // the paged cache's default
 
 // One layer's keys and values in either layout, filled with random values, and its view.
 struct Layer {
-  Buffer keys, values;  // contiguous [kv_head][pos][head_dim]; paged [block][slot][kv_head][head_dim]
+  std::vector<float> keys,
+      values;  // contiguous [kv_head][pos][head_dim]; paged [block][slot][kv_head][head_dim]
   std::vector<int> block_table;  // paged: a shuffled permutation of the blocks (not in address order)
   plumb::KvLayerView view;
 };
 
-Layer MakeLayer(int context, bool paged, bool huge, std::mt19937& rng) {
+Layer MakeLayer(int context, bool paged, std::mt19937& rng) {
   Layer layer;
   const std::size_t floats = static_cast<std::size_t>(context) * kKvHeads * kHeadDim;
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  layer.keys = Buffer(floats, huge);
-  layer.values = Buffer(floats, huge);
+  layer.keys.resize(floats);
+  layer.values.resize(floats);
   for (float& x : layer.keys) x = uniform(rng);
   for (float& x : layer.values) x = uniform(rng);
   plumb::KvLayerView& v = layer.view;
-  v.keys = layer.keys.data;
-  v.values = layer.values.data;
+  v.keys = layer.keys.data();
+  v.values = layer.values.data();
   v.n_kv_heads = kKvHeads;
   v.head_dim = kHeadDim;
   v.length = context;
   if (paged) {
     layer.block_table.resize(static_cast<std::size_t>(context / kBlockSize));
     std::iota(layer.block_table.begin(), layer.block_table.end(), 0);
-    if (!std::getenv("NOSHUF")) std::shuffle(layer.block_table.begin(), layer.block_table.end(), rng);
+    std::shuffle(layer.block_table.begin(), layer.block_table.end(), rng);
     v.block_size = kBlockSize;
     v.position_stride = kKvHeads * kHeadDim;
     v.head_stride = kHeadDim;
@@ -95,8 +68,7 @@ void BM_DecodeAttention(benchmark::State& state) {
   const bool paged = state.range(1) != 0;
   std::mt19937 rng(7);
   std::vector<Layer> layers;
-  for (int l = 0; l < kLayers; ++l)
-    layers.push_back(MakeLayer(context, paged, std::getenv("HUGE") != nullptr, rng));
+  for (int l = 0; l < kLayers; ++l) layers.push_back(MakeLayer(context, paged, rng));
   std::vector<float> q(kHeads * kHeadDim, 0.1f), out(q.size());
   std::vector<float> scratch(
       static_cast<std::size_t>(plumb::kernels::AttentionScratchFloats(context, kHeadDim)));
