@@ -135,11 +135,22 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
 // The scores of one run: s[h · s_stride + i] = Dot(q_h, k_{i, h / group}) · scale for every query head h
 // (q: [n_kv · group][head_dim]) and the count positions i of the run, where the FP32 key row of position i
 // and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
+// next: the next run of a paged (NHD) f32 cache, whose position i (all its KV heads, next_bytes bytes) the
+// vector code asks for while it computes position i of this one (nullptr: none, or not that layout).
 struct KeyRun {
   const std::uint8_t* rows;
   std::size_t position_stride, head_stride;
   int count;
+  const std::uint8_t* next = nullptr;
+  int next_bytes = 0;
 };
+
+// Asks for the `bytes` bytes at `at` to be brought into cache. The hardware prefetchers follow a stream
+// within a page but not across a jump to another block, so paged runs ask for their next block a position
+// at a time (a burst of a whole block's requests stalls on the full miss queue instead).
+inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b);
+}
 using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
                             float* s, int s_stride);
 // Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
@@ -198,9 +209,15 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const bool nhd_f32 = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
+                       kv.position_stride == static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
   ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t* first) {
     KeyRun run{first, static_cast<std::size_t>(kv.position_stride * element_bytes),
                static_cast<std::size_t>(kv.head_stride * element_bytes), count};
+    if (nhd_f32 && t0 + count < end) {
+      run.next = static_cast<const std::uint8_t*>(kv.keys) + kv.Element(t0 + count, 0) * element_bytes;
+      run.next_bytes = static_cast<int>(kv.position_stride * element_bytes);
+    }
     if (kv.dtype != KvDtype::kF32) {
       const std::int64_t kv_dim = static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
       for (int i = 0; i < count; ++i) {
@@ -321,7 +338,14 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
     if (stage) {
       const float* from = static_cast<const float*>(kv.values) + kv.Element(t0, 0) + col_begin;
+      const float* next = t0 + count < w.n_ctx
+                              ? static_cast<const float*>(kv.values) + kv.Element(t0 + count, 0) + col_begin
+                              : nullptr;
       for (int i = 0; i < count; ++i) {
+        if (next) {
+          PrefetchBytes(reinterpret_cast<const std::uint8_t*>(next + i * kv.position_stride),
+                        staged_width * static_cast<int>(sizeof(float)));
+        }
         std::copy(from + i * kv.position_stride, from + i * kv.position_stride + staged_width,
                   staging + static_cast<std::int64_t>(i) * staged_width);
       }
