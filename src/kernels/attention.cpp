@@ -28,15 +28,16 @@ namespace {
 // in ascending t, an independent sum for each j. None of them fixes which thread does what, so the kernel
 // runs them as three parallel phases over a wave of query rows, each phase split along the axis that leaves
 // the bits alone:
-//   A (scores):  (row, KV head, kScoreChunk positions): the chunk's keys are read once, block by block, for
-//                all the query heads sharing the KV head (RowDots: the definition's Dot over rows a fixed
-//                stride apart);
-//   B (softmax): (row, query head): scalar::Softmax itself;
-//   C (values):  (row, KV head, kValueDims output elements): every position's value row is read once for
-//                the group's query heads, each output element summed in ascending t.
-// Batch-1 decode of SmolLM2 (3 KV heads) thus has 3 · ceil(n / 128) units in A and 12 in C, where the
-// previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
+//   A (scores):  (row, kScoreChunk positions): the chunk's keys are read once, a block at a time and within
+//                it position by position over every KV head (a paged block front to back), each key dotted
+//                with the query heads sharing it (the definition's Dot);
+//   B (softmax): (row, query head): the definition's softmax (SoftmaxRow);
+//   C (values):  (row, a share of its value pieces, a piece being kValueDims columns of one KV head): each
+//                output element summed in ascending t, kHeadTile heads' sums of a piece in registers.
+// Batch-1 decode of SmolLM2 at context n thus has ceil(n / 128) units in A, 9 in B and one per thread in C,
+// where the previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
 // ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
+// Measured figures: docs/performance.md ("Batched decode and the paged KV cache").
 constexpr int kScoreChunk = 128;  // positions per phase-A unit
 constexpr int kValueDims = 32;    // output elements per phase-C unit: 128 B, an adjacent-line pair
 constexpr int kHeadTile = 3;      // query heads accumulated together in phase C
@@ -56,7 +57,7 @@ struct WaveRow {
 struct Workspace {
   std::vector<WaveRow> rows;
   std::vector<float> scores;   // [wave rows][n_heads][n_ctx]
-  std::vector<float> decoded;  // [threads][kScoreChunk][head_dim]: non-f32 rows decoded for phase A
+  std::vector<float> decoded;  // [threads][per thread]: phase A's decoded keys, phase C's sums and staging
 };
 Workspace& ThreadWorkspace() {
   thread_local Workspace workspace;
