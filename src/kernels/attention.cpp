@@ -192,7 +192,7 @@ void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const Ke
   }
 }
 #endif
-ScoreRunFn ActiveScoreRun(int head_dim) {
+ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
 #if defined(__x86_64__)
   if (head_dim % 8 == 0 && ActiveRowDotIsa() != RowDotIsa::kScalar) return ScoreRunAvx2;
 #endif
