@@ -148,7 +148,7 @@ struct KeyRun {
 
 // Asks for the `bytes` bytes at `at` to be brought into cache. The hardware prefetchers follow a stream
 // within a page but not across a jump to another block, so paged runs ask for their next block a position
-// at a time (a burst of a whole block's requests stalls on the full miss queue instead).
+// at a time (a burst of a whole block's requests measured no faster than none).
 inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
   for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b);
 }
