@@ -1,13 +1,21 @@
-// Causal GQA attention over a KvLayerView (include/plumb/kernels/kernels.h): the threading around
-// scalar::AttendOneHead, one definition for the contiguous and the paged KV layout (docs/architecture.md,
-// "Kernels").
+// Causal GQA attention over a KvLayerView (include/plumb/kernels/kernels.h): scalar::AttendOneHead's
+// arithmetic, reorganised so that every thread has work and the cache is read block by block, one
+// definition for the contiguous and the paged KV layout (docs/kv-cache.md, "How attention reads the cache").
 #include <omp.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
@@ -15,20 +23,45 @@
 namespace plumb::kernels {
 namespace {
 
-// scalar::Dot through the row dot of the CPU (AVX2 / AVX-512 / NEON): an F32 row's RowDot is defined as
-// scalar::Dot, bit for bit, and a product is the same either way round, so the scores keep their bits while
-// the q·k dots, a third of decode attention's time at context 512, run eight lanes at a time.
-float VectorDot(const float* q, const float* k, int n) {
-  return RowDot(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(k), q, n);
-}
+// AttendOneHead computes, for one query head, three things in turn: every score (a Dot per position), the
+// softmax of the score row (a max, an exp per position, one left-to-right sum), and out[j] = Σ_t p_t·v_t[j]
+// in ascending t, an independent sum for each j. None of them fixes which thread does what, so the kernel
+// runs them as three parallel phases over a wave of query rows, each phase split along the axis that leaves
+// the bits alone:
+//   A (scores):  (row, kScoreChunk positions): the chunk's keys are read once, a block at a time and within
+//                it position by position over every KV head (a paged block front to back), each key dotted
+//                with the query heads sharing it (the definition's Dot);
+//   B (softmax): (row, query head): the definition's softmax (SoftmaxRow);
+//   C (values):  (row, a share of its value pieces, a piece being kValueDims columns of one KV head): each
+//                output element summed in ascending t, kHeadTile heads' sums of a piece in registers.
+// Batch-1 decode of SmolLM2 at context n thus has ceil(n / 128) units in A, 9 in B and one per thread in C,
+// where the previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
+// ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
+// Measured figures: docs/performance.md ("Batched decode and the paged KV cache").
+constexpr int kScoreChunk = 128;  // positions per phase-A unit
+constexpr int kValueDims = 32;    // output elements per phase-C unit: 128 B, an adjacent-line pair
+constexpr int kHeadTile = 3;      // query heads accumulated together in phase C
+constexpr std::int64_t kWaveFloats = 1 << 18;  // score floats of one wave (1 MiB) unless one row needs more
 
-// Floats of scratch one thread needs for these items: the longest score row plus one decoded K/V row.
-std::int64_t ScratchPerThread(std::span<const AttentionItem> items) {
-  std::int64_t most = 0;
-  for (const AttentionItem& item : items) {
-    most = std::max(most, static_cast<std::int64_t>(item.first_pos) + item.rows + item.kv.head_dim);
-  }
-  return most;
+// One query row of one item in the current wave, and where its units start in each phase.
+struct WaveRow {
+  const AttentionItem* item;
+  int row;                     // within the item
+  int n_ctx;                   // positions it attends to: first_pos + row + 1
+  std::int64_t scores;         // offset of its [n_heads][n_ctx] scores in the wave buffer
+  std::int64_t first_unit[3];  // its first unit in phases A, B, C (prefix sums over the wave)
+};
+
+// Per-calling-thread workspace: grows to the largest call seen and is reused, so steady-state decode
+// allocates nothing. (The caller's scratch is sized for one score row per thread, too small for a wave.)
+struct Workspace {
+  std::vector<WaveRow> rows;
+  std::vector<float> scores;   // [wave rows][n_heads][n_ctx]
+  std::vector<float> decoded;  // [threads][per thread]: phase A's decoded keys, phase C's sums and staging
+};
+Workspace& ThreadWorkspace() {
+  thread_local Workspace workspace;
+  return workspace;
 }
 
 void CheckItem(const AttentionItem& item, std::size_t index, int n_heads) {
@@ -57,6 +90,368 @@ void CheckItem(const AttentionItem& item, std::size_t index, int n_heads) {
   }
 }
 
+int CeilDiv(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// Phase C splits a row's value pieces (kValueDims columns of one KV head) among at most as many units as
+// there are threads: fewer, longer units read longer stretches of each paged position. Which unit sums an
+// output element never changes its bits, so this may depend on the thread count.
+int ValueUnitsPerRow(const KvLayerView& kv) {
+  return std::min(kv.n_kv_heads * CeilDiv(kv.head_dim, kValueDims), NumThreads());
+}
+
+// Units of each phase for one row (see the comment at the top).
+void RowUnits(const WaveRow& w, int n_heads, std::int64_t units[3]) {
+  const KvLayerView& kv = w.item->kv;
+  units[0] = CeilDiv(w.n_ctx, kScoreChunk);
+  units[1] = n_heads;
+  units[2] = ValueUnitsPerRow(kv);
+}
+
+// The row whose units of `phase` contain `unit`, and the unit's index within that row.
+const WaveRow& FindRow(std::span<const WaveRow> rows, int phase, std::int64_t unit, std::int64_t& local) {
+  const auto it = std::upper_bound(rows.begin(), rows.end(), unit, [phase](std::int64_t u, const WaveRow& w) {
+    return u < w.first_unit[phase];
+  });
+  const WaveRow& w = *(it - 1);
+  local = unit - w.first_unit[phase];
+  return w;
+}
+
+// Calls fn(t0, count, first) for the runs of positions [begin, end) that lie in one block, in ascending
+// order: positions t0 .. t0+count-1, whose rows (of KV head kv_head, in `data`) start at `first` and lie
+// position_stride elements apart. The block table is read once per run, never per position.
+template <class Fn>
+void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin, int end, Fn&& fn) {
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  for (int t0 = begin; t0 < end;) {
+    const int count = std::min(end - t0, kv.block_size - t0 % kv.block_size);
+    fn(t0, count, bytes + kv.Element(t0, kv_head) * element_bytes);
+    t0 += count;
+  }
+}
+
+// The scores of one run: s[h · s_stride + i] = Dot(q_h, k_{i, h / group}) · scale for every query head h
+// (q: [n_kv · group][head_dim]) and the count positions i of the run, where the FP32 key row of position i
+// and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
+// next: the next run of a paged (NHD) f32 cache, whose position i (all its KV heads, next_bytes bytes) the
+// vector code asks for while it computes position i of this one (nullptr: none, or not that layout).
+struct KeyRun {
+  const std::uint8_t* rows;
+  std::size_t position_stride, head_stride;
+  int count;
+  const std::uint8_t* next = nullptr;
+  int next_bytes = 0;
+};
+
+// Asks for the `bytes` bytes at `at` to be brought into cache. The hardware prefetchers follow a stream
+// within a page but not across a jump to another block, so paged runs ask for their next block a position
+// at a time (a burst of a whole block's requests measured no faster than none).
+inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b);
+}
+using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                            float* s, int s_stride);
+// Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
+void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                     float* s, int s_stride) {
+  for (int h = 0; h < n_kv * group; ++h) {
+    float* sh = s + static_cast<std::int64_t>(h) * s_stride;
+    RowDots(GgmlType::F32, run.rows + h / group * run.head_stride, run.position_stride, run.count,
+            q + static_cast<std::int64_t>(h) * head_dim, head_dim, sh);
+    for (int i = 0; i < run.count; ++i) sh[i] *= scale;
+  }
+}
+#if defined(__x86_64__)
+// The same for a head_dim that is a multiple of 8, inline and position by position, every KV head of a
+// position before the next position: a paged block is then read front to back, one stream the hardware
+// prefetchers follow (a call per head and run cost as much as the dots with 16-position blocks). One 8-lane
+// accumulator is scalar::Dot's lanes, the reduction its ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); mul and add
+// stay separate (no FMA), so the bits are Dot's.
+[[gnu::target("avx2")]] void ScoreRunAvx2(const float* q, int n_kv, int group, int head_dim,
+                                          const KeyRun& run, float scale, float* s, int s_stride) {
+  for (int i = 0; i < run.count; ++i) {
+    for (int c = 0; c < n_kv; ++c) {
+      const auto* k =
+          reinterpret_cast<const float*>(run.rows + i * run.position_stride + c * run.head_stride);
+      for (int h = c * group; h < (c + 1) * group; ++h) {
+        const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
+        __m256 acc = _mm256_setzero_ps();
+        for (int d = 0; d < head_dim; d += 8) {
+          acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(k + d)));
+        }
+        const __m128 s4 =
+            _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // l_j + l_j+4
+        const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
+        const float dot = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+        s[static_cast<std::int64_t>(h) * s_stride + i] = dot * scale;
+      }
+    }
+  }
+}
+#endif
+ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
+#if defined(__x86_64__)
+  if (head_dim % 8 == 0 && ActiveRowDotIsa() != RowDotIsa::kScalar) return ScoreRunAvx2;
+#endif
+  return ScoreRunRowDots;
+}
+
+// Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for every query head h and positions t in
+// [begin, end), a run (block) at a time. scores points at the row's [n_heads][n_ctx] block; decoded holds
+// [kScoreChunk][n_kv_heads][head_dim] floats (non-f32 caches: the run decoded, exact as DecodeKv is).
+void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores, float* decoded,
+               ScoreRunFn score_run) {
+  const KvLayerView& kv = w.item->kv;
+  const int head_dim = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const bool nhd_f32 = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
+                       kv.position_stride == static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
+  ForEachRun(kv, kv.keys, 0, begin, end, [&](int t0, int count, const std::uint8_t* first) {
+    KeyRun run{first, static_cast<std::size_t>(kv.position_stride * element_bytes),
+               static_cast<std::size_t>(kv.head_stride * element_bytes), count};
+    if (nhd_f32 && t0 + count < end) {
+      run.next = static_cast<const std::uint8_t*>(kv.keys) + kv.Element(t0 + count, 0) * element_bytes;
+      run.next_bytes = static_cast<int>(kv.position_stride * element_bytes);
+    }
+    if (kv.dtype != KvDtype::kF32) {
+      const std::int64_t kv_dim = static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
+      for (int i = 0; i < count; ++i) {
+        for (int c = 0; c < kv.n_kv_heads; ++c) {
+          DecodeKv(kv.dtype, first + i * run.position_stride + c * run.head_stride, head_dim, kv.KScale(c),
+                   decoded + i * kv_dim + static_cast<std::int64_t>(c) * head_dim);
+        }
+      }
+      run = {reinterpret_cast<const std::uint8_t*>(decoded), static_cast<std::size_t>(kv_dim) * sizeof(float),
+             static_cast<std::size_t>(head_dim) * sizeof(float), count};
+    }
+    score_run(q, kv.n_kv_heads, group, head_dim, run, scale, scores + t0, w.n_ctx);
+  });
+}
+
+// Eight floats in one vector register (GCC/Clang vector extension): elementwise + and · round exactly as
+// the scalar operations do, whatever instructions the target compiles them to.
+using Float8 = float __attribute__((vector_size(32)));
+constexpr int kLanes8 = kValueDims / 8;
+
+// out_g[j] += p_g[t0 + i] · v_i[j] for g < g_count query heads, j < width output elements, i < count
+// positions of one run. Each element is its own sum in ascending t (no FMA: -ffp-contract=off), so any
+// vector width gives the bits of the scalar loop. With G heads of kValueDims elements the G · kValueDims
+// sums stay in registers (12 of the 16 AVX2 registers for G = 3) for the whole run; otherwise (a tail of a
+// head_dim that is not a multiple of kValueDims) they are summed in memory. Inlined into one function per
+// instruction set below.
+template <int G>
+[[gnu::always_inline]] inline void AccumulateTile(const float* const* p, int g_count, int width, int t0,
+                                                  int count, const std::uint8_t* first, std::size_t stride,
+                                                  float* const* out) {
+  if (g_count == G && width == kValueDims) {
+    Float8 acc[G][kLanes8] = {};
+    for (int g = 0; g < G; ++g) {
+      for (int l = 0; l < kLanes8; ++l) std::memcpy(&acc[g][l], out[g] + 8 * l, sizeof(Float8));
+    }
+    for (int i = 0; i < count; ++i) {
+      const std::uint8_t* v = first + i * stride;
+      Float8 pt[G];
+      for (int g = 0; g < G; ++g) pt[g] = p[g][t0 + i] + Float8{};  // a broadcast (p >= +0, so x + 0 == x)
+      for (int l = 0; l < kLanes8; ++l) {
+        Float8 vl;
+        std::memcpy(&vl, v + l * sizeof(Float8), sizeof(Float8));
+        for (int g = 0; g < G; ++g) acc[g][l] += pt[g] * vl;
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      for (int l = 0; l < kLanes8; ++l) std::memcpy(out[g] + 8 * l, &acc[g][l], sizeof(Float8));
+    }
+  } else if constexpr (G > 1) {
+    AccumulateTile<G - 1>(p, g_count, width, t0, count, first, stride, out);
+  } else {
+    for (int i = 0; i < count; ++i) {
+      const float* v = reinterpret_cast<const float*>(first + i * stride);
+      for (int g = 0; g < g_count; ++g) {
+        const float pt = p[g][t0 + i];
+        for (int j = 0; j < width; ++j) out[g][j] += pt * v[j];
+      }
+    }
+  }
+}
+
+using AccumulateFn = void (*)(const float* const* p, int g_count, int width, int t0, int count,
+                              const std::uint8_t* first, std::size_t stride, float* const* out);
+void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int count,
+                     const std::uint8_t* first, std::size_t stride, float* const* out) {
+  AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
+}
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void AccumulateAvx2(const float* const* p, int g_count, int width, int t0, int count,
+                                            const std::uint8_t* first, std::size_t stride,
+                                            float* const* out) {
+  AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
+}
+#endif
+// AVX2 where the row dots may use it (kernels/row_dot.h: PLUMB_ISA=scalar, SetRowDotIsa turn both off).
+AccumulateFn ActiveAccumulate() {
+#if defined(__x86_64__)
+  if (ActiveRowDotIsa() != RowDotIsa::kScalar) return AccumulateAvx2;
+#endif
+  return AccumulatePlain;
+}
+
+// Phase C unit: out_h[d .. d+width) = Σ_t p_h[t] · v_t[d .. d+width) for the pieces [piece_begin,
+// piece_end) of the row's value columns, a piece being kValueDims elements of one KV head (piece i: KV head
+// i / pieces_per_head), for that KV head's query heads, t ascending from 0. Pieces are taken in KV-head
+// order, so in the paged layout a unit's pieces of one position are adjacent in memory: the unit walks the
+// blocks once, and within a run (one block) goes through its pieces in turn, each in tiles of kHeadTile
+// heads; the run's values are in L1 after the first.
+// The sums live in `sums` ([piece_end − piece_begin][group][kValueDims], this thread's) until the last
+// run, then go to out: in the caller's output two units' pieces can share a cache line, and writing it
+// after every 16-position block bounced the line between the cores.
+//
+// A paged f32 run of at most kScoreChunk positions is first copied, the unit's columns of each position
+// (adjacent in the NHD layout) in address order, into `staging` ([count][unit columns]): one front-to-back
+// read of the block instead of one strided pass per piece.
+void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, const float* scores,
+               float* sums, float* staging, AccumulateFn accumulate) {
+  const KvLayerView& kv = w.item->kv;
+  const int head_dim = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  const int pieces_per_head = CeilDiv(head_dim, kValueDims);
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
+  float* out_row = w.item->out + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
+  const auto* values = static_cast<const std::uint8_t*>(kv.values);
+  const auto sum_of = [&](int piece, int g) {  // the sums of (piece, query head g of its KV head)
+    return sums + (static_cast<std::int64_t>(piece - piece_begin) * group + g) * kValueDims;
+  };
+  std::fill(sums, sum_of(piece_end, 0), 0.0f);
+  // Columns [col_begin, col_end) of a position: element c · head_dim + j is element j of KV head c.
+  const int col_begin = piece_begin / pieces_per_head * head_dim + piece_begin % pieces_per_head * kValueDims;
+  const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
+                      std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
+  const bool stage = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
+                     kv.position_stride == static_cast<std::int64_t>(kv.n_kv_heads) * head_dim &&
+                     kv.block_size <= kScoreChunk && kv.block_size < w.n_ctx;
+  const int staged_width = col_end - col_begin;
+  ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
+    if (stage) {
+      const float* from = static_cast<const float*>(kv.values) + kv.Element(t0, 0) + col_begin;
+      const float* next = t0 + count < w.n_ctx
+                              ? static_cast<const float*>(kv.values) + kv.Element(t0 + count, 0) + col_begin
+                              : nullptr;
+      for (int i = 0; i < count; ++i) {
+        if (next) {
+          PrefetchBytes(reinterpret_cast<const std::uint8_t*>(next + i * kv.position_stride),
+                        staged_width * static_cast<int>(sizeof(float)));
+        }
+        std::copy(from + i * kv.position_stride, from + i * kv.position_stride + staged_width,
+                  staging + static_cast<std::int64_t>(i) * staged_width);
+      }
+    }
+    for (int piece = piece_begin; piece < piece_end; ++piece) {
+      const int kv_head = piece / pieces_per_head;
+      const int d0 = piece % pieces_per_head * kValueDims;
+      const int width = std::min(kValueDims, head_dim - d0);
+      const std::uint8_t* at = values + (kv.Element(t0, kv_head) + d0) * element_bytes;
+      std::size_t run_stride = stride;
+      if (stage) {
+        at = reinterpret_cast<const std::uint8_t*>(staging + (kv_head * head_dim + d0 - col_begin));
+        run_stride = static_cast<std::size_t>(staged_width) * sizeof(float);
+      }
+      for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+        const int g_count = std::min(kHeadTile, group - g0);
+        const float* p[kHeadTile];
+        float* out[kHeadTile];
+        for (int g = 0; g < g_count; ++g) {
+          const int h = kv_head * group + g0 + g;
+          p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
+          out[g] = sum_of(piece, g0 + g);
+        }
+        if (kv.dtype == KvDtype::kF32) {
+          accumulate(p, g_count, width, t0, count, at, run_stride, out);
+          continue;
+        }
+        float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
+        for (int i = 0; i < count; ++i) {
+          DecodeKv(kv.dtype, at + i * stride, width, kv.VScale(kv_head), decoded);
+          accumulate(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0, out);
+        }
+      }
+    }
+  });
+  for (int piece = piece_begin; piece < piece_end; ++piece) {
+    const int kv_head = piece / pieces_per_head;
+    const int d0 = piece % pieces_per_head * kValueDims;
+    const int width = std::min(kValueDims, head_dim - d0);
+    for (int g = 0; g < group; ++g) {
+      const float* from = sum_of(piece, g);
+      std::copy(from, from + width, out_row + static_cast<std::int64_t>(kv_head * group + g) * head_dim + d0);
+    }
+  }
+}
+
+// scalar::Softmax(x, n), bit for bit, without a call to fmaxf per element (a tenth of decode attention's
+// time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
+// can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
+// compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
+// definition's loop: exp in FP32, one left-to-right sum, then a multiply by its inverse.
+void SoftmaxRow(float* x, int n) {
+  float max_value = x[0];
+  bool nan = false;
+  for (int i = 0; i < n; ++i) {
+    nan |= x[i] != x[i];
+    max_value = x[i] > max_value ? x[i] : max_value;
+  }
+  if (nan) {
+    scalar::Softmax(x, n);
+    return;
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  const float inv_sum = 1.0f / sum;
+  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
+}
+
+// Runs phases A, B and C over rows (one wave), then returns; omp for's implied barriers separate them.
+void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t total[3], float* scores,
+             float* decoded, std::int64_t decoded_per_thread, std::int64_t sums_floats) {
+#pragma omp parallel if (total[0] + total[2] > 2)
+  {
+    float* thread_decoded = decoded + omp_get_thread_num() * decoded_per_thread;
+    const AccumulateFn accumulate = ActiveAccumulate();
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[0]; ++unit) {
+      std::int64_t local = 0;
+      const WaveRow& w = FindRow(rows, 0, unit, local);
+      const int begin = static_cast<int>(local) * kScoreChunk;
+      ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores, thread_decoded,
+                ActiveScoreRun(w.item->kv.head_dim));
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[1]; ++unit) {
+      std::int64_t h = 0;
+      const WaveRow& w = FindRow(rows, 1, unit, h);
+      SoftmaxRow(scores + w.scores + h * w.n_ctx, w.n_ctx);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t unit = 0; unit < total[2]; ++unit) {
+      std::int64_t local = 0;
+      const WaveRow& w = FindRow(rows, 2, unit, local);
+      const int pieces = w.item->kv.n_kv_heads * CeilDiv(w.item->kv.head_dim, kValueDims);
+      const int units = ValueUnitsPerRow(w.item->kv);
+      const auto u = static_cast<int>(local);
+      ValueUnit(w, n_heads, u * pieces / units, (u + 1) * pieces / units, scores + w.scores, thread_decoded,
+                thread_decoded + sums_floats, accumulate);
+    }
+  }
+}
+
 }  // namespace
 
 std::int64_t AttentionScratchFloats(int context, int head_dim) {
@@ -65,52 +460,63 @@ std::int64_t AttentionScratchFloats(int context, int head_dim) {
 
 void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch) {
   if (n_heads <= 0) throw MakeError("attention: n_heads must be positive, got ", n_heads);
-  // The unit of work is a (row, KV head) pair: the query heads that share one KV head run one after the
-  // other, so the second and later read that head's keys and values from cache instead of memory (GQA
-  // shares a KV head among n_heads / n_kv_heads query heads). Each query head is still one AttendOneHead.
-  std::int64_t pairs = 0;  // (row, KV head) pairs of all items, in item order
-  const auto pairs_of = [](const AttentionItem& item) {
-    return static_cast<std::int64_t>(item.rows) * item.kv.n_kv_heads;
-  };
+  int context = 0;
+  std::int64_t kv_dim = 0;       // the largest n_kv_heads · head_dim
+  std::int64_t sums_floats = 0;  // the largest n_heads · head_dim rounded up to kValueDims
   for (std::size_t i = 0; i < items.size(); ++i) {
     CheckItem(items[i], i, n_heads);
-    pairs += pairs_of(items[i]);
+    if (items[i].rows == 0) continue;
+    context = std::max(context, items[i].first_pos + items[i].rows);
+    kv_dim = std::max(kv_dim, static_cast<std::int64_t>(items[i].kv.n_kv_heads) * items[i].kv.head_dim);
+    sums_floats = std::max(sums_floats, static_cast<std::int64_t>(n_heads) *
+                                            CeilDiv(items[i].kv.head_dim, kValueDims) * kValueDims);
   }
-  const std::int64_t per_thread = ScratchPerThread(items);
-  const std::int64_t needed = static_cast<std::int64_t>(NumThreads()) * per_thread;
+  // The scratch contract stays what callers size (AttentionScratchFloats), checked before anything runs.
+  std::int64_t needed = 0;
+  for (const AttentionItem& item : items) {
+    needed = std::max(needed, static_cast<std::int64_t>(item.first_pos) + item.rows + item.kv.head_dim);
+  }
+  needed *= NumThreads();
   if (static_cast<std::int64_t>(scratch.size()) < needed) {
     throw MakeError("attention: scratch of ", scratch.size(), " floats, ", needed,
                     " needed (AttentionScratchFloats)");
   }
-  // Pairs differ in cost (a later row or a longer sequence reads more positions), so they are handed out
-  // dynamically; which thread computes a pair never changes its bits. Each thread walks the items with its
-  // own cursor: OpenMP hands a thread its chunks in increasing order, so the cursor only moves forward.
-#pragma omp parallel if (pairs > 1)
-  {
-    std::size_t item = 0;
-    std::int64_t item_first_pair = 0;
-    float* thread_scratch = scratch.data() + omp_get_thread_num() * per_thread;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
-      if (pair < item_first_pair) {  // never with OpenMP's dynamic schedule; kept so a change is safe
-        item = 0;
-        item_first_pair = 0;
-      }
-      while (pair >= item_first_pair + pairs_of(items[item])) {
-        item_first_pair += pairs_of(items[item]);
-        ++item;
-      }
+  if (context == 0) return;
+
+  Workspace& ws = ThreadWorkspace();
+  // Per thread: phase A's decoded keys ([kScoreChunk][kv_dim]), or phase C's sums (at most n_heads ·
+  // head_dim rounded up to kValueDims) followed by its staged values (at most [kScoreChunk][kv_dim]); each
+  // part a multiple of 64 bytes, so that no two threads write one cache line.
+  sums_floats = (sums_floats + 15) / 16 * 16;
+  const std::int64_t decoded_per_thread =
+      sums_floats + (static_cast<std::int64_t>(kScoreChunk) * kv_dim + 15) / 16 * 16;
+  const auto decoded_floats = static_cast<std::size_t>(NumThreads() * decoded_per_thread);
+  if (ws.decoded.size() < decoded_floats) ws.decoded.resize(decoded_floats);
+  // Waves: consecutive rows (in item order) whose score rows fit kWaveFloats, at least one row each.
+  std::size_t item = 0;
+  int row = 0;
+  while (item < items.size()) {
+    ws.rows.clear();
+    std::int64_t floats = 0;
+    std::int64_t total[3] = {0, 0, 0};
+    for (; item < items.size(); ++item, row = 0) {
       const AttentionItem& it = items[item];
-      const int n_kv_heads = it.kv.n_kv_heads;
-      const int r = static_cast<int>((pair - item_first_pair) / n_kv_heads);
-      const int kv_head = static_cast<int>((pair - item_first_pair) % n_kv_heads);
-      const int group = n_heads / n_kv_heads;  // query heads per KV head
-      for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-        const std::int64_t offset = (static_cast<std::int64_t>(r) * n_heads + h) * it.kv.head_dim;
-        scalar::AttendOneHead(it.q + offset, it.kv, kv_head, it.first_pos + r + 1, thread_scratch,
-                              it.out + offset, VectorDot);
+      for (; row < it.rows; ++row) {
+        const int n_ctx = it.first_pos + row + 1;
+        const std::int64_t row_floats = static_cast<std::int64_t>(n_heads) * n_ctx;
+        if (!ws.rows.empty() && floats + row_floats > kWaveFloats) break;
+        WaveRow w{&it, row, n_ctx, floats, {total[0], total[1], total[2]}};
+        std::int64_t units[3];
+        RowUnits(w, n_heads, units);
+        for (int ph = 0; ph < 3; ++ph) total[ph] += units[ph];
+        floats += row_floats;
+        ws.rows.push_back(w);
       }
+      if (row < it.rows) break;  // the wave is full; this item goes on in the next one
     }
+    if (ws.scores.size() < static_cast<std::size_t>(floats))
+      ws.scores.resize(static_cast<std::size_t>(floats));
+    RunWave(ws.rows, n_heads, total, ws.scores.data(), ws.decoded.data(), decoded_per_thread, sums_floats);
   }
 }
 

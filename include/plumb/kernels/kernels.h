@@ -65,10 +65,11 @@ void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);
 // keys and values the cache already holds: query token r attends to positions [0, first_pos + r].
 //   q, out:  [rows][n_heads][head_dim]           (head_dim = kv.head_dim)
 //   kv:      positions [0, first_pos + rows) must be readable (kv.length >= first_pos + rows)
-// Query head h reads KV head h / (n_heads / kv.n_kv_heads). Each (row, head) pair is one
-// scalar::AttendOneHead, so the result does not depend on the thread count, on the layout (contiguous or
-// paged, any block size, any block table) or on what else is in the batch. Positions at or past
-// first_pos + r + 1 are never read.
+// Query head h reads KV head h / (n_heads / kv.n_kv_heads). Each (row, head) pair gives bitwise what one
+// scalar::AttendOneHead gives (the definition), so the result does not depend on the thread count, on the
+// layout (contiguous or paged, any block size, any block table) or on what else is in the batch. Positions
+// at or past first_pos + r + 1 are never read. How the work is split and the cache read: docs/kv-cache.md,
+// "How attention reads the cache".
 struct AttentionItem {
   const float* q = nullptr;  // [rows][n_heads][head_dim]
   float* out = nullptr;      // [rows][n_heads][head_dim]
@@ -79,12 +80,16 @@ struct AttentionItem {
 
 // Scratch floats for attention whose items reach at most `context` positions (the largest first_pos + rows)
 // with head_dim-long heads: one score row plus one decoded K/V row per thread, for the current thread count.
+// The caller's scratch is checked against this (the API's contract) but no longer used: the kernel keeps a
+// wave's score rows (all heads of up to 1 MiB of rows) and its per-thread buffers in a workspace of the
+// calling thread that grows to the largest call and is then reused, so steady-state decode allocates
+// nothing. (Dropping the parameter needs a change in src/model/model.cpp.)
 std::int64_t AttentionScratchFloats(int context, int head_dim);
 
 // The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.
-// OpenMP over all (item, row, head) triples. Throws plumb::Error (before computing anything) for an item
-// whose cache is too short, whose n_kv_heads does not divide n_heads, or a scratch smaller than
-// AttentionScratchFloats of the items' largest context and head_dim.
+// OpenMP over the units of three phases (scores, softmax, value sums) of every row. Throws plumb::Error
+// (before computing anything) for an item whose cache is too short, whose n_kv_heads does not divide n_heads,
+// or a scratch smaller than AttentionScratchFloats of the items' largest context and head_dim.
 void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch);
 // One sequence: CausalAttention of the single item {q, out, rows, first_pos, kv}.
 void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,

@@ -1,0 +1,157 @@
+// kernels::CausalAttention against its definition, scalar::AttendOneHead (kernels/scalar.h), bit for bit:
+// the kernel splits each (row, head) into phases (scores by position chunk, softmax by head, value sums by
+// output columns) spread over threads and waves of rows, and every split must leave the bits alone. Head
+// dims 64 and 32 (the vector paths: whole 32-column pieces, the inline 8-lane Dot), 40 (a partial piece)
+// and 18 (not a multiple of 8: the row-dot fallback); GQA 1, 3 and 8; contiguous and paged caches (block
+// sizes 1, 16 and 256, shuffled tables, NaN in every slot past the length); decode, a prefill long enough
+// to span several waves, chunked prefill; 1, 2 and 3 threads; the CPU's vector code and PLUMB_ISA=scalar's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plumb/kernels/kernels.h"
+#include "plumb/kernels/row_dot.h"
+#include "plumb/kernels/scalar.h"
+#include "plumb/kv/contiguous_kv_cache.h"
+#include "support/kv_views.h"
+#include "support/naive.h"
+
+namespace plumb {
+namespace {
+
+using testing::PagedTestKv;
+using testing::RandomVector;
+using testing::TestBlockPool;
+
+struct Shape {
+  int n_heads, n_kv_heads, head_dim;
+};
+const Shape kShapes[] = {{9, 3, 64}, {4, 4, 32}, {8, 1, 40}, {6, 2, 18}};
+
+// 300 positions: more than two 128-position score chunks, not a multiple of any block size; a prefill of
+// them holds Σ n_heads · (r + 1) ≥ 180600 score floats, and 361200 at 8 heads: over one wave (262144).
+constexpr int kLength = 300;
+
+// The definition: one AttendOneHead per (row, head), in row and head order, with scalar::Dot.
+std::vector<float> Definition(const std::vector<float>& q, int rows, int first_pos, const KvLayerView& kv,
+                              int n_heads) {
+  std::vector<float> out(q.size());
+  std::vector<float> scratch(static_cast<std::size_t>(first_pos + rows + kv.head_dim));
+  const int group = n_heads / kv.n_kv_heads;
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < n_heads; ++h) {
+      const std::size_t offset = (static_cast<std::size_t>(r) * n_heads + h) * kv.head_dim;
+      kernels::scalar::AttendOneHead(q.data() + offset, kv, h / group, first_pos + r + 1, scratch.data(),
+                                     out.data() + offset);
+    }
+  }
+  return out;
+}
+
+std::vector<float> Kernel(const std::vector<float>& q, int rows, int first_pos, const KvLayerView& kv,
+                          int n_heads) {
+  std::vector<float> out(q.size(), -1.0f);
+  std::vector<float> scratch(kernels::AttentionScratchFloats(first_pos + rows, kv.head_dim));
+  kernels::CausalAttention(q.data(), rows, first_pos, kv, n_heads, out.data(), scratch);
+  return out;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& expected,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at " << i << " (a slot past the length was read)";
+    std::uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &expected[i], 4);
+    ASSERT_EQ(a, b) << what << ": element " << i << ": " << got[i] << " != " << expected[i];
+  }
+}
+
+// Fills a one-layer cache with kLength positions of random keys and values ([pos][n_kv_heads · head_dim]).
+void Fill(KvSequence& kv, int kv_dim) {
+  const std::vector<float> keys = RandomVector(static_cast<std::size_t>(kLength) * kv_dim, 5);
+  const std::vector<float> values = RandomVector(static_cast<std::size_t>(kLength) * kv_dim, 6);
+  kv.Reserve(kLength);
+  for (int p = 0; p < kLength; ++p) {
+    kv.Write(0, p, keys.data() + static_cast<std::size_t>(p) * kv_dim,
+             values.data() + static_cast<std::size_t>(p) * kv_dim);
+  }
+  kv.Commit(std::vector<int>(kLength, 0));
+}
+
+// Every case of one cache against the definition, for every thread count and instruction set.
+void CheckAgainstDefinition(const KvSequence& cache, int n_heads, const std::string& what) {
+  const KvLayerView kv = cache.Layer(0);
+  struct Case {
+    const char* name;
+    int rows, first_pos;
+  };
+  for (const Case& c : {Case{"decode", 1, kLength - 1}, Case{"prefill", kLength, 0},
+                        Case{"chunked prefill", 7, kLength - 7}}) {
+    const std::vector<float> q =
+        RandomVector(static_cast<std::size_t>(c.rows) * n_heads * kv.head_dim, 11, 2.0f);
+    const std::vector<float> expected = Definition(q, c.rows, c.first_pos, kv, n_heads);
+    const kernels::RowDotIsa best = kernels::ActiveRowDotIsa();
+    for (const kernels::RowDotIsa isa : {best, kernels::RowDotIsa::kScalar}) {
+      kernels::SetRowDotIsa(isa);
+      for (int threads : {1, 2, 3}) {
+        kernels::SetNumThreads(threads);
+        ExpectSameBits(Kernel(q, c.rows, c.first_pos, kv, n_heads), expected,
+                       what + ", " + c.name + ", " + kernels::RowDotIsaName(isa) + ", " +
+                           std::to_string(threads) + " threads");
+      }
+    }
+    kernels::SetRowDotIsa(best);
+  }
+  kernels::SetNumThreads(0);
+}
+
+class AttentionDefinition : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionDefinition, ContiguousCacheGivesTheDefinitionsBits) {
+  const Shape s = kShapes[GetParam()];
+  ContiguousKvCache cache(1, s.n_kv_heads, kLength + 5, s.head_dim);
+  Fill(cache, s.n_kv_heads * s.head_dim);
+  CheckAgainstDefinition(cache, s.n_heads, "contiguous");
+}
+
+TEST_P(AttentionDefinition, PagedCacheGivesTheDefinitionsBitsForEveryBlockSize) {
+  const Shape s = kShapes[GetParam()];
+  for (int block_size : {1, 16, 256}) {
+    // Twice the blocks needed: the others stay unreferenced and NaN, as does the last block's tail.
+    TestBlockPool pool(1, s.n_kv_heads, s.head_dim, block_size, 2 * ((kLength + block_size - 1) / block_size),
+                       KvDtype::kF32);
+    PagedTestKv paged(pool, kLength);
+    Fill(paged, s.n_kv_heads * s.head_dim);
+    CheckAgainstDefinition(paged, s.n_heads, "paged, block " + std::to_string(block_size));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDefinition,
+                         ::testing::Range(0, static_cast<int>(std::size(kShapes))));
+
+// Non-f32 caches decode rows (keys whole, values a piece at a time): still the definition's bits.
+TEST(AttentionDefinition, F16AndFp8PagedCachesGiveTheDefinitionsBits) {
+  const Shape s = kShapes[0];
+  for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kFp8E4M3}) {
+    std::vector<float> k_scales, v_scales;
+    if (IsFp8(dtype)) {
+      for (int h = 0; h < s.n_kv_heads; ++h) {
+        k_scales.push_back(0.02f * static_cast<float>(h + 1));
+        v_scales.push_back(0.03f / static_cast<float>(h + 1));
+      }
+    }
+    TestBlockPool pool(1, s.n_kv_heads, s.head_dim, 16, 2 * ((kLength + 15) / 16), dtype, k_scales, v_scales);
+    PagedTestKv paged(pool, kLength);
+    Fill(paged, s.n_kv_heads * s.head_dim);
+    CheckAgainstDefinition(paged, s.n_heads, std::string("paged ") + std::string(KvDtypeName(dtype)));
+  }
+}
+
+}  // namespace
+}  // namespace plumb
