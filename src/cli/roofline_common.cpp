@@ -1,0 +1,129 @@
+// Shared by plumb roofline, estimate and explain (roofline_common.h).
+#include "roofline_common.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "plumb/core/error.h"
+#include "plumb/roofline/host_probe.h"
+
+namespace plumb::cli {
+namespace {
+
+std::string Scaled(double value, const char* const* units, int count, const char* suffix) {
+  int i = 0;
+  while (i + 1 < count && std::fabs(value) >= 1000) {
+    value /= 1000;
+    ++i;
+  }
+  return Fixed(value, value < 10 ? 2 : value < 100 ? 1 : 0) + " " + units[i] + suffix;
+}
+
+}  // namespace
+
+std::string Fixed(double value, int precision) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(precision) << value;
+  return text.str();
+}
+
+std::string Bytes(double bytes) {
+  static const char* const kUnits[] = {"", "k", "M", "G", "T"};
+  return Scaled(bytes, kUnits, 5, "B");
+}
+
+std::string Count(double count) {
+  static const char* const kUnits[] = {"", "k", "M", "G", "T", "P"};
+  return Scaled(count, kUnits, 6, "");
+}
+
+std::string Duration(double seconds) {
+  if (seconds < 1e-6) return Fixed(seconds * 1e9, 0) + " ns";
+  if (seconds < 1e-3) return Fixed(seconds * 1e6, seconds < 1e-5 ? 2 : 1) + " µs";
+  if (seconds < 1) return Fixed(seconds * 1e3, 2) + " ms";
+  return Fixed(seconds, 2) + " s";
+}
+
+double ParsePositive(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(value) ||
+      value <= 0) {
+    throw MakeError(what, ": expected a positive number, got '", text, "'");
+  }
+  return value;
+}
+
+void AddHostProbeFlags(Flags& flags, const std::string& probe_mib_default) {
+  flags.AddValue("threads", "N", "threads for the model and the all-core probes (default: every core)",
+                 std::to_string(std::max(1u, std::thread::hardware_concurrency())));
+  flags.AddValue("probe-mib", "MiB",
+                 "buffer the bandwidth probe streams; keep it far beyond the last-level cache",
+                 probe_mib_default);
+  flags.AddValue("probe-repetitions", "R", "runs of each probe; the best counts", "5");
+}
+
+HostMeasurement MeasureHost(const Flags& flags, std::ostream& err) {
+  HostMeasurement host;
+  host.threads = flags.Int("threads", 1, 4096);
+  host.probe_bytes = static_cast<std::size_t>(flags.Int("probe-mib", 1, 1 << 16)) << 20;
+  const int repetitions = flags.Int("probe-repetitions", 1, 1000);
+  for (int t = 1; t <= host.threads; ++t) {
+    err << "\rprobing the host: read bandwidth, " << t << " thread(s)   " << std::flush;
+    host.bandwidth.push_back(roofline::MeasureReadBandwidth(t, host.probe_bytes, repetitions));
+  }
+  err << "\rprobing the host: FP32 FMA peak                 " << std::flush;
+  // Short runs when the probe buffer is small (tests): the FLOP count then hardly matters.
+  const long long iterations = host.probe_bytes < (std::size_t{64} << 20) ? 1 << 14 : 1 << 21;
+  const roofline::PeakFlops one = roofline::MeasurePeakFlops(1, iterations, repetitions);
+  const roofline::PeakFlops all = roofline::MeasurePeakFlops(host.threads, iterations, repetitions);
+  host.peak_flops_per_core = one.flops_per_second;
+  host.peak_flops = all.flops_per_second;
+  host.isa = all.isa;
+  err << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  return host;
+}
+
+std::string DescribeHost(const HostMeasurement& host) {
+  std::ostringstream s;
+  s << "host: read bandwidth";
+  for (std::size_t t = 0; t < host.bandwidth.size(); ++t) {
+    s << (t ? ", " : " ") << Fixed(host.bandwidth[t] / 1e9, 1) << " GB/s (" << t + 1 << " thread"
+      << (t ? "s" : "") << ")";
+  }
+  s << "\n      FP32 FMA peak (" << host.isa << "): " << Fixed(host.peak_flops_per_core / 1e9, 1)
+    << " GFLOP/s per core, " << Fixed(host.peak_flops / 1e9, 1) << " GFLOP/s on " << host.threads << " thread"
+    << (host.threads > 1 ? "s" : "") << " | ridge " << Fixed(host.roof().Ridge(), 1) << " FLOP/B\n";
+  return s.str();
+}
+
+void AddHardwareOverrideFlags(Flags& flags) {
+  flags.AddValue("peak-tflops", "T", "replace the hardware's peak arithmetic rate (TFLOP/s)");
+  flags.AddValue("bandwidth-gbs", "G", "replace the hardware's memory bandwidth (GB/s)");
+  flags.AddValue("memory-gb", "G", "replace the memory of one device (GB)");
+}
+
+void ApplyHardwareOverrides(const Flags& flags, roofline::Hardware& hw) {
+  if (flags.IsSet("peak-tflops")) {
+    hw.peak_flops = ParsePositive(flags.String("peak-tflops"), "--peak-tflops") * 1e12;
+    hw.source += " (peak overridden by --peak-tflops)";
+  }
+  if (flags.IsSet("bandwidth-gbs")) {
+    hw.bandwidth = ParsePositive(flags.String("bandwidth-gbs"), "--bandwidth-gbs") * 1e9;
+    hw.source += " (bandwidth overridden by --bandwidth-gbs)";
+  }
+  if (flags.IsSet("memory-gb")) {
+    hw.memory_bytes = ParsePositive(flags.String("memory-gb"), "--memory-gb") * 1e9;
+    hw.source += " (memory overridden by --memory-gb)";
+  }
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,46 @@
+// What plumb roofline, estimate and explain share: number formatting, the measured host as a roofline
+// (roofline/host_probe.h), and the flags that override a machine's figures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plumb/cli/flags.h"
+#include "plumb/roofline/presets.h"
+
+namespace plumb::cli {
+
+std::string Fixed(double value, int precision);
+// 1234567 -> "1.23 MB" (powers of 1000: bandwidths and the textbook figures are decimal).
+std::string Bytes(double bytes);
+// 1.5e9 -> "1.50 G" (a count: FLOPs, parameters).
+std::string Count(double count);
+// Seconds in the unit that suits: "812 ns", "41.5 µs", "41.79 ms", "1.20 s".
+std::string Duration(double seconds);
+
+// A strictly positive decimal number (e.g. "3.35", "989e12"); `what` names it in the error.
+double ParsePositive(const std::string& text, const std::string& what);
+
+// The host measured: streaming-read bandwidth and FP32 FMA peak.
+struct HostMeasurement {
+  int threads = 1;                 // the all-core figures use this many threads
+  std::vector<double> bandwidth;   // bytes/s at 1..threads threads
+  double peak_flops_per_core = 0;  // one thread
+  double peak_flops = 0;           // `threads` threads
+  std::string isa;
+  std::size_t probe_bytes = 0;
+  roofline::Roof roof() const { return {peak_flops, bandwidth.back()}; }
+};
+
+// --threads, --probe-mib, --probe-repetitions (what the host probes measure with).
+void AddHostProbeFlags(Flags& flags, const std::string& probe_mib_default);
+// Runs the probes (progress on `err`); `threads` from --threads (all cores by default).
+HostMeasurement MeasureHost(const Flags& flags, std::ostream& err);
+// "read bandwidth 9.8 GB/s (1 thread), 14.0 GB/s (2 threads) ... | FP32 FMA peak (avx512) ..." lines.
+std::string DescribeHost(const HostMeasurement& host);
+
+// --peak-tflops, --bandwidth-gbs, --memory-gb: each replaces the preset's (or the host's) figure.
+void AddHardwareOverrideFlags(Flags& flags);
+void ApplyHardwareOverrides(const Flags& flags, roofline::Hardware& hardware);
+
+}  // namespace plumb::cli
