@@ -127,3 +127,103 @@ void ApplyHardwareOverrides(const Flags& flags, roofline::Hardware& hw) {
 }
 
 }  // namespace plumb::cli
+
+#include <filesystem>
+
+#include "plumb/core/write_file.h"
+#include "plumb/model/model.h"
+#include "plumb/model/pack.h"
+
+namespace plumb::cli {
+
+Model LoadModelAs(const std::string& path, const std::string& dtype, int threads, std::ostream& err) {
+  if (dtype.empty()) return Model::Load(path);
+  const std::optional<PackFormat> format = ParsePackFormat(dtype);
+  if (!format) {
+    std::string choices;
+    for (const std::string& n : PackFormatNames()) choices += (choices.empty() ? "" : ", ") + n;
+    throw MakeError("--dtype: plumb repacks a model only to ", choices, "; got '", dtype,
+                    "' (plumb estimate models any dtype)");
+  }
+  const Model source = Model::Load(path);
+  err << "repacking the weights as " << dtype << " ..." << std::flush;
+  PackOptions options;
+  options.format = *format;
+  options.threads = threads;
+  PackedCheckpoint packed = PackModel(source.config(), source.weights(), options);
+  char dir_template[] = "/tmp/plumb-roofline-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) throw MakeError("--dtype: cannot make a temporary directory");
+  const std::filesystem::path dir(dir_template);
+  try {
+    WriteSafetensors((dir / "model.safetensors").string(), std::move(packed.tensors), {{"format", "pt"}});
+    const std::string config = ConfigToJson(packed.config);
+    WriteFileBytes((dir / "config.json").string(),
+                   {reinterpret_cast<const std::uint8_t*>(config.data()), config.size()});
+    Model model = Model::Load(dir.string());
+    std::filesystem::remove_all(dir);
+    err << "\r" << std::string(40, ' ') << "\r" << std::flush;
+    return model;
+  } catch (...) {
+    std::filesystem::remove_all(dir);
+    throw;
+  }
+}
+
+std::string StoredDtypeName(const Model& model) {
+  const WeightMatrix& w = model.weights().layers.at(0).wq;
+  switch (w.encoding) {
+    case WeightEncoding::kGgml:
+      return std::string(GgmlTypeName(w.type));
+    case WeightEncoding::kFp8:
+      return w.fp8_format == Fp8Format::kE4M3 ? "fp8-e4m3" : "fp8-e5m2";
+    case WeightEncoding::kInt4:
+      return std::string("int4-") + Int4SchemeName(w.int4.scheme) + "-g" + std::to_string(w.int4.group_size);
+  }
+  return "?";
+}
+
+Regime Classify(const roofline::Roof& roof, double flops, double bytes, double measured_seconds) {
+  const double bound = roof.Seconds(flops, bytes);
+  if (measured_seconds > 4 * bound && measured_seconds < 50e-6) return Regime::kOverhead;
+  return roof.ComputeBound(flops, bytes) ? Regime::kCompute : Regime::kBandwidth;
+}
+
+const char* RegimeName(Regime regime) {
+  switch (regime) {
+    case Regime::kCompute:
+      return "compute-bound";
+    case Regime::kBandwidth:
+      return "bandwidth-bound";
+    case Regime::kOverhead:
+      return "overhead-bound";
+  }
+  return "?";
+}
+
+std::string RegimeReason(Regime regime, const roofline::Roof& roof, double flops, double bytes,
+                         double measured_seconds) {
+  const double intensity = bytes > 0 ? flops / bytes : 0;
+  const double memory = bytes / roof.bandwidth, compute = flops / roof.peak_flops;
+  std::ostringstream s;
+  switch (regime) {
+    case Regime::kOverhead:
+      s << "took " << Duration(measured_seconds) << ", "
+        << Fixed(measured_seconds / std::max(memory, compute), 0) << "× its roofline bound of "
+        << Duration(std::max(memory, compute))
+        << ": too little work to hide thread start-up and loop overhead.";
+      break;
+    case Regime::kCompute:
+      s << Fixed(intensity, 1) << " FLOP/B is above the ridge of " << Fixed(roof.Ridge(), 1)
+        << ": its arithmetic (" << Duration(compute) << " at peak) outlasts its memory traffic ("
+        << Duration(memory) << " at full bandwidth).";
+      break;
+    case Regime::kBandwidth:
+      s << Fixed(intensity, 2) << " FLOP/B is below the ridge of " << Fixed(roof.Ridge(), 1)
+        << ": moving its " << Bytes(bytes) << " (" << Duration(memory)
+        << " at full bandwidth) outlasts its FLOPs (" << Duration(compute) << " at peak).";
+      break;
+  }
+  return s.str();
+}
+
+}  // namespace plumb::cli

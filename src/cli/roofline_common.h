@@ -44,3 +44,28 @@ void AddHardwareOverrideFlags(Flags& flags);
 void ApplyHardwareOverrides(const Flags& flags, roofline::Hardware& hardware);
 
 }  // namespace plumb::cli
+
+namespace plumb {
+class Model;
+}
+
+namespace plumb::cli {
+
+// Loads `path`; with a `dtype` other than "" repacks its weights first (model/pack.h: f32, f16, bf16,
+// fp8-*, int4-*), through a temporary checkpoint that is removed once loaded (its mapping stays valid).
+Model LoadModelAs(const std::string& path, const std::string& dtype, int threads, std::ostream& err);
+
+// A short name of how a loaded model stores its layer matrices: "Q4_1", "F32", "fp8-e4m3", "int4-sym-g32".
+std::string StoredDtypeName(const Model& model);
+
+// Why a kernel took the time it did, judged against the roofline (docs/roofline.md "Regimes").
+enum class Regime { kCompute, kBandwidth, kOverhead };
+// Overhead-bound: measured over 4× its bound and under 50 µs (too little work to amortise thread fork and
+// join, loop set-up and the observer's clock); otherwise the ceiling its intensity puts it under.
+Regime Classify(const roofline::Roof& roof, double flops, double bytes, double measured_seconds);
+const char* RegimeName(Regime regime);  // "compute-bound", "bandwidth-bound", "overhead-bound"
+// One sentence: why, with the numbers.
+std::string RegimeReason(Regime regime, const roofline::Roof& roof, double flops, double bytes,
+                         double measured_seconds);
+
+}  // namespace plumb::cli
