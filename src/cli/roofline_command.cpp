@@ -170,7 +170,8 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
   const roofline::CostOptions options{static_cast<double>(KvDtypeBytes(s.kv)), 4};
   r.decode_kernels = roofline::DecodeStepCost(r.config, r.weights, options, 1, s.contexts.front());
   r.prefill = roofline::PrefillCost(r.config, r.weights, options, s.prompt);
-  err << "\rroofline: prefill of " << s.prompt << " tokens          " << std::flush;
+  Progress progress(err);
+  progress.Say("roofline: prefill of " + std::to_string(s.prompt) + " tokens");
   r.prefill_seconds = TimePrefill(model, s.kv, s.prompt, s.prefill_runs, r.prefill_timer);
   for (int context : s.contexts) {
     for (int batch : s.batches) {
@@ -181,14 +182,14 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
       row.kv_needed = r.kv_bytes_per_token * batch * (context + 1.0);
       row.skipped = row.kv_needed > s.kv_budget;
       if (!row.skipped) {
-        err << "\rroofline: decode, context " << context << ", batch " << batch << "          " << std::flush;
+        progress.Say("roofline: decode, context " + std::to_string(context) + ", batch " +
+                     std::to_string(batch));
         const bool kernels = batch == 1 && context == s.contexts.front();
         row.seconds = TimeDecode(model, s.kv, batch, context, s.steps, kernels ? &r.decode_timer : nullptr);
       }
       r.decode.push_back(row);
     }
   }
-  err << "\r" << std::string(60, ' ') << "\r" << std::flush;
 }
 
 // The ceilings of a decode step: tok/s (all sequences) if it moved its bytes at full bandwidth, and if it

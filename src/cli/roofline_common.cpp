@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -62,6 +64,20 @@ double ParsePositive(const std::string& text, const std::string& what) {
   return value;
 }
 
+Progress::Progress(std::ostream& err) : err_(err), shown_(&err == &std::cerr && isatty(STDERR_FILENO) == 1) {}
+
+void Progress::Say(const std::string& text) {
+  if (!shown_) return;
+  err_ << "\r" << text << std::string(text.size() < width_ ? width_ - text.size() : 0, ' ') << std::flush;
+  width_ = std::max(width_, text.size());
+}
+
+void Progress::Done() {
+  if (!shown_ || width_ == 0) return;
+  err_ << "\r" << std::string(width_, ' ') << "\r" << std::flush;
+  width_ = 0;
+}
+
 void AddHostProbeFlags(Flags& flags, const std::string& probe_mib_default) {
   flags.AddValue("threads", "N", "threads for the model and the all-core probes (default: every core)",
                  std::to_string(std::max(1u, std::thread::hardware_concurrency())));
@@ -76,11 +92,12 @@ HostMeasurement MeasureHost(const Flags& flags, std::ostream& err) {
   host.threads = flags.Int("threads", 1, 4096);
   host.probe_bytes = static_cast<std::size_t>(flags.Int("probe-mib", 1, 1 << 16)) << 20;
   const int repetitions = flags.Int("probe-repetitions", 1, 1000);
+  Progress progress(err);
   for (int t = 1; t <= host.threads; ++t) {
-    err << "\rprobing the host: read bandwidth, " << t << " thread(s)   " << std::flush;
+    progress.Say("probing the host: read bandwidth, " + std::to_string(t) + " thread(s)");
     host.bandwidth.push_back(roofline::MeasureReadBandwidth(t, host.probe_bytes, repetitions));
   }
-  err << "\rprobing the host: FP32 FMA peak                 " << std::flush;
+  progress.Say("probing the host: FP32 FMA peak");
   // Short runs when the probe buffer is small (tests): the FLOP count then hardly matters.
   const long long iterations = host.probe_bytes < (std::size_t{64} << 20) ? 1 << 14 : 1 << 21;
   const roofline::PeakFlops one = roofline::MeasurePeakFlops(1, iterations, repetitions);
@@ -88,7 +105,6 @@ HostMeasurement MeasureHost(const Flags& flags, std::ostream& err) {
   host.peak_flops_per_core = one.flops_per_second;
   host.peak_flops = all.flops_per_second;
   host.isa = all.isa;
-  err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   return host;
 }
 
@@ -146,7 +162,8 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
                     "' (plumb estimate models any dtype)");
   }
   const Model source = Model::Load(path);
-  err << "repacking the weights as " << dtype << " ..." << std::flush;
+  Progress progress(err);
+  progress.Say("repacking the weights as " + dtype + " ...");
   PackOptions options;
   options.format = *format;
   options.threads = threads;
@@ -161,7 +178,6 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
                    {reinterpret_cast<const std::uint8_t*>(config.data()), config.size()});
     Model model = Model::Load(dir.string());
     std::filesystem::remove_all(dir);
-    err << "\r" << std::string(40, ' ') << "\r" << std::flush;
     return model;
   } catch (...) {
     std::filesystem::remove_all(dir);

@@ -21,6 +21,21 @@ std::string Duration(double seconds);
 // A strictly positive decimal number (e.g. "3.35", "989e12"); `what` names it in the error.
 double ParsePositive(const std::string& text, const std::string& what);
 
+// One self-overwriting progress line on `err`, shown only when it is the terminal's stderr (so that logs and
+// --json output captured with 2>&1 stay clean).
+class Progress {
+ public:
+  explicit Progress(std::ostream& err);
+  ~Progress() { Done(); }
+  void Say(const std::string& text);
+  void Done();  // clears the line
+
+ private:
+  std::ostream& err_;
+  bool shown_;
+  std::size_t width_ = 0;
+};
+
 // The host measured: streaming-read bandwidth and FP32 FMA peak.
 struct HostMeasurement {
   int threads = 1;                 // the all-core figures use this many threads

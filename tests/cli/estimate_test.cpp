@@ -15,7 +15,7 @@ using testing::ProcessResult;
 using testing::RunPlumb;
 
 nlohmann::json Json(const std::string& args) {
-  const ProcessResult r = RunPlumb("estimate " + args + " --json 2>/dev/null");
+  const ProcessResult r = RunPlumb("estimate " + args + " --json");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output);
 }
