@@ -53,6 +53,43 @@ std::string Duration(double seconds) {
   return Fixed(seconds, 2) + " s";
 }
 
+std::size_t Columns(const std::string& text) {
+  std::size_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;  // not a continuation byte
+  return n;
+}
+
+std::string PadRight(const std::string& text, std::size_t width) {
+  const std::size_t n = Columns(text);
+  return n >= width ? text : text + std::string(width - n, ' ');
+}
+
+std::string PadLeft(const std::string& text, std::size_t width) {
+  const std::size_t n = Columns(text);
+  return n >= width ? text : std::string(width - n, ' ') + text;
+}
+
+std::string Wrap(const std::string& text, std::size_t width, std::size_t indent, bool indent_first) {
+  std::string out, line = indent_first ? std::string(indent, ' ') : "";
+  std::size_t start = 0;
+  bool line_has_word = false;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (line_has_word && Columns(line) + 1 + Columns(word) > width) {
+      out += line + "\n";
+      line = std::string(indent, ' ');
+      line_has_word = false;
+    }
+    if (line_has_word) line += ' ';
+    line += word;
+    line_has_word = true;
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
 double ParsePositive(const std::string& text, const std::string& what) {
   char* end = nullptr;
   errno = 0;

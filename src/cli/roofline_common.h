@@ -18,6 +18,16 @@ std::string Count(double count);
 // Seconds in the unit that suits: "812 ns", "41.5 µs", "41.79 ms", "1.20 s".
 std::string Duration(double seconds);
 
+// Display width of UTF-8 text (code points: every character plumb prints is one column wide).
+std::size_t Columns(const std::string& text);
+// `text` padded with spaces to `width` columns, on the right (PadRight) or the left (PadLeft).
+std::string PadRight(const std::string& text, std::size_t width);
+std::string PadLeft(const std::string& text, std::size_t width);
+// `text` broken at spaces into lines of at most `width` columns, every line after the first (or, with
+// indent_first, every line) indented by `indent` spaces; ends in a newline.
+std::string Wrap(const std::string& text, std::size_t width, std::size_t indent = 0,
+                 bool indent_first = false);
+
 // A strictly positive decimal number (e.g. "3.35", "989e12"); `what` names it in the error.
 double ParsePositive(const std::string& text, const std::string& what);
 

@@ -26,6 +26,10 @@ class KernelTimer final : public ForwardObserver {
   // Every kernel of a pass, mean per pass.
   double PassSeconds() const;
 
+  // Keeps, kernel by kernel, the faster of this timer's and `other`'s mean per pass: the best of several
+  // repetitions of the same pass, robust against a run preempted by another process. Rows: other's.
+  void KeepFastest(const KernelTimer& other);
+
  private:
   int layer_;
   int passes_ = 0;
