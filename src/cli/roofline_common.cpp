@@ -135,10 +135,11 @@ HostMeasurement MeasureHost(const Flags& flags, std::ostream& err) {
     host.bandwidth.push_back(roofline::MeasureReadBandwidth(t, host.probe_bytes, repetitions));
   }
   progress.Say("probing the host: FP32 FMA peak");
-  // Short runs when the probe buffer is small (tests): the FLOP count then hardly matters.
-  const long long iterations = host.probe_bytes < (std::size_t{64} << 20) ? 1 << 14 : 1 << 21;
-  const roofline::PeakFlops one = roofline::MeasurePeakFlops(1, iterations, repetitions);
-  const roofline::PeakFlops all = roofline::MeasurePeakFlops(host.threads, iterations, repetitions);
+  // Many short runs (a few ms each): the best of them is the ceiling, and on a shared machine a short run
+  // has a better chance of finding every core free. Shorter still when the probe buffer is small (tests).
+  const long long iterations = host.probe_bytes < (std::size_t{64} << 20) ? 1 << 14 : 1 << 19;
+  const roofline::PeakFlops one = roofline::MeasurePeakFlops(1, iterations, 4 * repetitions);
+  const roofline::PeakFlops all = roofline::MeasurePeakFlops(host.threads, iterations, 4 * repetitions);
   host.peak_flops_per_core = one.flops_per_second;
   host.peak_flops = all.flops_per_second;
   host.isa = all.isa;

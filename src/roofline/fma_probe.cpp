@@ -2,7 +2,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 
 #include "plumb/roofline/host_probe.h"
 
@@ -85,25 +85,32 @@ Isa WidestIsa() {
 PeakFlops MeasurePeakFlops(int threads, long long iterations, int repetitions) {
   const Isa isa = WidestIsa();
   iterations = std::max(1LL, iterations);
-  int ran = threads;  // the threads OpenMP really started (it may give fewer than asked)
-  auto run_all = [&] {
+  const double flops_per_run = 2.0 * isa.lanes * kChains * static_cast<double>(iterations);
+  // Each thread's rate is its FLOPs over its own CPU time, and the peak is their sum: a thread the OS
+  // preempts for another process does not count the time it waited, so a busy machine still shows what its
+  // cores do when they run (wall time would show the share this process got).
+  auto run_all = [&](double& rate) {
     float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
+    double sum = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total, sum)
     {
+      timespec start{}, end{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
       total += isa.run(iterations);
-#pragma omp single
-      ran = omp_get_num_threads();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+      const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
+                             1e-9 * static_cast<double>(end.tv_nsec - start.tv_nsec);
+      sum += flops_per_run / std::max(seconds, 1e-9);
     }
+    rate = sum;
     return total;
   };
-  volatile float sink = run_all();  // warm-up: thread start, clocks up
+  double rate = 0;
+  volatile float sink = run_all(rate);  // warm-up: thread start, clocks up
   double best = 0;
   for (int r = 0; r < std::max(1, repetitions); ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    sink = run_all();
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-    best =
-        std::max(best, 2.0 * isa.lanes * kChains * static_cast<double>(iterations) * ran / seconds.count());
+    sink = run_all(rate);
+    best = std::max(best, rate);
   }
   (void)sink;
   return {best, isa.name};

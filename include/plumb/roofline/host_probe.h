@@ -31,9 +31,10 @@ struct PeakFlops {
 };
 
 // Each of `threads` OpenMP threads runs `iterations` rounds of 12 independent FMA chains on the widest
-// vectors the CPU has (12 chains hide the 4-cycle FMA latency on two FMA ports with room to spare); the
-// rate is the FLOPs of all threads over the wall time, the best of `repetitions` runs after a warm-up.
-// Scalar code (no AVX2+FMA) counts a multiply and an add as 2 FLOPs.
+// vectors the CPU has (12 chains hide the 4-cycle FMA latency on two FMA ports with room to spare). A
+// thread's rate is its FLOPs over its own CPU time, so time the OS gave to other processes does not count;
+// the result is the sum over the threads (they run side by side on their cores), the best of `repetitions`
+// runs after a warm-up. Scalar code (no AVX2+FMA) counts a multiply and an add as 2 FLOPs.
 PeakFlops MeasurePeakFlops(int threads, long long iterations = 1 << 21, int repetitions = 5);
 
 }  // namespace plumb::roofline
