@@ -97,9 +97,11 @@ void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::Kernel
   out << Row("total", "", Count(pass.Flops()), Bytes(pass.Bytes()), Fixed(pass.Intensity(), 2),
              Duration(seconds), Fixed(pass.Bytes() / seconds / 1e9, 2),
              Fixed(pass.Flops() / seconds / 1e9, 2), "")
-      << "\nThe roofline allows this pass " << Duration(bound)
-      << " (each kernel at its own ceiling); it took " << Duration(seconds) << ", "
-      << Fixed(seconds / bound, 1) << "× that.\n";
+      << "\n"
+      << Wrap("The roofline allows this pass " + Duration(bound) +
+                  " (each kernel at its own ceiling); it took " + Duration(seconds) + ", " +
+                  Fixed(seconds / bound, 1) + "× that.",
+              kWidth);
 }
 
 int Argmax(std::span<const float> logits) {

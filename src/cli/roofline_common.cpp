@@ -121,7 +121,8 @@ void AddHostProbeFlags(Flags& flags, const std::string& probe_mib_default) {
   flags.AddValue("probe-mib", "MiB",
                  "buffer the bandwidth probe streams; keep it far beyond the last-level cache",
                  probe_mib_default);
-  flags.AddValue("probe-repetitions", "R", "runs of each probe; the best counts", "5");
+  // Many short runs: on a shared machine the best of them is likelier to have found the memory quiet.
+  flags.AddValue("probe-repetitions", "R", "runs of each probe; the best counts", "10");
 }
 
 HostMeasurement MeasureHost(const Flags& flags, std::ostream& err) {
