@@ -67,7 +67,7 @@ roofline::EstimateSettings ReadSettings(const Flags& flags, std::ostream& err) {
   if (flags.String("hardware") == "host") {
     const HostMeasurement host = MeasureHost(flags, err);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    s.hardware = {"host", host.peak_flops, host.bandwidth.back(), static_cast<double>(pages) * page,
+    s.hardware = {"host", host.peak_flops, host.roof().bandwidth, static_cast<double>(pages) * page,
                   "measured now: FP32 FMA (" + host.isa + ") and streaming read on " +
                       std::to_string(host.threads) + " threads, physical memory"};
     s.vector_bytes = 4;  // plumb's own norms and biases are FP32

@@ -111,6 +111,7 @@ int Argmax(std::span<const float> logits) {
 std::string Piece(const TextModel& tm, int id) {
   if (!tm.tokenizer) return std::to_string(id);
   std::string text = tm.tokenizer->TokenToPiece(id), shown;
+  if (text.empty()) return std::to_string(id) + " (a control token)";
   for (char c : text) shown += c == '\n' ? std::string("\\n") : std::string(1, c);
   return std::to_string(id) + " \"" + shown + "\"";
 }

@@ -2,6 +2,7 @@
 // (roofline/host_probe.h), and the flags that override a machine's figures.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,9 @@ struct HostMeasurement {
   double peak_flops = 0;           // `threads` threads
   std::string isa;
   std::size_t probe_bytes = 0;
-  roofline::Roof roof() const { return {peak_flops, bandwidth.back()}; }
+  // The ceilings: the peak on every thread, and the best bandwidth at any thread count (more threads cannot
+  // lower what the memory delivers; a lower all-thread figure means another process took a share).
+  roofline::Roof roof() const { return {peak_flops, *std::max_element(bandwidth.begin(), bandwidth.end())}; }
 };
 
 // --threads, --probe-mib, --probe-repetitions (what the host probes measure with).
