@@ -269,9 +269,11 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
   // (a few FLOPs per score against 4·head_dim). Each KV head's cache is read once per sequence: the query
   // heads of a group share it.
   {
+    // "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
     std::ostringstream shape;
-    shape << c.num_heads << "h · " << rows << "q · "
-          << static_cast<long long>(std::llround(attention_pairs / std::max(1, rows))) << "k avg";
+    shape << c.num_heads << "h×" << rows << "q×"
+          << static_cast<long long>(std::llround(attention_pairs / std::max(1, rows))) << " keys"
+          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
     add(ForwardKernel::kAttention, layers, shape.str(), 4.0 * c.head_dim * c.num_heads * attention_pairs, 0,
         2 * R * qd * a, 2 * kv_positions_read * kvd * kvb);
   }
