@@ -184,8 +184,9 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
       if (!row.skipped) {
         progress.Say("roofline: decode, context " + std::to_string(context) + ", batch " +
                      std::to_string(batch));
-        const bool kernels = batch == 1 && context == s.contexts.front();
-        row.seconds = TimeDecode(model, s.kv, batch, context, s.steps, kernels ? &r.decode_timer : nullptr);
+        const bool time_kernels = batch == 1 && context == s.contexts.front();
+        row.seconds =
+            TimeDecode(model, s.kv, batch, context, s.steps, time_kernels ? &r.decode_timer : nullptr);
       }
       r.decode.push_back(row);
     }
