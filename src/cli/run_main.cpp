@@ -11,9 +11,13 @@ constexpr const char* kMainUsage =
     "commands:\n"
     "  bench        prefill and decode tok/s, against the host's memory bandwidth (plumb bench --help)\n"
     "  chat         talk with a model, turn by turn (plumb chat --help)\n"
+    "  estimate     roofline lower bounds for any model on any machine (plumb estimate --help)\n"
+    "  explain      one prefill and a few decode steps, kernel by kernel (plumb explain --help)\n"
     "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
     "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n"
-    "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n\n"
+    "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n"
+    "  roofline     the host's ceilings against the model's measured decode and prefill (plumb roofline "
+    "--help)\n\n"
     "  plumb --help | --version\n";
 }  // namespace
 
@@ -32,8 +36,12 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
   if (args[0] == "pack") return RunPack(rest, out, err);
   if (args[0] == "bench") return RunBench(rest, out, err);
-  throw MakeError("unknown command '", args[0],
-                  "' (commands: bench, chat, generate, pack, perplexity; see plumb --help)");
+  if (args[0] == "estimate") return RunEstimate(rest, out, err);
+  if (args[0] == "roofline") return RunRoofline(rest, out, err);
+  if (args[0] == "explain") return RunExplain(rest, out, err);
+  throw MakeError(
+      "unknown command '", args[0],
+      "' (commands: bench, chat, estimate, explain, generate, pack, perplexity, roofline; see plumb --help)");
 }
 
 }  // namespace plumb::cli

@@ -29,6 +29,18 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
 // The markdown table goes to `out`, progress to `err`.
 int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb estimate --model-card NAME|config.json --hardware NAME [--dtype --kv-dtype --batch --context --tp
+//                --json]: roofline lower bounds for any model on any machine (docs/roofline.md).
+int RunEstimate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
+// plumb roofline --model PATH [--dtype D --batch 1,4,16 --context 128,1024,4096 --json --svg FILE]: the
+// host's ceilings measured, the model's costs computed, and the real decode and prefill held against them.
+int RunRoofline(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
+// plumb explain --model PATH --prompt TEXT [--steps N]: one prefill and N decode steps narrated kernel by
+// kernel for a learner.
+int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
             std::istream& in = std::cin);

@@ -1,0 +1,330 @@
+// The roofline cost model (include/plumb/roofline/cost_model.h; formulas: docs/roofline.md "The cost
+// model").
+#include "plumb/roofline/cost_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#include "plumb/core/error.h"
+#include "plumb/model/packing.h"
+
+namespace plumb::roofline {
+namespace {
+
+// The GGUF types that are weight formats (blocks or 16/32-bit floats), by ggml id.
+bool IsWeightGgmlType(GgmlType type) {
+  switch (type) {
+    case GgmlType::I8:
+    case GgmlType::I16:
+    case GgmlType::I32:
+    case GgmlType::I64:
+    case GgmlType::F64:
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+WeightDtype Plain(const std::string& name, double bytes) {
+  WeightDtype d;
+  d.name = name;
+  d.kind = WeightDtype::Kind::kPlain;
+  d.element_bytes = bytes;
+  return d;
+}
+
+std::string Shape(int rows, int in, int out) {
+  std::ostringstream s;
+  s << rows << "×" << in << " · " << in << "×" << out;
+  return s.str();
+}
+
+std::string Rows(int rows, int width) {
+  std::ostringstream s;
+  s << rows << "×" << width;
+  return s.str();
+}
+
+}  // namespace
+
+double WeightDtype::MatrixBytes(int rows, int cols) const {
+  const double r = rows;
+  switch (kind) {
+    case Kind::kPlain:
+      return r * cols * element_bytes;
+    case Kind::kGgml: {
+      const GgmlTypeTraits t = GgmlTraits(ggml);
+      const double blocks = std::ceil(static_cast<double>(cols) / t.block_elements);
+      return r * blocks * t.block_bytes;
+    }
+    case Kind::kFp8:
+      return r * (cols + 4.0);  // one code per element and an FP32 scale per row
+    case Kind::kInt4: {
+      const double groups = Int4Groups(cols, int4.group_size);
+      return r * (static_cast<double>(Int4RowBytes(cols)) + groups * 2.0 +
+                  static_cast<double>(Int4ZeroRowBytes(int4, cols)));
+    }
+  }
+  return 0;
+}
+
+double WeightDtype::BytesPerParameter() const {
+  // A row of 2^20 elements: a whole number of every block and group, and a per-row scale that vanishes.
+  constexpr int kLong = 1 << 20;
+  if (kind == Kind::kFp8) return 1.0;
+  return MatrixBytes(1, kLong) / kLong;
+}
+
+WeightDtype ParseWeightDtype(std::string_view text) {
+  const std::string name = Lower(text);
+  if (name == "f32" || name == "fp32") return Plain("f32", 4);
+  if (name == "f16" || name == "fp16") return Plain("f16", 2);
+  if (name == "bf16") return Plain("bf16", 2);
+  if (name == "int8") return Plain("int8", 1);
+  if (name == "int4") return Plain("int4", 0.5);
+  if (name == "fp8" || name == "fp8-e4m3" || name == "fp8-e5m2") {
+    WeightDtype d;
+    d.name = name == "fp8" ? "fp8-e4m3" : name;
+    d.kind = WeightDtype::Kind::kFp8;
+    d.element_bytes = 1;
+    return d;
+  }
+  if (const std::optional<PackFormat> pack = ParsePackFormat(name); pack && pack->kind == PackKind::kInt4) {
+    WeightDtype d;
+    d.name = name;
+    d.kind = WeightDtype::Kind::kInt4;
+    d.int4 = pack->int4;
+    return d;
+  }
+  for (std::uint32_t id = 0; id < 64; ++id) {
+    const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
+    if (!traits || !IsWeightGgmlType(static_cast<GgmlType>(id)) || Lower(traits->name) != name) continue;
+    WeightDtype d;
+    d.name = name;
+    d.kind = WeightDtype::Kind::kGgml;
+    d.ggml = static_cast<GgmlType>(id);
+    return d;
+  }
+  throw MakeError("unknown weight dtype '", text, "' (choices: ", WeightDtypeChoices(), ")");
+}
+
+std::string WeightDtypeChoices() {
+  std::string out = "f32, f16, bf16, fp8-e4m3, fp8-e5m2, int8, int4";
+  for (const std::string& name : PackFormatNames()) {
+    if (name.rfind("int4-", 0) == 0) out += ", " + name;
+  }
+  for (std::uint32_t id = 0; id < 64; ++id) {
+    const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
+    if (traits && traits->block_elements > 1) out += ", " + Lower(traits->name);
+  }
+  return out;
+}
+
+double WeightBytes::Stored() const {
+  return q + k + v + o + gate + up + down + qkv_bias + attn_norm + mlp_norm + final_norm + embedding +
+         (tied ? 0 : lm_head);
+}
+
+WeightBytes WeightBytesFor(const ModelConfig& c, const WeightDtype& dtype, double vector_bytes) {
+  const double layers = c.num_layers;
+  const int d = c.hidden_size;
+  WeightBytes w;
+  w.q = layers * dtype.MatrixBytes(c.QueryDim(), d);
+  w.k = layers * dtype.MatrixBytes(c.KvDim(), d);
+  w.v = layers * dtype.MatrixBytes(c.KvDim(), d);
+  w.o = layers * dtype.MatrixBytes(d, c.QueryDim());
+  w.gate = layers * dtype.MatrixBytes(c.intermediate_size, d);
+  w.up = layers * dtype.MatrixBytes(c.intermediate_size, d);
+  w.down = layers * dtype.MatrixBytes(d, c.intermediate_size);
+  w.qkv_bias = c.attention_bias ? layers * (c.QueryDim() + 2.0 * c.KvDim()) * vector_bytes : 0;
+  w.attn_norm = layers * d * vector_bytes;
+  w.mlp_norm = w.attn_norm;
+  w.final_norm = d * vector_bytes;
+  w.embedding = dtype.MatrixBytes(c.vocab_size, d);
+  w.embedding_row = dtype.MatrixBytes(1, d);
+  w.tied = c.tie_word_embeddings;
+  w.lm_head = w.embedding;
+  return w;
+}
+
+WeightBytes WeightBytesOf(const ModelWeights& weights) {
+  WeightBytes w;
+  auto vector_bytes = [](const std::vector<float>& v) {
+    return static_cast<double>(v.size() * sizeof(float));
+  };
+  for (const LayerWeights& l : weights.layers) {
+    w.q += static_cast<double>(l.wq.Bytes());
+    w.k += static_cast<double>(l.wk.Bytes());
+    w.v += static_cast<double>(l.wv.Bytes());
+    w.o += static_cast<double>(l.wo.Bytes());
+    w.gate += static_cast<double>(l.w_gate.Bytes());
+    w.up += static_cast<double>(l.w_up.Bytes());
+    w.down += static_cast<double>(l.w_down.Bytes());
+    w.qkv_bias += vector_bytes(l.bq) + vector_bytes(l.bk) + vector_bytes(l.bv);
+    w.attn_norm += vector_bytes(l.attn_norm);
+    w.mlp_norm += vector_bytes(l.mlp_norm);
+  }
+  w.final_norm = vector_bytes(weights.final_norm);
+  w.embedding = static_cast<double>(weights.token_embedding.Bytes());
+  w.embedding_row = static_cast<double>(weights.token_embedding.row_bytes);
+  w.tied = weights.lm_head.rows == 0;
+  w.lm_head = static_cast<double>(weights.LmHead().Bytes());
+  return w;
+}
+
+double ParameterCount(const ModelConfig& c) {
+  const double d = c.hidden_size;
+  const double per_layer = d * c.QueryDim() * 2 + d * c.KvDim() * 2 + 3 * d * c.intermediate_size + 2 * d +
+                           (c.attention_bias ? c.QueryDim() + 2.0 * c.KvDim() : 0);
+  return c.num_layers * per_layer + d + d * c.vocab_size * (c.tie_word_embeddings ? 1 : 2);
+}
+
+double KernelCost::Intensity() const {
+  return Bytes() > 0 ? flops / Bytes() : 0;
+}
+
+const KernelCost& PassCost::Kernel(ForwardKernel kernel) const {
+  for (const KernelCost& k : kernels) {
+    if (k.kernel == kernel) return k;
+  }
+  throw MakeError("cost model: no kernel ", ForwardKernelName(kernel), " in the pass");
+}
+
+double PassCost::Flops() const {
+  double total = 0;
+  for (const KernelCost& k : kernels) total += k.instances * k.flops;
+  return total;
+}
+
+double PassCost::Bytes() const {
+  double total = 0;
+  for (const KernelCost& k : kernels) total += k.instances * k.Bytes();
+  return total;
+}
+
+double PassCost::WeightBytes() const {
+  double total = 0;
+  for (const KernelCost& k : kernels) total += k.instances * k.weight_bytes;
+  return total;
+}
+
+double PassCost::KvBytes() const {
+  double total = 0;
+  for (const KernelCost& k : kernels) total += k.instances * k.kv_bytes;
+  return total;
+}
+
+namespace {
+
+// The pass of `rows` tokens of `batch` sequences; `attention_pairs` (query, key) pairs per query head and
+// `kv_positions_read` cached positions read once each, summed over the sequences; `logit_rows` rows reach
+// the LM head. docs/roofline.md "The cost model" has the same formulas as a table.
+PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, ForwardPhase phase, int batch,
+              int rows, int context, double attention_pairs, double kv_positions_read, int logit_rows) {
+  const double L = c.num_layers;
+  const double d = c.hidden_size, qd = c.QueryDim(), kvd = c.KvDim(), f = c.intermediate_size;
+  const double V = c.vocab_size, R = rows, a = o.activation_bytes, kvb = o.kv_element_bytes;
+  const double bias_q = c.attention_bias ? w.qkv_bias / L * qd / (qd + 2 * kvd) : 0;
+  const double bias_kv = c.attention_bias ? w.qkv_bias / L * kvd / (qd + 2 * kvd) : 0;
+  const int layers = c.num_layers;
+  PassCost p;
+  p.phase = phase;
+  p.batch = batch;
+  p.rows = rows;
+  p.context = context;
+  auto add = [&p](ForwardKernel k, int instances, std::string shape, double flops, double weight,
+                  double activation, double kv) {
+    p.kernels.push_back({k, instances, std::move(shape), flops, weight, activation, kv});
+  };
+  // A GEMM [R][in] · [in][out] (+ bias, + a residual add): 2·R·in·out FLOPs; the weights once, the input
+  // rows read and the output rows written.
+  auto projection = [&](ForwardKernel k, double in, double out, double weight, double bias, bool residual) {
+    add(k, layers, Shape(rows, static_cast<int>(in), static_cast<int>(out)),
+        2 * R * in * out + (bias > 0 ? R * out : 0) + (residual ? R * out : 0), weight / L + bias,
+        R * (in + out + (residual ? out : 0)) * a, 0);
+  };
+  // RMSNorm of R rows of d: square, sum, scale by 1/rms and by the weight, 4 FLOPs an element.
+  auto norm = [&](ForwardKernel k, int instances, double norm_rows, double weight) {
+    add(k, instances, Rows(static_cast<int>(norm_rows), c.hidden_size), 4 * norm_rows * d, weight,
+        2 * norm_rows * d * a, 0);
+  };
+  add(ForwardKernel::kEmbedding, 1, Rows(rows, c.hidden_size), 0, R * w.embedding_row, R * d * a, 0);
+  norm(ForwardKernel::kAttnNorm, layers, R, w.attn_norm / L);
+  projection(ForwardKernel::kQProj, d, qd, w.q, bias_q, false);
+  projection(ForwardKernel::kKProj, d, kvd, w.k, bias_kv, false);
+  projection(ForwardKernel::kVProj, d, kvd, w.v, bias_kv, false);
+  // RoPE rotates pairs: 4 multiplies and 2 adds a pair, 3 FLOPs an element of q and k.
+  add(ForwardKernel::kRope, layers, Rows(rows, c.QueryDim() + c.KvDim()), 3 * R * (qd + kvd), 0,
+      2 * R * (qd + kvd) * a, 0);
+  add(ForwardKernel::kKvWrite, layers, Rows(rows, 2 * c.KvDim()), 0, 0, 2 * R * kvd * a, 2 * R * kvd * kvb);
+  // Attention: q·k and p·v, 2·head_dim FLOPs each, per (query head, query, key) pair; softmax left out
+  // (a few FLOPs per score against 4·head_dim). Each KV head's cache is read once per sequence: the query
+  // heads of a group share it.
+  {
+    // "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
+    std::ostringstream shape;
+    shape << c.num_heads << "h×" << rows << "q×"
+          << static_cast<long long>(std::llround(attention_pairs / std::max(1, rows))) << " keys"
+          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
+    add(ForwardKernel::kAttention, layers, shape.str(), 4.0 * c.head_dim * c.num_heads * attention_pairs, 0,
+        2 * R * qd * a, 2 * kv_positions_read * kvd * kvb);
+  }
+  projection(ForwardKernel::kOProj, qd, d, w.o, 0, true);
+  norm(ForwardKernel::kMlpNorm, layers, R, w.mlp_norm / L);
+  projection(ForwardKernel::kGateProj, d, f, w.gate, 0, false);
+  projection(ForwardKernel::kUpProj, d, f, w.up, 0, false);
+  // silu(g)·u = g / (1 + exp(−g)) · u: counted as 5 FLOPs an element (exp as one).
+  add(ForwardKernel::kSwiGlu, layers, Rows(rows, c.intermediate_size), 5 * R * f, 0, 3 * R * f * a, 0);
+  projection(ForwardKernel::kDownProj, f, d, w.down, 0, true);
+  norm(ForwardKernel::kFinalNorm, 1, logit_rows, w.final_norm);
+  add(ForwardKernel::kLmHead, 1, Shape(logit_rows, c.hidden_size, c.vocab_size), 2.0 * logit_rows * d * V,
+      w.lm_head, logit_rows * (d + V) * a, 0);
+  return p;
+}
+
+}  // namespace
+
+PassCost DecodeStepCost(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
+                        int batch, int context) {
+  if (batch < 1) throw MakeError("cost model: batch must be at least 1, got ", batch);
+  if (context < 0) throw MakeError("cost model: context must be at least 0, got ", context);
+  const double positions = static_cast<double>(batch) * (context + 1.0);  // each row sees context + 1 keys
+  return Pass(config, weights, options, ForwardPhase::kDecode, batch, batch, context, positions, positions,
+              batch);
+}
+
+PassCost PrefillCost(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
+                     int prompt) {
+  if (prompt < 1) throw MakeError("cost model: prompt must be at least 1 token, got ", prompt);
+  const double p = prompt;
+  // Causal: query i sees keys 0..i, P(P+1)/2 pairs; the P cached positions are read once (a tiled kernel
+  // keeps a block of keys on chip for many queries).
+  return Pass(config, weights, options, ForwardPhase::kPrefill, 1, prompt, 0, p * (p + 1) / 2, p, 1);
+}
+
+double Roof::Seconds(double flops, double bytes) const {
+  return std::max(bytes / bandwidth, flops / peak_flops);
+}
+
+long long ComputeBoundBatch(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
+                            int context, const Roof& roof) {
+  const PassCost one = DecodeStepCost(config, weights, options, 1, context);
+  const PassCost two = DecodeStepCost(config, weights, options, 2, context);
+  const double per_seq_bytes = two.Bytes() - one.Bytes();
+  const double fixed_bytes = one.Bytes() - per_seq_bytes;  // the weights, read once per step
+  const double per_seq_flops = two.Flops() - one.Flops();
+  // B·f / peak ≥ (W + B·b) / bandwidth  ⇔  B · (f − b·ridge) ≥ W·ridge.
+  const double margin = per_seq_flops - per_seq_bytes * roof.Ridge();
+  if (margin <= 0) return -1;
+  return static_cast<long long>(std::ceil(fixed_bytes * roof.Ridge() / margin));
+}
+
+}  // namespace plumb::roofline

@@ -1,0 +1,159 @@
+// Model-card and hardware presets, and the estimate (include/plumb/roofline/presets.h; sources:
+// docs/roofline.md "Presets").
+#include "plumb/roofline/presets.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+
+#include "plumb/core/error.h"
+
+namespace plumb::roofline {
+namespace {
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+struct Card {
+  const char* name;
+  int hidden, ffn, layers, heads, kv_heads, head_dim, vocab, max_positions;
+  bool tied, bias;
+  float rope_theta;
+};
+
+// The config.json of each model's Hugging Face repository (docs/roofline.md "Presets" names them).
+constexpr Card kCards[] = {
+    {"llama-3-8b", 4096, 14336, 32, 32, 8, 128, 128256, 8192, false, false, 500000.0f},
+    {"llama-3-70b", 8192, 28672, 80, 64, 8, 128, 128256, 8192, false, false, 500000.0f},
+    {"mistral-7b", 4096, 14336, 32, 32, 8, 128, 32000, 32768, false, false, 10000.0f},
+    {"qwen2.5-72b", 8192, 29568, 80, 64, 8, 128, 152064, 32768, false, true, 1000000.0f},
+    {"smollm2-135m", 576, 1536, 30, 9, 3, 64, 49152, 8192, true, false, 100000.0f},
+};
+
+struct HardwareSpec {
+  const char* name;
+  double peak_flops, bandwidth, memory;
+  const char* source;
+};
+
+constexpr HardwareSpec kHardware[] = {
+    {"h100-sxm", 989e12, 3.35e12, 80e9,
+     "NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s dense FP16/BF16, 3.35 TB/s HBM3, 80 GB"},
+    {"h200", 989e12, 4.8e12, 141e9,
+     "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense FP16/BF16, 4.8 TB/s HBM3e, 141 GB"},
+    {"b200", 2.25e15, 8e12, 180e9,
+     "NVIDIA HGX B200 datasheet, per GPU: 2.25 PFLOP/s dense FP16/BF16 (4.5 sparse), 8 TB/s HBM3e, 180 GB"},
+};
+
+}  // namespace
+
+std::vector<std::string> ModelCardNames() {
+  std::vector<std::string> names;
+  for (const Card& c : kCards) names.emplace_back(c.name);
+  return names;
+}
+
+ModelConfig ModelCard(std::string_view name_or_path) {
+  const std::string name = Lower(name_or_path);
+  for (const Card& card : kCards) {
+    if (name != card.name) continue;
+    ModelConfig c;
+    c.model_type = card.bias ? "qwen2" : "llama";
+    c.hidden_size = card.hidden;
+    c.intermediate_size = card.ffn;
+    c.num_layers = card.layers;
+    c.num_heads = card.heads;
+    c.num_kv_heads = card.kv_heads;
+    c.head_dim = card.head_dim;
+    c.vocab_size = card.vocab;
+    c.max_position_embeddings = card.max_positions;
+    c.tie_word_embeddings = card.tied;
+    c.attention_bias = card.bias;
+    c.rope_theta = card.rope_theta;
+    return c;
+  }
+  const std::string path(name_or_path);
+  if (std::filesystem::is_directory(path) && std::filesystem::exists(path + "/config.json")) {
+    return LoadConfigJson(path + "/config.json");
+  }
+  if (std::filesystem::is_regular_file(path)) return LoadConfigJson(path);
+  std::string choices;
+  for (const std::string& n : ModelCardNames()) choices += (choices.empty() ? "" : ", ") + n;
+  throw MakeError("--model-card: '", name_or_path, "' is neither a preset (", choices,
+                  ") nor a config.json file");
+}
+
+std::vector<std::string> HardwareNames() {
+  std::vector<std::string> names;
+  for (const HardwareSpec& h : kHardware) names.emplace_back(h.name);
+  names.emplace_back("host");
+  return names;
+}
+
+Hardware HardwarePreset(std::string_view name) {
+  const std::string lower = Lower(name);
+  for (const HardwareSpec& h : kHardware) {
+    if (lower == h.name || (lower == "h100" && std::string_view(h.name) == "h100-sxm")) {
+      return {h.name, h.peak_flops, h.bandwidth, h.memory, h.source};
+    }
+  }
+  std::string choices;
+  for (const std::string& n : HardwareNames()) choices += (choices.empty() ? "" : ", ") + n;
+  throw MakeError("--hardware: unknown hardware '", name, "' (choices: ", choices, ")");
+}
+
+Estimate MakeEstimate(const EstimateSettings& s) {
+  const Hardware& hw = s.hardware;
+  if (s.tp < 1) throw MakeError("--tp must be at least 1, got ", s.tp);
+  if (s.batches.empty() || s.contexts.empty()) throw MakeError("estimate: no batch or no context given");
+  if (!(hw.peak_flops > 0) || !(hw.bandwidth > 0) || !(hw.memory_bytes > 0)) {
+    throw MakeError("estimate: hardware '", hw.name, "' needs a positive peak, bandwidth and memory");
+  }
+  const ModelConfig& c = s.config;
+  const WeightBytes weights = WeightBytesFor(c, s.dtype, s.vector_bytes);
+  const CostOptions options{s.kv_element_bytes, 2};  // activations as 16-bit on a GPU
+  // tp devices split every matrix, the KV heads and the work: one device of tp× the figures.
+  const Roof roof{hw.peak_flops * s.tp, hw.bandwidth * s.tp};
+  Estimate e;
+  e.parameters = ParameterCount(c);
+  e.weight_bytes = weights.Stored();
+  e.bytes_per_parameter = s.dtype.BytesPerParameter();
+  e.kv_bytes_per_token = 2.0 * c.num_layers * c.KvDim() * s.kv_element_bytes;
+  e.ridge = hw.peak_flops / hw.bandwidth;
+  e.batch1_intensity = 2.0 / e.bytes_per_parameter;
+  e.memory_bytes = hw.memory_bytes * s.tp * s.memory_utilization;
+  for (int context : s.contexts) {
+    ContextEstimate ce;
+    ce.context = context;
+    ce.kv_bytes_per_sequence = e.kv_bytes_per_token * context;
+    const PassCost prefill = PrefillCost(c, weights, options, context);
+    ce.prefill_flops = prefill.Flops();
+    ce.prefill_seconds = roof.Seconds(prefill.Flops(), prefill.Bytes());
+    ce.compute_bound_batch = ComputeBoundBatch(c, weights, options, context, roof);
+    const double free_bytes = e.memory_bytes - e.weight_bytes;
+    ce.max_sequences =
+        free_bytes > 0 ? static_cast<long long>(std::floor(free_bytes / ce.kv_bytes_per_sequence)) : 0;
+    e.contexts.push_back(ce);
+    for (int batch : s.batches) {
+      const PassCost step = DecodeStepCost(c, weights, options, batch, context);
+      EstimateRow r;
+      r.batch = batch;
+      r.context = context;
+      r.step_bytes = step.Bytes();
+      r.step_flops = step.Flops();
+      r.step_seconds = roof.Seconds(r.step_flops, r.step_bytes);
+      r.compute_bound = roof.ComputeBound(r.step_flops, r.step_bytes);
+      r.tokens_per_second = batch / r.step_seconds;
+      r.kv_bytes = ce.kv_bytes_per_sequence * batch;
+      r.fits = e.weight_bytes + r.kv_bytes <= e.memory_bytes;
+      e.rows.push_back(r);
+    }
+  }
+  return e;
+}
+
+}  // namespace plumb::roofline

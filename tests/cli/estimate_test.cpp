@@ -1,0 +1,159 @@
+// plumb estimate as a user runs it: the JSON schema (every key and its type, docs/roofline.md "JSON"), the
+// textbook figures through the CLI, the flags that override a preset, and one clear error line for each
+// kind of bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/golden.h"
+#include "support/process.h"
+
+namespace plumb {
+namespace {
+
+using testing::ProcessResult;
+using testing::RunPlumb;
+
+nlohmann::json Json(const std::string& args) {
+  const ProcessResult r = RunPlumb("estimate " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output);
+}
+
+void ExpectKeys(const nlohmann::json& object,
+                std::initializer_list<std::pair<const char*, nlohmann::json::value_t>> keys) {
+  ASSERT_TRUE(object.is_object());
+  EXPECT_EQ(object.size(), keys.size()) << object.dump(2);
+  for (const auto& [key, type] : keys) {
+    ASSERT_TRUE(object.contains(key)) << key;
+    const nlohmann::json& v = object.at(key);
+    if (type == nlohmann::json::value_t::number_float) {
+      EXPECT_TRUE(v.is_number()) << key;
+    } else {
+      EXPECT_EQ(v.type(), type) << key << ": " << v.dump();
+    }
+  }
+}
+
+using T = nlohmann::json::value_t;
+constexpr T kNumber = T::number_float;  // any number
+constexpr T kInt = T::number_unsigned;
+constexpr T kString = T::string;
+
+TEST(EstimateCliTest, JsonSchemaIsStable) {
+  const nlohmann::json j =
+      Json("--model-card llama-3-70b --hardware h100-sxm --batch 1,64 --context 128,4096");
+  ExpectKeys(j, {{"schema", kString},
+                 {"schema_version", kInt},
+                 {"model", T::object},
+                 {"hardware", T::object},
+                 {"contexts", T::array},
+                 {"decode", T::array}});
+  EXPECT_EQ(j["schema"], "plumb.estimate");
+  EXPECT_EQ(j["schema_version"], 1);
+  ExpectKeys(j["model"], {{"card", kString},
+                          {"parameters", kNumber},
+                          {"dtype", kString},
+                          {"bytes_per_parameter", kNumber},
+                          {"weight_bytes", kNumber},
+                          {"kv_dtype", kString},
+                          {"kv_bytes_per_token", kNumber},
+                          {"layers", kInt},
+                          {"hidden_size", kInt},
+                          {"kv_heads", kInt},
+                          {"head_dim", kInt}});
+  ExpectKeys(j["hardware"], {{"name", kString},
+                             {"peak_flops", kNumber},
+                             {"bandwidth", kNumber},
+                             {"memory_bytes", kNumber},
+                             {"source", kString},
+                             {"tp", kInt},
+                             {"memory_utilization", kNumber},
+                             {"usable_memory_bytes", kNumber},
+                             {"ridge", kNumber},
+                             {"batch1_intensity", kNumber}});
+  ASSERT_EQ(j["contexts"].size(), 2u);
+  for (const nlohmann::json& c : j["contexts"]) {
+    ExpectKeys(c, {{"context", kInt},
+                   {"kv_bytes_per_sequence", kNumber},
+                   {"prefill_flops", kNumber},
+                   {"prefill_seconds", kNumber},
+                   {"compute_bound_batch", kNumber},
+                   {"max_sequences", kNumber}});
+  }
+  ASSERT_EQ(j["decode"].size(), 4u);
+  for (const nlohmann::json& r : j["decode"]) {
+    ExpectKeys(r, {{"context", kInt},
+                   {"batch", kInt},
+                   {"step_bytes", kNumber},
+                   {"step_flops", kNumber},
+                   {"step_seconds", kNumber},
+                   {"tokens_per_second", kNumber},
+                   {"bound", kString},
+                   {"kv_bytes", kNumber},
+                   {"fits", T::boolean}});
+  }
+  EXPECT_EQ(j["model"]["kv_bytes_per_token"], 327680);
+  EXPECT_EQ(j["contexts"][1]["kv_bytes_per_sequence"], 1342177280);
+  EXPECT_EQ(j["contexts"][1]["compute_bound_batch"], -1);
+}
+
+TEST(EstimateCliTest, TextbookFiguresThroughTheCli) {
+  const nlohmann::json j = Json("--model-card llama-3-70b --hardware h100 --context 1 --batch 1");
+  EXPECT_NEAR(j["decode"][0]["step_seconds"].get<double>(), 41.8e-3, 0.42e-3);
+  EXPECT_NEAR(j["hardware"]["ridge"].get<double>(), 295.2, 0.1);
+  const nlohmann::json int4 =
+      Json("--model-card llama-3-70b --hardware h100-sxm --dtype int4 --context 1 --batch 1");
+  EXPECT_NEAR(int4["decode"][0]["step_seconds"].get<double>(), 10.4e-3, 0.104e-3);
+  EXPECT_EQ(int4["hardware"]["batch1_intensity"], 4);
+}
+
+TEST(EstimateCliTest, OverridesReplaceThePreset) {
+  const nlohmann::json j = Json(
+      "--model-card mistral-7b --hardware h200 --peak-tflops 100 --bandwidth-gbs 1000 --memory-gb 10 --tp 2");
+  EXPECT_DOUBLE_EQ(j["hardware"]["peak_flops"].get<double>(), 100e12);
+  EXPECT_DOUBLE_EQ(j["hardware"]["bandwidth"].get<double>(), 1000e9);
+  EXPECT_DOUBLE_EQ(j["hardware"]["memory_bytes"].get<double>(), 10e9);
+  EXPECT_DOUBLE_EQ(j["hardware"]["usable_memory_bytes"].get<double>(), 2 * 10e9 * 0.9);
+  // A config.json is a model card too: the tiny fixture's shapes.
+  const nlohmann::json tiny =
+      Json("--model-card " + testing::FixtureDir("tiny-llama") + "/config.json --hardware b200 --dtype q8_0");
+  EXPECT_EQ(tiny["model"]["hidden_size"], 64);
+  EXPECT_EQ(tiny["model"]["dtype"], "q8_0");
+}
+
+TEST(EstimateCliTest, TableNamesTheFigures) {
+  const ProcessResult r = RunPlumb("estimate --model-card smollm2-135m --hardware h100-sxm --context 4096");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle :
+       {"ridge 295.2 FLOP/B", "| context | batch |", "bandwidth", "compute-bound from batch"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+}
+
+TEST(EstimateCliTest, BadInputGivesOneClearLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--hardware h100-sxm", "--model-card is required"},
+      {"--model-card llama-3-8b", "--hardware is required"},
+      {"--model-card gpt-9 --hardware h100-sxm", "'gpt-9' is neither a preset"},
+      {"--model-card llama-3-8b --hardware tpu", "unknown hardware 'tpu'"},
+      {"--model-card llama-3-8b --hardware h100-sxm --dtype q9", "unknown weight dtype 'q9'"},
+      {"--model-card llama-3-8b --hardware h100-sxm --kv-dtype int3", "int3"},
+      {"--model-card llama-3-8b --hardware h100-sxm --tp 0", "--tp"},
+      {"--model-card llama-3-8b --hardware h100-sxm --batch 0", "--batch"},
+      {"--model-card llama-3-8b --hardware h100-sxm --context x", "--context"},
+      {"--model-card llama-3-8b --hardware h100-sxm --peak-tflops -3",
+       "--peak-tflops: expected a positive number"},
+      {"--model-card llama-3-8b --hardware h100-sxm --memory-utilization 1.5", "--memory-utilization"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const ProcessResult r = RunPlumb(std::string("estimate ") + args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("plumb: error: ", 0), 0u) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace plumb
