@@ -11,6 +11,7 @@ constexpr const char* kMainUsage =
     "commands:\n"
     "  bench        prefill and decode tok/s, against the host's memory bandwidth (plumb bench --help)\n"
     "  chat         talk with a model, turn by turn (plumb chat --help)\n"
+    "  fixtures     the golden fixture suite: generate, verify, run-reference (plumb fixtures --help)\n"
     "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
     "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n"
     "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n\n"
@@ -32,8 +33,9 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
   if (args[0] == "pack") return RunPack(rest, out, err);
   if (args[0] == "bench") return RunBench(rest, out, err);
+  if (args[0] == "fixtures") return RunFixtures(rest, out, err);
   throw MakeError("unknown command '", args[0],
-                  "' (commands: bench, chat, generate, pack, perplexity; see plumb --help)");
+                  "' (commands: bench, chat, fixtures, generate, pack, perplexity; see plumb --help)");
 }
 
 }  // namespace plumb::cli
