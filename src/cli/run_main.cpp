@@ -13,6 +13,7 @@ constexpr const char* kMainUsage =
     "  chat         talk with a model, turn by turn (plumb chat --help)\n"
     "  estimate     roofline lower bounds for any model on any machine (plumb estimate --help)\n"
     "  explain      one prefill and a few decode steps, kernel by kernel (plumb explain --help)\n"
+    "  fixtures     the golden fixture suite: generate, verify, run-reference (plumb fixtures --help)\n"
     "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
     "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n"
     "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n"
@@ -39,9 +40,11 @@ int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& 
   if (args[0] == "estimate") return RunEstimate(rest, out, err);
   if (args[0] == "roofline") return RunRoofline(rest, out, err);
   if (args[0] == "explain") return RunExplain(rest, out, err);
+  if (args[0] == "fixtures") return RunFixtures(rest, out, err);
   throw MakeError(
       "unknown command '", args[0],
-      "' (commands: bench, chat, estimate, explain, generate, pack, perplexity, roofline; see plumb --help)");
+      "' (commands: bench, chat, estimate, explain, fixtures, generate, pack, perplexity, roofline; "
+      "see plumb --help)");
 }
 
 }  // namespace plumb::cli

@@ -41,6 +41,12 @@ int RunRoofline(std::span<const std::string> args, std::ostream& out, std::ostre
 // kernel for a learner.
 int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb fixtures generate --out DIR [--model M|none --size small|medium --seed S]
+//                verify --suite DIR --results DIR [--cases REGEX]   (exit 1 on any FAIL or missing result)
+//                run-reference --suite DIR --out DIR [--model M|none --cases REGEX]
+// The golden fixture suite (docs/fixtures.md); tables to `out`, progress to `err`.
+int RunFixtures(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
             std::istream& in = std::cin);

@@ -1,0 +1,90 @@
+// plumb fixtures generate | verify | run-reference: the golden fixture suite (docs/fixtures.md).
+#include "plumb/cli/commands.h"
+#include "plumb/cli/flags.h"
+#include "plumb/core/error.h"
+#include "plumb/fixtures/fixtures.h"
+
+namespace plumb::cli {
+namespace {
+
+constexpr const char* kFixturesUsage =
+    "usage: plumb fixtures generate --out DIR [--model M|none] [--size small|medium] [--seed S]\n"
+    "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX]\n"
+    "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX]\n"
+    "The golden fixture suite (docs/fixtures.md): generate writes it (op cases from plumb's scalar "
+    "definitions,\n"
+    "layer and end_to_end cases from the model; --model none for the op cases only); verify judges an "
+    "engine's\n"
+    "results (one <case>.safetensors per case, outputs under the suite's names) and exits 1 on any failure "
+    "or\n"
+    "missing result; run-reference writes plumb's own results, computed with its library kernels.\n";
+
+int Generate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  Flags f;
+  f.AddValue("out", "DIR", "the suite directory to write (created)");
+  f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none", fixtures::kDefaultModel);
+  f.AddValue("size", "S", "small (committed in fixtures/suite) or medium", "small");
+  f.AddValue("seed", "S", "the seed of every op case's inputs", std::to_string(fixtures::kDefaultSeed));
+  f.AddSwitch("help", "show this help");
+  f.Parse(args);
+  if (f.Switch("help")) {
+    out << kFixturesUsage << "\nflags of generate:\n" << f.Help();
+    return 0;
+  }
+  fixtures::GenerateOptions o;
+  o.model = f.String("model");
+  o.size = f.String("size");
+  o.seed = f.UInt64("seed");
+  fixtures::GenerateSuite(f.String("out"), o, err);
+  return 0;
+}
+
+int Verify(std::span<const std::string> args, std::ostream& out) {
+  Flags f;
+  f.AddValue("suite", "DIR", "the suite (manifest.json and the cases)");
+  f.AddValue("results", "DIR", "the engine's results, one <case>.safetensors per case");
+  f.AddValue("cases", "REGEX", "only the cases whose name matches (ECMAScript, searched)", ".*");
+  f.AddSwitch("help", "show this help");
+  f.Parse(args);
+  if (f.Switch("help")) {
+    out << kFixturesUsage << "\nflags of verify:\n" << f.Help();
+    return 0;
+  }
+  const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
+  const auto rows = fixtures::Verify(suite, f.String("results"), f.String("cases"));
+  return fixtures::PrintVerifyTable(rows, out) ? 0 : 1;
+}
+
+int RunReference(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  Flags f;
+  f.AddValue("suite", "DIR", "the suite to compute results for");
+  f.AddValue("out", "DIR", "where to write <case>.safetensors (created)");
+  f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none (skips them)",
+             fixtures::kDefaultModel);
+  f.AddValue("cases", "REGEX", "only the cases whose name matches (ECMAScript, searched)", ".*");
+  f.AddSwitch("help", "show this help");
+  f.Parse(args);
+  if (f.Switch("help")) {
+    out << kFixturesUsage << "\nflags of run-reference:\n" << f.Help();
+    return 0;
+  }
+  const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
+  fixtures::RunReference(suite, f.String("out"), f.String("model"), f.String("cases"), err);
+  return 0;
+}
+
+}  // namespace
+
+int RunFixtures(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? err : out) << kFixturesUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::span<const std::string> rest = args.subspan(1);
+  if (args[0] == "generate") return Generate(rest, out, err);
+  if (args[0] == "verify") return Verify(rest, out);
+  if (args[0] == "run-reference") return RunReference(rest, out, err);
+  throw MakeError("unknown fixtures subcommand '", args[0], "' (generate, verify, run-reference)");
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,81 @@
+// plumb fixtures generate / run-reference / verify as a user runs them (build/plumb, a real process): the op
+// suite without a model, plumb's own results PASS with exit 0, a wrong or missing result FAILs with exit 1,
+// and bad input is one clear error line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "support/process.h"
+
+namespace plumb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunPlumb;
+
+class FixturesCli : public ::testing::Test {
+ protected:
+  FixturesCli() : dir_(fs::temp_directory_path() / ("plumb_fixtures_cli_" + std::to_string(::getpid()))) {}
+  ~FixturesCli() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& sub) const { return (dir_ / sub).string(); }
+  fs::path dir_;
+};
+
+TEST_F(FixturesCli, GenerateRunReferenceVerify) {
+  const auto gen = RunPlumb("fixtures generate --model none --out " + Path("suite"));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  const auto ref =
+      RunPlumb("fixtures run-reference --model none --suite " + Path("suite") + " --out " + Path("res"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto ok = RunPlumb("fixtures verify --suite " + Path("suite") + " --results " + Path("res"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("case"), std::string::npos);
+  EXPECT_NE(ok.output.find("threshold"), std::string::npos);
+  EXPECT_EQ(ok.output.find("FAIL"), std::string::npos) << ok.output;
+
+  // --cases selects: only the rope cases' rows.
+  const auto rope =
+      RunPlumb("fixtures verify --cases '^rope' --suite " + Path("suite") + " --results " + Path("res"));
+  EXPECT_EQ(rope.exit_code, 0) << rope.output;
+  EXPECT_NE(rope.output.find("4 of 4 outputs PASS"), std::string::npos) << rope.output;
+
+  // A wrong result (another case's output under this name) and a missing one both FAIL, exit 1.
+  fs::copy_file(Path("res/gemv.f16.n37_k333.safetensors"), Path("res/gemv.f32.n37_k333.safetensors"),
+                fs::copy_options::overwrite_existing);
+  fs::remove(Path("res/rmsnorm.rows2_n77.safetensors"));
+  const auto bad = RunPlumb("fixtures verify --suite " + Path("suite") + " --results " + Path("res"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("gemv.f32.n37_k333"), std::string::npos);
+  EXPECT_NE(bad.output.find("missing results file"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("2 FAIL"), std::string::npos) << bad.output;
+
+  const auto none =
+      RunPlumb("fixtures verify --cases '^nothing' --suite " + Path("suite") + " --results " + Path("res"));
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("matches no case"), std::string::npos) << none.output;
+}
+
+TEST_F(FixturesCli, BadInputIsOneClearError) {
+  const auto missing = RunPlumb("fixtures generate --model /nonexistent.gguf --out " + Path("s"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("--model none"), std::string::npos) << missing.output;
+  const auto size = RunPlumb("fixtures generate --model none --size huge --out " + Path("s"));
+  EXPECT_NE(size.exit_code, 0);
+  EXPECT_NE(size.output.find("huge"), std::string::npos) << size.output;
+  const auto sub = RunPlumb("fixtures frobnicate");
+  EXPECT_NE(sub.exit_code, 0);
+  EXPECT_NE(sub.output.find("generate, verify, run-reference"), std::string::npos) << sub.output;
+  const auto nosuite = RunPlumb("fixtures verify --suite " + Path("nowhere") + " --results " + Path("r"));
+  EXPECT_NE(nosuite.exit_code, 0);
+  EXPECT_NE(nosuite.output.find("manifest.json"), std::string::npos) << nosuite.output;
+  const auto regex =
+      RunPlumb("fixtures verify --cases '(' --suite " + Path("nowhere") + " --results " + Path("r"));
+  EXPECT_NE(regex.exit_code, 0);
+  const auto help = RunPlumb("fixtures --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("run-reference"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace plumb
