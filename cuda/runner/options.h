@@ -2,7 +2,8 @@
 // CUDA: the command line, and which of a suite's cases the harness runs (and why it skips the others).
 #pragma once
 
-#include <regex>
+#include <regex.h>
+
 #include <set>
 #include <string>
 #include <utility>
@@ -15,15 +16,45 @@ namespace plumb::cuda {
 
 inline constexpr const char* kRunnerUsage =
     "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX]\n"
-    "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name REGEX\n"
-    "  matches, anywhere in it), writes DIR/<case>.safetensors, then checks them against the suite.\n"
+    "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name the POSIX\n"
+    "  extended regular expression REGEX matches, anywhere in it), writes DIR/<case>.safetensors, then\n"
+    "  checks them against the suite.\n"
     "  exit status: 0 every check passed; 1 a check failed or a case could not run; 2 no CUDA GPU;\n"
     "  3 bad arguments or an unreadable suite.";
 
 struct RunnerOptions {
   std::string suite;
   std::string results;
-  std::string cases;  // an ECMAScript regex searched in each case name; empty selects every case
+  std::string cases;  // a POSIX extended regex searched in each case name; empty selects every case
+};
+
+// A compiled POSIX extended regular expression (regcomp / regexec). POSIX rather than std::regex: GCC 12
+// reports false -Wmaybe-uninitialized inside std::regex's internals under the sanitizer build.
+class CasePattern {
+ public:
+  // Throws plumb::Error naming the pattern if it does not compile. The empty pattern matches every name.
+  explicit CasePattern(const std::string& pattern) : empty_(pattern.empty()) {
+    if (empty_) return;
+    const int status = regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
+    if (status != 0) {
+      char message[256];
+      regerror(status, &re_, message, sizeof message);
+      throw MakeError("--cases \"", pattern, "\" is not a valid regular expression: ", message);
+    }
+  }
+  ~CasePattern() {
+    if (!empty_) regfree(&re_);
+  }
+  CasePattern(const CasePattern&) = delete;
+  CasePattern& operator=(const CasePattern&) = delete;
+
+  bool Matches(const std::string& name) const {
+    return empty_ || regexec(&re_, name.c_str(), 0, nullptr, 0) == 0;
+  }
+
+ private:
+  bool empty_;
+  regex_t re_{};
 };
 
 // Parses argv[1..argc). Throws plumb::Error naming the offending argument.
@@ -43,11 +74,7 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
   }
   if (options.suite.empty()) throw MakeError("--suite DIR is required (and must not be empty)");
   if (options.results.empty()) throw MakeError("--results DIR is required (and must not be empty)");
-  try {
-    (void)std::regex(options.cases);
-  } catch (const std::regex_error& e) {
-    throw MakeError("--cases \"", options.cases, "\" is not a valid regular expression: ", e.what());
-  }
+  (void)CasePattern(options.cases);  // a bad pattern is an argument error, before anything runs
   return options;
 }
 
@@ -92,9 +119,9 @@ struct CaseSelection {
 
 inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const std::string& pattern) {
   CaseSelection selection;
-  const std::regex re(pattern);
+  const CasePattern re(pattern);
   for (const fixtures::Case& c : cases) {
-    if (!pattern.empty() && !std::regex_search(c.name, re)) {
+    if (!re.Matches(c.name)) {
       ++selection.not_matched;
       continue;
     }
