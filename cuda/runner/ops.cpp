@@ -291,13 +291,17 @@ std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
     const std::vector<std::int32_t> last = last_t.As<std::int32_t>();
     const Tensor& indices_t = io.Get("kv_indices", "I32", {std::max<std::int64_t>(indptr.back(), 0)});
     const std::vector<std::int32_t> indices = indices_t.As<std::int32_t>();
+    // indptr first, whole, so that every page index below lies inside kv_indices.
     if (indptr[0] != 0) io.Fail("kv_indptr[0] = ", indptr[0], ", not 0");
     for (std::int64_t b = 0; b < batch; ++b) {
       const auto bi = static_cast<std::size_t>(b);
       const std::int64_t len = lens[bi], pages = CeilDiv(len, spec.block_size);
       if (indptr[bi + 1] - indptr[bi] != pages || last[bi] != len - (pages - 1) * spec.block_size)
         io.Fail("sequence ", b, ": kv_indptr / kv_last_page_len do not describe seq_lens[", b, "] = ", len);
-      for (std::int64_t i = 0; i < pages; ++i)
+    }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto bi = static_cast<std::size_t>(b);
+      for (std::int64_t i = 0; i < indptr[bi + 1] - indptr[bi]; ++i)
         if (indices[static_cast<std::size_t>(indptr[bi] + i)] !=
             tables[static_cast<std::size_t>(b * max_blocks + i)])
           io.Fail("sequence ", b, ": kv_indices page ", i, " differs from block_tables");
