@@ -1,0 +1,101 @@
+// The CUDA harness's kernels, as host functions over device pointers (cuda/*.cu).
+//
+// Straightforward kernels that compute what docs/fixtures.md ("Ops and tensor names") defines, one thread
+// block per output row or per (sequence, head), FP32 accumulation throughout. They are checked against the
+// fixture suite by plumb_cuda_runner, never against plumb's library (which they do not link). This header
+// names no CUDA type, so the runner's plain C++ code can include it; every function launches on the
+// default stream and throws plumb::Error if the launch fails.
+#pragma once
+
+#include <cstdint>
+
+namespace plumb::cuda {
+
+// ---- GEMV / GEMM: y[m][n] = Σ_k W[n][k] · x[m][k] ---------------------------------------------------
+enum class WeightDtype {
+  kF32,
+  kF16,
+  kBf16,
+  kFp8E4m3,
+  kFp8E5m2,
+  kInt4Sym,
+  kInt4Asym,
+  kGptq,
+  kAwq,
+  kQ4_0,
+  kQ4_1,
+  kQ8_0
+};
+
+// The weight exactly as stored (device pointers; which are used depends on dtype). n, k as in GemvShape.
+struct GemvWeights {
+  WeightDtype dtype = WeightDtype::kF32;
+  // f32 / f16 / bf16: [n][k] floats or FP16 / BF16 bits; fp8: [n][k] codes; int4_*: [n][ceil(k/2)] bytes,
+  // two columns per byte; q4_0 / q4_1 / q8_0: [n][row_bytes] GGUF blocks; gptq: qweight I32 [k/8][n];
+  // awq: qweight I32 [k][n/8].
+  const void* w = nullptr;
+  const float* fp8_scale = nullptr;  // fp8: [n] (per row) or [1] (per tensor)
+  bool fp8_per_row = false;
+  // int4_*: FP16 bits [n][ceil(k/G)]; gptq / awq: FP16 bits [k/G][n].
+  const std::uint16_t* scales = nullptr;
+  const std::uint8_t* int4_zeros = nullptr;  // int4_asym: [n][ceil(groups/2)] nibbles
+  const std::int32_t* qzeros = nullptr;      // gptq / awq: [k/G][n/8] words
+  int group_size = 0;                        // G for int4_* / gptq / awq
+};
+
+// y: [m][n]; x: [m][k]. m = 1 is a GEMV.
+void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k);
+
+// ---- RMSNorm: out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight --------------------------------------
+// x, out: [rows][n]; weight: [n].
+void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);
+
+// ---- RoPE --------------------------------------------------------------------------------------------
+enum class RopePairing { kRotateHalf, kInterleaved };  // docs/formats.md "RoPE pairing"
+// x, out: [rows][n_heads][head_dim]; positions: [rows].
+void Rope(const float* x, const std::int32_t* positions, float* out, int rows, int n_heads, int head_dim,
+          float theta, RopePairing pairing);
+
+// ---- the paged KV cache (docs/kv-cache.md "Layout", docs/fixtures.md "attention_decode") ---------------
+enum class KvDtype { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2 };
+enum class KvLayout {
+  kNhd,   // k and v: [num_blocks][block_size][n_kv_heads][head_dim]
+  kVllm,  // k: [num_blocks][n_kv_heads][head_dim/x][block_size][x], x = 16 / element bytes;
+          // v: [num_blocks][n_kv_heads][head_dim][block_size]
+};
+int KvElementBytes(KvDtype dtype);
+
+struct PagedKv {
+  KvLayout layout = KvLayout::kNhd;
+  KvDtype dtype = KvDtype::kF32;
+  void* k = nullptr;               // elements of dtype in the layout above
+  void* v = nullptr;               // likewise
+  const float* k_scale = nullptr;  // [n_kv_heads]: fp8 value = fp8(code) · scale (ignored otherwise)
+  const float* v_scale = nullptr;  // [n_kv_heads]
+  int n_kv_heads = 0, head_dim = 0, block_size = 0;
+};
+
+// Where each sequence's pages are. The vLLM layout is read through block_tables / seq_lens (as vLLM's
+// paged_attention kernels take them), the NHD layout through FlashInfer's indptr / indices /
+// last_page_len, so that the suite's two views of the same pages are both exercised.
+struct PageTable {
+  const std::int32_t* block_tables = nullptr;  // [batch][max_blocks_per_seq]
+  const std::int32_t* seq_lens = nullptr;      // [batch]
+  int max_blocks_per_seq = 0;
+  const std::int32_t* kv_indptr = nullptr;         // [batch + 1]
+  const std::int32_t* kv_indices = nullptr;        // [kv_indptr[batch]]
+  const std::int32_t* kv_last_page_len = nullptr;  // [batch]
+};
+
+// One query token per sequence at position seq_len − 1 attending to positions [0, seq_len).
+// q, out: [batch][n_heads][head_dim]; scores: scratch [batch][n_heads][max_seq_len] (max_seq_len ≥ every
+// sequence's length).
+void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
+                     int batch, int n_heads, int max_seq_len, float softmax_scale);
+
+// Writes token t's keys and values ([tokens][n_kv_heads][head_dim] FP32) into slot slot_mapping[t] of the
+// cache, encoded as docs/kv-cache.md "Element types" says; a negative slot (vLLM's padding) writes nothing.
+void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
+                     const std::int64_t* slot_mapping, int tokens);
+
+}  // namespace plumb::cuda

@@ -1,0 +1,59 @@
+// RMSNorm and RoPE (docs/fixtures.md "rmsnorm", "rope"; definitions: include/plumb/kernels/scalar.h RmsNorm
+// and RopeRotateHalf, docs/formats.md "RoPE pairing").
+#include "common.cuh"
+
+namespace plumb::cuda {
+namespace {
+
+// One block per row: the sum of squares in FP32 (block-parallel, so in another order than plumb's left to
+// right, which the suite's tolerance allows), then out = x · inv_rms · weight in plumb's order.
+__global__ void RmsNormKernel(const float* x, const float* weight, float* out, int n, float eps) {
+  __shared__ float scratch[kThreads / 32];
+  const float* xr = x + static_cast<std::int64_t>(blockIdx.x) * n;
+  float* outr = out + static_cast<std::int64_t>(blockIdx.x) * n;
+  float sum_squares = 0.0f;
+  for (int i = threadIdx.x; i < n; i += kThreads) sum_squares += xr[i] * xr[i];
+  sum_squares = BlockSum(sum_squares, scratch);
+  const float inv_rms = 1.0f / sqrtf(sum_squares / static_cast<float>(n) + eps);
+  for (int i = threadIdx.x; i < n; i += kThreads) outr[i] = xr[i] * inv_rms * weight[i];
+}
+
+// One block per row; each thread rotates pairs (head, i), i in [0, head_dim/2). The angle pos · θ^(−2i/d) is
+// computed in double and its cos / sin rounded to float, as plumb does (docs/formats.md "RoPE pairing",
+// "Angles"): in float the product loses about log2(pos) bits at large positions.
+__global__ void RopeKernel(const float* x, const std::int32_t* positions, float* out, int n_heads,
+                           int head_dim, float theta, RopePairing pairing) {
+  const int half = head_dim / 2, row = blockIdx.x;
+  const double pos = positions[row];
+  const std::int64_t base = static_cast<std::int64_t>(row) * n_heads * head_dim;
+  for (int p = threadIdx.x; p < n_heads * half; p += kThreads) {
+    const int head = p / half, i = p % half;
+    const double inv_freq = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const double angle = pos * inv_freq;
+    const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+    // rotate_half pairs (i, i + d/2) (Hugging Face); interleaved pairs (2i, 2i + 1) (GGUF).
+    const std::int64_t ia =
+        base + static_cast<std::int64_t>(head) * head_dim + (pairing == RopePairing::kRotateHalf ? i : 2 * i);
+    const std::int64_t ib = ia + (pairing == RopePairing::kRotateHalf ? half : 1);
+    const float a = x[ia], b = x[ib];
+    out[ia] = a * c - b * s;
+    out[ib] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
+  if (rows <= 0 || n <= 0) return;
+  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads>>>(x, weight, out, n, eps);
+  CheckLaunch("RmsNorm");
+}
+
+void Rope(const float* x, const std::int32_t* positions, float* out, int rows, int n_heads, int head_dim,
+          float theta, RopePairing pairing) {
+  if (rows <= 0 || n_heads <= 0 || head_dim <= 0) return;
+  RopeKernel<<<static_cast<unsigned>(rows), kThreads>>>(x, positions, out, n_heads, head_dim, theta, pairing);
+  CheckLaunch("Rope");
+}
+
+}  // namespace plumb::cuda

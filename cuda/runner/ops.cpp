@@ -1,0 +1,365 @@
+// See ops.h. Every tensor's dtype and shape, and every index the kernels follow (block tables, page indices,
+// slots, positions), is checked here on the host, so that a malformed fixture is a plumb::Error naming the
+// value and never an out-of-bounds read on the GPU.
+#include "ops.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "../kernels.h"
+#include "plumb/core/error.h"
+
+namespace plumb::cuda {
+namespace {
+
+using fixtures::Case;
+using fixtures::Tensor;
+using fixtures::TensorFile;
+using Shape = std::vector<std::int64_t>;
+
+void CheckCuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw MakeError("CUDA ", what, ": ", cudaGetErrorString(status));
+}
+
+// One device allocation holding a copy of a tensor's bytes, freed with it.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    CheckCuda(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
+  }
+  explicit DeviceBuffer(const Tensor& t) : DeviceBuffer(t.bytes.size()) {
+    if (!t.bytes.empty())
+      CheckCuda(cudaMemcpy(ptr_, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "copy to device");
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr_); }
+
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  // The buffer's bytes as a tensor (also where a kernel's faults surface: the copy synchronises).
+  Tensor Download(std::string dtype, Shape shape) const {
+    Tensor t{std::move(dtype), std::move(shape), std::vector<std::uint8_t>(bytes_)};
+    CheckCuda(cudaDeviceSynchronize(), "kernel");
+    if (bytes_ != 0)
+      CheckCuda(cudaMemcpy(t.bytes.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "copy to host");
+    return t;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+std::string ShapeText(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The case's params and tensors, each read with its check.
+class CaseIo {
+ public:
+  CaseIo(const Case& c, const TensorFile& in) : c_(c), in_(in) {}
+
+  std::int64_t Int(const char* key, std::int64_t min = 1) const {
+    if (!c_.params.contains(key) || !c_.params[key].is_number_integer())
+      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not an integer");
+    const auto v = c_.params[key].get<std::int64_t>();
+    if (v < min || v > (std::int64_t{1} << 31) - 1)
+      throw MakeError("case ", c_.name, ": param \"", key, "\" = ", v, " out of range");
+    return v;
+  }
+  int Int32(const char* key, std::int64_t min = 1) const { return static_cast<int>(Int(key, min)); }
+  double Number(const char* key) const {
+    if (!c_.params.contains(key) || !c_.params[key].is_number())
+      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a number");
+    return c_.params[key].get<double>();
+  }
+  std::string String(const char* key) const {
+    if (!c_.params.contains(key) || !c_.params[key].is_string())
+      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a string");
+    return c_.params[key].get<std::string>();
+  }
+  bool Has(const std::string& name) const { return in_.Has(name); }
+  // Tensor `name`, required to have this dtype and shape.
+  const Tensor& Get(const std::string& name, const std::string& dtype, const Shape& shape) const {
+    const Tensor& t = in_.Get(name);
+    if (t.dtype != dtype || t.shape != shape) {
+      throw MakeError("case ", c_.name, ": tensor \"", name, "\" is ", t.dtype, " ", ShapeText(t.shape),
+                      ", expected ", dtype, " ", ShapeText(shape));
+    }
+    return t;
+  }
+  template <class... Args>
+  [[noreturn]] void Fail(Args&&... args) const {
+    throw MakeError("case ", c_.name, ": ", std::forward<Args>(args)...);
+  }
+
+ private:
+  const Case& c_;
+  const TensorFile& in_;
+};
+
+std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// ---- gemv / gemm (docs/fixtures.md "gemv and gemm") ----------------------------------------------------
+
+std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
+  const bool gemm = c.op == "gemm";
+  const std::int64_t n = io.Int("n"), k = io.Int("k"), m = gemm ? io.Int("m") : 1;
+  const std::string dtype = io.String("weight_dtype");
+  const Shape x_shape = gemm ? Shape{m, k} : Shape{k};
+  const DeviceBuffer x(io.Get("x", "F32", x_shape));
+  std::deque<DeviceBuffer>
+      held;  // the weight's tensors, alive until the kernel has run (a deque never moves them)
+  auto upload = [&](const char* name, const char* type, const Shape& shape) {
+    return held.emplace_back(io.Get(name, type, shape)).as<void>();
+  };
+  GemvWeights w;
+  auto group_size = [&] {
+    w.group_size = io.Int32("group_size");
+    return std::int64_t{w.group_size};
+  };
+  if (dtype == "f32" || dtype == "f16" || dtype == "bf16") {
+    w.dtype = dtype == "f32" ? WeightDtype::kF32 : dtype == "f16" ? WeightDtype::kF16 : WeightDtype::kBf16;
+    w.w = upload("w", dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : "BF16", {n, k});
+  } else if (dtype == "fp8_e4m3" || dtype == "fp8_e5m2") {
+    w.dtype = dtype == "fp8_e4m3" ? WeightDtype::kFp8E4m3 : WeightDtype::kFp8E5m2;
+    const std::string scale = io.String("fp8_scale");
+    if (scale != "per_row" && scale != "per_tensor")
+      io.Fail("fp8_scale \"", scale, "\" is not per_row or per_tensor");
+    w.fp8_per_row = scale == "per_row";
+    w.w = upload("w", "U8", {n, k});
+    w.fp8_scale = static_cast<const float*>(upload("w_scale", "F32", {w.fp8_per_row ? n : 1}));
+  } else if (dtype == "int4_sym" || dtype == "int4_asym") {
+    w.dtype = dtype == "int4_sym" ? WeightDtype::kInt4Sym : WeightDtype::kInt4Asym;
+    const std::int64_t groups = CeilDiv(k, group_size());
+    w.w = upload("w", "U8", {n, CeilDiv(k, 2)});
+    w.scales = static_cast<const std::uint16_t*>(upload("w_scales", "F16", {n, groups}));
+    if (dtype == "int4_asym")
+      w.int4_zeros = static_cast<const std::uint8_t*>(upload("w_zeros", "U8", {n, CeilDiv(groups, 2)}));
+  } else if (dtype == "gptq" || dtype == "awq") {
+    w.dtype = dtype == "gptq" ? WeightDtype::kGptq : WeightDtype::kAwq;
+    const std::int64_t g = group_size();
+    if (k % 8 != 0 || k % g != 0 || n % 8 != 0)
+      io.Fail(dtype, " needs k a multiple of 8 and of group_size and n a multiple of 8 (k = ", k, ", n = ", n,
+              ", group_size = ", g, ")");
+    w.w = upload("qweight", "I32", dtype == "gptq" ? Shape{k / 8, n} : Shape{k, n / 8});
+    w.qzeros = static_cast<const std::int32_t*>(upload("qzeros", "I32", {k / g, n / 8}));
+    w.scales = static_cast<const std::uint16_t*>(upload("scales", "F16", {k / g, n}));
+  } else {  // q4_0, q4_1, q8_0 (UnsupportedReason let nothing else through)
+    w.dtype = dtype == "q4_0"   ? WeightDtype::kQ4_0
+              : dtype == "q4_1" ? WeightDtype::kQ4_1
+                                : WeightDtype::kQ8_0;
+    if (k % 32 != 0) io.Fail(dtype, " needs k a multiple of 32 (k = ", k, ")");
+    const std::int64_t block_bytes = dtype == "q4_0" ? 18 : dtype == "q4_1" ? 20 : 34;
+    w.w = upload("w", "U8", {n, k / 32 * block_bytes});
+  }
+  DeviceBuffer y(static_cast<std::size_t>(m * n) * sizeof(float));
+  Gemv(w, x.as<float>(), y.as<float>(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+  return {{"y", y.Download("F32", gemm ? Shape{m, n} : Shape{n})}};
+}
+
+// ---- rmsnorm, rope ---------------------------------------------------------------------------------------
+
+std::map<std::string, Tensor> RunRmsNorm(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), n = io.Int("n");
+  const DeviceBuffer x(io.Get("x", "F32", {rows, n})), weight(io.Get("weight", "F32", {n}));
+  DeviceBuffer out(static_cast<std::size_t>(rows * n) * sizeof(float));
+  RmsNorm(x.as<float>(), weight.as<float>(), out.as<float>(), static_cast<int>(rows), static_cast<int>(n),
+          static_cast<float>(io.Number("eps")));
+  return {{"out", out.Download("F32", {rows, n})}};
+}
+
+std::map<std::string, Tensor> RunRope(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), heads = io.Int("n_heads"), head_dim = io.Int("head_dim");
+  if (head_dim % 2 != 0) io.Fail("head_dim ", head_dim, " is odd; RoPE rotates pairs");
+  const std::string pairing = io.String("pairing");
+  const Tensor& positions = io.Get("positions", "I32", {rows});
+  for (std::int32_t p : positions.As<std::int32_t>())
+    if (p < 0) io.Fail("position ", p, " is negative");
+  const DeviceBuffer x(io.Get("x", "F32", {rows, heads, head_dim})), pos(positions);
+  DeviceBuffer out(static_cast<std::size_t>(rows * heads * head_dim) * sizeof(float));
+  Rope(x.as<float>(), pos.as<std::int32_t>(), out.as<float>(), static_cast<int>(rows),
+       static_cast<int>(heads), static_cast<int>(head_dim), static_cast<float>(io.Number("theta")),
+       pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved);
+  return {{"out", out.Download("F32", {rows, heads, head_dim})}};
+}
+
+// ---- the paged cache: attention_decode, reshape_and_cache
+// --------------------------------------------------
+
+// The cache geometry both ops share, with the tensors' dtype and shapes for its layout.
+struct CacheSpec {
+  KvLayout layout = KvLayout::kNhd;
+  KvDtype dtype = KvDtype::kF32;
+  std::string tensor_dtype;  // F32, F16, BF16, or U8 for FP8 codes
+  std::int64_t n_kv_heads = 0, head_dim = 0, block_size = 0, num_blocks = 0;
+  Shape k_shape, v_shape;
+
+  static CacheSpec Read(const CaseIo& io) {
+    CacheSpec s;
+    const std::string layout = io.String("layout"), dtype = io.String("kv_dtype");
+    s.layout = layout == "vllm" ? KvLayout::kVllm : KvLayout::kNhd;
+    s.dtype = dtype == "f32"        ? KvDtype::kF32
+              : dtype == "f16"      ? KvDtype::kF16
+              : dtype == "bf16"     ? KvDtype::kBf16
+              : dtype == "fp8_e4m3" ? KvDtype::kFp8E4m3
+                                    : KvDtype::kFp8E5m2;
+    s.tensor_dtype = dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : dtype == "bf16" ? "BF16" : "U8";
+    s.n_kv_heads = io.Int("n_kv_heads");
+    s.head_dim = io.Int("head_dim");
+    s.block_size = io.Int("block_size");
+    s.num_blocks = io.Int("num_blocks");
+    if (s.layout == KvLayout::kNhd) {
+      s.k_shape = s.v_shape = {s.num_blocks, s.block_size, s.n_kv_heads, s.head_dim};
+    } else {
+      const std::int64_t x = 16 / KvElementBytes(s.dtype);
+      if (s.head_dim % x != 0)
+        io.Fail("vllm layout needs head_dim a multiple of x = ", x, " (head_dim = ", s.head_dim, ")");
+      s.k_shape = {s.num_blocks, s.n_kv_heads, s.head_dim / x, s.block_size, x};
+      s.v_shape = {s.num_blocks, s.n_kv_heads, s.head_dim, s.block_size};
+    }
+    return s;
+  }
+  // The scales, checked finite and positive (FP8 divides and multiplies by them).
+  const Tensor& Scale(const CaseIo& io, const char* name) const {
+    const Tensor& t = io.Get(name, "F32", {n_kv_heads});
+    for (float v : t.As<float>())
+      if (!(std::isfinite(v) && v > 0))
+        io.Fail(name, " holds ", v, "; a KV scale must be finite and positive");
+    return t;
+  }
+  PagedKv View(const DeviceBuffer& k, const DeviceBuffer& v, const DeviceBuffer& k_scale,
+               const DeviceBuffer& v_scale) const {
+    PagedKv kv;
+    kv.layout = layout;
+    kv.dtype = dtype;
+    kv.k = k.as<void>();
+    kv.v = v.as<void>();
+    kv.k_scale = k_scale.as<float>();
+    kv.v_scale = v_scale.as<float>();
+    kv.n_kv_heads = static_cast<int>(n_kv_heads);
+    kv.head_dim = static_cast<int>(head_dim);
+    kv.block_size = static_cast<int>(block_size);
+    return kv;
+  }
+};
+
+std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
+  const CacheSpec spec = CacheSpec::Read(io);
+  const std::int64_t batch = io.Int("batch"), heads = io.Int("n_heads"),
+                     max_blocks = io.Int("max_blocks_per_seq");
+  if (heads % spec.n_kv_heads != 0)
+    io.Fail("n_heads ", heads, " is not a multiple of n_kv_heads ", spec.n_kv_heads);
+
+  // Both views of the pages, checked against each other and against the pool, so that the kernels follow
+  // only indices inside it: vLLM's block tables and seq_lens ...
+  const Tensor& tables_t = io.Get("block_tables", "I32", {batch, max_blocks});
+  const Tensor& lens_t = io.Get("seq_lens", "I32", {batch});
+  const std::vector<std::int32_t> tables = tables_t.As<std::int32_t>(), lens = lens_t.As<std::int32_t>();
+  std::int64_t max_len = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t len = lens[static_cast<std::size_t>(b)];
+    if (len < 1 || len > max_blocks * spec.block_size)
+      io.Fail("seq_lens[", b, "] = ", len, " outside [1, max_blocks_per_seq · block_size]");
+    max_len = std::max(max_len, len);
+    for (std::int64_t i = 0; i < CeilDiv(len, spec.block_size); ++i) {
+      const std::int32_t block = tables[static_cast<std::size_t>(b * max_blocks + i)];
+      if (block < 0 || block >= spec.num_blocks)
+        io.Fail("block_tables[", b, "][", i, "] = ", block, " outside the pool");
+    }
+  }
+  // ... and FlashInfer's indptr / indices / last_page_len, required for the NHD layout (the kernel reads
+  // NHD pages through them), which must describe the same pages.
+  const bool flashinfer = spec.layout == KvLayout::kNhd || io.Has("kv_indptr");
+  std::optional<DeviceBuffer> indptr_d, indices_d, last_d;
+  if (flashinfer) {
+    const std::vector<std::int32_t> indptr = io.Get("kv_indptr", "I32", {batch + 1}).As<std::int32_t>();
+    const Tensor& last_t = io.Get("kv_last_page_len", "I32", {batch});
+    const std::vector<std::int32_t> last = last_t.As<std::int32_t>();
+    const Tensor& indices_t = io.Get("kv_indices", "I32", {std::max<std::int64_t>(indptr.back(), 0)});
+    const std::vector<std::int32_t> indices = indices_t.As<std::int32_t>();
+    // indptr first, whole, so that every page index below lies inside kv_indices.
+    if (indptr[0] != 0) io.Fail("kv_indptr[0] = ", indptr[0], ", not 0");
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto bi = static_cast<std::size_t>(b);
+      const std::int64_t len = lens[bi], pages = CeilDiv(len, spec.block_size);
+      if (indptr[bi + 1] - indptr[bi] != pages || last[bi] != len - (pages - 1) * spec.block_size)
+        io.Fail("sequence ", b, ": kv_indptr / kv_last_page_len do not describe seq_lens[", b, "] = ", len);
+    }
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto bi = static_cast<std::size_t>(b);
+      for (std::int64_t i = 0; i < indptr[bi + 1] - indptr[bi]; ++i)
+        if (indices[static_cast<std::size_t>(indptr[bi] + i)] !=
+            tables[static_cast<std::size_t>(b * max_blocks + i)])
+          io.Fail("sequence ", b, ": kv_indices page ", i, " differs from block_tables");
+    }
+    indptr_d.emplace(io.Get("kv_indptr", "I32", {batch + 1}));
+    indices_d.emplace(indices_t);
+    last_d.emplace(last_t);
+  }
+
+  const DeviceBuffer k(io.Get("k_cache", spec.tensor_dtype, spec.k_shape));
+  const DeviceBuffer v(io.Get("v_cache", spec.tensor_dtype, spec.v_shape));
+  const DeviceBuffer k_scale(spec.Scale(io, "k_scale")), v_scale(spec.Scale(io, "v_scale"));
+  const DeviceBuffer q(io.Get("q", "F32", {batch, heads, spec.head_dim}));
+  const DeviceBuffer tables_d(tables_t), lens_d(lens_t);
+  PageTable pages;
+  pages.block_tables = tables_d.as<std::int32_t>();
+  pages.seq_lens = lens_d.as<std::int32_t>();
+  pages.max_blocks_per_seq = static_cast<int>(max_blocks);
+  if (flashinfer) {
+    pages.kv_indptr = indptr_d->as<std::int32_t>();
+    pages.kv_indices = indices_d->as<std::int32_t>();
+    pages.kv_last_page_len = last_d->as<std::int32_t>();
+  }
+  DeviceBuffer scores(static_cast<std::size_t>(batch * heads * max_len) * sizeof(float));
+  DeviceBuffer out(static_cast<std::size_t>(batch * heads * spec.head_dim) * sizeof(float));
+  AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
+                  scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
+                  static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")));
+  return {{"out", out.Download("F32", {batch, heads, spec.head_dim})}};
+}
+
+std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
+  const CacheSpec spec = CacheSpec::Read(io);
+  const std::int64_t tokens = io.Int("tokens");
+  const Tensor& slots_t = io.Get("slot_mapping", "I64", {tokens});
+  for (std::int64_t slot : slots_t.As<std::int64_t>())
+    if (slot >= spec.num_blocks * spec.block_size) io.Fail("slot ", slot, " is past the pool's last slot");
+  const Shape rows{tokens, spec.n_kv_heads, spec.head_dim};
+  const DeviceBuffer key(io.Get("key", "F32", rows)), value(io.Get("value", "F32", rows)), slots(slots_t);
+  const DeviceBuffer k(io.Get("k_cache_in", spec.tensor_dtype, spec.k_shape));
+  const DeviceBuffer v(io.Get("v_cache_in", spec.tensor_dtype, spec.v_shape));
+  const DeviceBuffer k_scale(spec.Scale(io, "k_scale")), v_scale(spec.Scale(io, "v_scale"));
+  ReshapeAndCache(spec.View(k, v, k_scale, v_scale), key.as<float>(), value.as<float>(),
+                  slots.as<std::int64_t>(), static_cast<int>(tokens));
+  return {{"k_cache", k.Download(spec.tensor_dtype, spec.k_shape)},
+          {"v_cache", v.Download(spec.tensor_dtype, spec.v_shape)}};
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in) {
+  const CaseIo io(c, in);
+  if (c.op == "gemv" || c.op == "gemm") return RunGemv(c, io);
+  if (c.op == "rmsnorm") return RunRmsNorm(io);
+  if (c.op == "rope") return RunRope(io);
+  if (c.op == "attention_decode") return RunAttentionDecode(io);
+  if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);
+  throw MakeError("case ", c.name, ": op ", c.op, " is not implemented by the CUDA harness");
+}
+
+}  // namespace plumb::cuda

@@ -1,0 +1,17 @@
+// The runner's per-op glue: a case's tensors checked against its params, uploaded, run through the kernels of
+// cuda/kernels.h, and its outputs downloaded under the names docs/fixtures.md gives them.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "plumb/fixtures/suite_reader.h"
+
+namespace plumb::cuda {
+
+// Runs case c (whose op UnsupportedReason accepts) on the current GPU. Throws plumb::Error naming the case
+// and the tensor or parameter for a fixture that does not match docs/fixtures.md (wrong dtype or shape, an
+// index out of range), and for a CUDA failure.
+std::map<std::string, fixtures::Tensor> RunCase(const fixtures::Case& c, const fixtures::TensorFile& in);
+
+}  // namespace plumb::cuda

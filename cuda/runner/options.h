@@ -1,0 +1,138 @@
+// plumb_cuda_runner's plain C++ parts, header-only so that tests/cuda/ can check them on a machine without
+// CUDA: the command line, and which of a suite's cases the harness runs (and why it skips the others).
+#pragma once
+
+#include <regex.h>
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plumb/core/error.h"
+#include "plumb/fixtures/suite_reader.h"
+
+namespace plumb::cuda {
+
+inline constexpr const char* kRunnerUsage =
+    "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX]\n"
+    "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name the POSIX\n"
+    "  extended regular expression REGEX matches, anywhere in it), writes DIR/<case>.safetensors, then\n"
+    "  checks them against the suite.\n"
+    "  exit status: 0 every check passed; 1 a check failed or a case could not run; 2 no CUDA GPU;\n"
+    "  3 bad arguments or an unreadable suite.";
+
+struct RunnerOptions {
+  std::string suite;
+  std::string results;
+  std::string cases;  // a POSIX extended regex searched in each case name; empty selects every case
+};
+
+// A compiled POSIX extended regular expression (regcomp / regexec). POSIX rather than std::regex: GCC 12
+// reports false -Wmaybe-uninitialized inside std::regex's internals under the sanitizer build.
+class CasePattern {
+ public:
+  // Throws plumb::Error naming the pattern if it does not compile. The empty pattern matches every name.
+  explicit CasePattern(const std::string& pattern) : empty_(pattern.empty()) {
+    if (empty_) return;
+    const int status = regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
+    if (status != 0) {
+      char message[256];
+      regerror(status, &re_, message, sizeof message);
+      throw MakeError("--cases \"", pattern, "\" is not a valid regular expression: ", message);
+    }
+  }
+  ~CasePattern() {
+    if (!empty_) regfree(&re_);
+  }
+  CasePattern(const CasePattern&) = delete;
+  CasePattern& operator=(const CasePattern&) = delete;
+
+  bool Matches(const std::string& name) const {
+    return empty_ || regexec(&re_, name.c_str(), 0, nullptr, 0) == 0;
+  }
+
+ private:
+  bool empty_;
+  regex_t re_{};
+};
+
+// Parses argv[1..argc). Throws plumb::Error naming the offending argument.
+inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
+  RunnerOptions options;
+  std::set<std::string> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::string* target = arg == "--suite"     ? &options.suite
+                          : arg == "--results" ? &options.results
+                          : arg == "--cases"   ? &options.cases
+                                               : nullptr;
+    if (target == nullptr) throw MakeError("unknown argument \"", arg, "\"");
+    if (i + 1 >= argc) throw MakeError(arg, " needs a value");
+    if (!seen.insert(arg).second) throw MakeError(arg, " given twice");
+    *target = argv[++i];
+  }
+  if (options.suite.empty()) throw MakeError("--suite DIR is required (and must not be empty)");
+  if (options.results.empty()) throw MakeError("--results DIR is required (and must not be empty)");
+  (void)CasePattern(options.cases);  // a bad pattern is an argument error, before anything runs
+  return options;
+}
+
+// Why the harness does not run case c ("" if it does): an op it does not implement, or a parameter value
+// (weight dtype, KV dtype, layout, pairing) its kernels do not cover.
+inline std::string UnsupportedReason(const fixtures::Case& c) {
+  auto param = [&](const char* key) {
+    return c.params.contains(key) && c.params[key].is_string() ? c.params[key].get<std::string>() : "";
+  };
+  auto one_of = [](const std::string& value, const std::set<std::string>& allowed) {
+    return allowed.count(value) != 0;
+  };
+  if (c.op == "gemv" || c.op == "gemm") {
+    const std::string dtype = param("weight_dtype");
+    if (!one_of(dtype, {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4_sym", "int4_asym", "gptq", "awq",
+                        "q4_0", "q4_1", "q8_0"}))
+      return "weight_dtype \"" + dtype + "\" not implemented";
+    return "";
+  }
+  if (c.op == "rmsnorm") return "";
+  if (c.op == "rope") {
+    const std::string pairing = param("pairing");
+    if (!one_of(pairing, {"rotate_half", "interleaved"}))
+      return "pairing \"" + pairing + "\" not implemented";
+    return "";
+  }
+  if (c.op == "attention_decode" || c.op == "reshape_and_cache") {
+    const std::string layout = param("layout"), kv_dtype = param("kv_dtype");
+    if (!one_of(layout, {"nhd", "vllm"})) return "layout \"" + layout + "\" not implemented";
+    if (!one_of(kv_dtype, {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}))
+      return "kv_dtype \"" + kv_dtype + "\" not implemented";
+    return "";
+  }
+  return "op " + c.op + " not implemented";
+}
+
+struct CaseSelection {
+  std::vector<const fixtures::Case*> run;                              // in manifest order
+  std::vector<std::pair<const fixtures::Case*, std::string>> skipped;  // selected by name, not implemented
+  int not_matched = 0;                                                 // left out by --cases
+};
+
+inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const std::string& pattern) {
+  CaseSelection selection;
+  const CasePattern re(pattern);
+  for (const fixtures::Case& c : cases) {
+    if (!re.Matches(c.name)) {
+      ++selection.not_matched;
+      continue;
+    }
+    std::string reason = UnsupportedReason(c);
+    if (reason.empty()) {
+      selection.run.push_back(&c);
+    } else {
+      selection.skipped.emplace_back(&c, std::move(reason));
+    }
+  }
+  return selection;
+}
+
+}  // namespace plumb::cuda
