@@ -23,6 +23,7 @@
 namespace plumb {
 namespace {
 
+using testing::ExpectSameBits;
 using testing::PagedTestKv;
 using testing::RandomVector;
 using testing::TestBlockPool;
@@ -50,26 +51,6 @@ std::vector<float> Definition(const std::vector<float>& q, int rows, int first_p
     }
   }
   return out;
-}
-
-std::vector<float> Kernel(const std::vector<float>& q, int rows, int first_pos, const KvLayerView& kv,
-                          int n_heads) {
-  std::vector<float> out(q.size(), -1.0f);
-  std::vector<float> scratch(kernels::AttentionScratchFloats(first_pos + rows, kv.head_dim));
-  kernels::CausalAttention(q.data(), rows, first_pos, kv, n_heads, out.data(), scratch);
-  return out;
-}
-
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& expected,
-                    const std::string& what) {
-  ASSERT_EQ(got.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at " << i << " (a slot past the length was read)";
-    std::uint32_t a, b;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &expected[i], 4);
-    ASSERT_EQ(a, b) << what << ": element " << i << ": " << got[i] << " != " << expected[i];
-  }
 }
 
 // Fills a one-layer cache with kLength positions of random keys and values ([pos][n_kv_heads · head_dim]).
@@ -101,7 +82,7 @@ void CheckAgainstDefinition(const KvSequence& cache, int n_heads, const std::str
       kernels::SetRowDotIsa(isa);
       for (int threads : {1, 2, 3}) {
         kernels::SetNumThreads(threads);
-        ExpectSameBits(Kernel(q, c.rows, c.first_pos, kv, n_heads), expected,
+        ExpectSameBits(testing::Attend(q, c.rows, c.first_pos, kv, n_heads), expected,
                        what + ", " + c.name + ", " + kernels::RowDotIsaName(isa) + ", " +
                            std::to_string(threads) + " threads");
       }

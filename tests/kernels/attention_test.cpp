@@ -28,7 +28,9 @@
 namespace plumb {
 namespace {
 
+using testing::Attend;
 using testing::ContiguousF32View;
+using testing::ExpectSameBits;
 using testing::Gamma;
 using testing::kUnitRoundoff;
 using testing::PagedTestKv;
@@ -58,27 +60,6 @@ void Append(KvSequence& kv, const KvValues& kv_values, int from, int to) {
   kv.Reserve(to - from);
   for (int p = from; p < to; ++p) kv.Write(0, p, kv_values.K(p, kv_dim), kv_values.V(p, kv_dim));
   kv.Commit(std::vector<int>(to - from, 0));
-}
-
-std::vector<float> Attend(const std::vector<float>& q, int rows, int first_pos, const KvLayerView& view,
-                          int n_heads) {
-  std::vector<float> out(q.size(), -1.0f);
-  std::vector<float> scratch(kernels::AttentionScratchFloats(first_pos + rows, view.head_dim));
-  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data(), scratch);
-  return out;
-}
-
-// Bitwise equality of two results (NaN included: a NaN anywhere fails, since none is expected).
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& expected,
-                    const std::string& what) {
-  ASSERT_EQ(got.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at " << i << " (a slot past the length was read)";
-    std::uint32_t a, b;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &expected[i], 4);
-    ASSERT_EQ(a, b) << what << ": element " << i << ": " << got[i] << " != " << expected[i];
-  }
 }
 
 int BlocksFor(int length, int block_size) {

@@ -8,15 +8,21 @@
 // result.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/kernels.h"
 #include "plumb/kernels/kv_layer_view.h"
 #include "plumb/kv/kv_sequence.h"
 
@@ -169,5 +175,29 @@ class PagedTestKv final : public KvSequence {
   int reserved_ = 0;
   std::vector<int> table_;  // physical block of each logical block
 };
+
+// kernels::CausalAttention of one sequence's `rows` query rows at first_pos.. over `view`, into a fresh
+// output filled with −1 (so an element the kernel never writes shows).
+inline std::vector<float> Attend(const std::vector<float>& q, int rows, int first_pos,
+                                 const KvLayerView& view, int n_heads) {
+  std::vector<float> out(q.size(), -1.0f);
+  std::vector<float> scratch(kernels::AttentionScratchFloats(first_pos + rows, view.head_dim));
+  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data(), scratch);
+  return out;
+}
+
+// Bitwise equality of two attention results (NaN included: a NaN anywhere fails, since none is expected and
+// one means a NaN-poisoned slot past a sequence's length was read).
+inline void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& expected,
+                           const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at " << i << " (a slot past the length was read)";
+    std::uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &expected[i], 4);
+    ASSERT_EQ(a, b) << what << ": element " << i << ": " << got[i] << " != " << expected[i];
+  }
+}
 
 }  // namespace plumb::testing
