@@ -39,6 +39,47 @@ std::string ThresholdText(const Check& check) {
   return text;
 }
 
+// --check-only: every selected case read and checked as a run would, and the outputs the runner would write
+// held against the suite's (names, dtypes, shapes); no kernel runs, so no GPU is needed. This is what CI can
+// check of the harness on a machine without one: that it and the generator read docs/fixtures.md alike.
+int CheckOnly(const plumb::cuda::RunnerOptions& options) {
+  const plumb::fixtures::Suite suite = plumb::fixtures::Suite::Open(options.suite);
+  const plumb::cuda::CaseSelection selection = plumb::cuda::SelectCases(suite.cases(), options.cases);
+  for (const auto& [c, reason] : selection.skipped)
+    std::printf("skip  %s: %s\n", c->name.c_str(), reason.c_str());
+  int bad = 0;
+  for (const Case* c : selection.run) {
+    try {
+      const plumb::fixtures::TensorFile in = suite.Load(*c);
+      const auto outputs = plumb::cuda::RunCase(*c, in, /*check_only=*/true);
+      std::string problem;
+      for (const plumb::fixtures::Output& o : c->outputs) {
+        const auto it = outputs.find(o.name);
+        const plumb::fixtures::Tensor& expected = in.Get(o.name);
+        if (it == outputs.end()) {
+          problem = "would not write output \"" + o.name + "\"";
+        } else if (it->second.dtype != expected.dtype || it->second.shape != expected.shape) {
+          problem = "output \"" + o.name + "\" would be " + it->second.dtype +
+                    " of another shape than the suite's " + expected.dtype;
+        }
+        if (!problem.empty()) break;
+      }
+      if (outputs.size() != c->outputs.size() && problem.empty())
+        problem = "would write outputs the case does not list";
+      if (!problem.empty()) throw plumb::MakeError(problem);
+      std::printf("ok    %s\n", c->name.c_str());
+    } catch (const std::exception& e) {
+      std::printf("error %s: %s\n", c->name.c_str(), e.what());
+      ++bad;
+    }
+  }
+  std::printf(
+      "\n%zu cases read and checked (no kernel run), %zu skipped (not implemented by the harness), %d "
+      "not selected by --cases, %d with errors\n",
+      selection.run.size(), selection.skipped.size(), selection.not_matched, bad);
+  return bad != 0 || selection.run.empty() ? 1 : 0;
+}
+
 int Run(const plumb::cuda::RunnerOptions& options) {
   const plumb::fixtures::Suite suite = plumb::fixtures::Suite::Open(options.suite);
   const std::filesystem::path results = options.results;
@@ -103,6 +144,14 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "plumb_cuda_runner: %s\n%s\n", e.what(), plumb::cuda::kRunnerUsage);
     return 3;
+  }
+  if (options.check_only) {
+    try {
+      return CheckOnly(options);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "plumb_cuda_runner: %s\n", e.what());
+      return 3;
+    }
   }
   // Before the suite is read: with no GPU nothing can be checked, and the runner says so in one line.
   int devices = 0;

@@ -23,6 +23,10 @@ using fixtures::Tensor;
 using fixtures::TensorFile;
 using Shape = std::vector<std::int64_t>;
 
+// Set by RunCase for a --check-only pass: buffers hold no device memory, kernels are not launched, and
+// downloads are zeros of the right shape (the runner is single-threaded).
+bool check_only_pass = false;
+
 void CheckCuda(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw MakeError("CUDA ", what, ": ", cudaGetErrorString(status));
 }
@@ -31,15 +35,17 @@ void CheckCuda(cudaError_t status, const char* what) {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    CheckCuda(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
+    if (!check_only_pass) CheckCuda(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
   }
   explicit DeviceBuffer(const Tensor& t) : DeviceBuffer(t.bytes.size()) {
-    if (!t.bytes.empty())
+    if (!t.bytes.empty() && !check_only_pass)
       CheckCuda(cudaMemcpy(ptr_, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "copy to device");
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr_); }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
 
   template <class T>
   T* as() const {
@@ -48,6 +54,7 @@ class DeviceBuffer {
   // The buffer's bytes as a tensor (also where a kernel's faults surface: the copy synchronises).
   Tensor Download(std::string dtype, Shape shape) const {
     Tensor t{std::move(dtype), std::move(shape), std::vector<std::uint8_t>(bytes_)};
+    if (check_only_pass) return t;
     CheckCuda(cudaDeviceSynchronize(), "kernel");
     if (bytes_ != 0)
       CheckCuda(cudaMemcpy(t.bytes.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "copy to host");
@@ -167,7 +174,8 @@ std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
     w.w = upload("w", "U8", {n, k / 32 * block_bytes});
   }
   DeviceBuffer y(static_cast<std::size_t>(m * n) * sizeof(float));
-  Gemv(w, x.as<float>(), y.as<float>(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+  if (!check_only_pass)
+    Gemv(w, x.as<float>(), y.as<float>(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
   return {{"y", y.Download("F32", gemm ? Shape{m, n} : Shape{n})}};
 }
 
@@ -177,8 +185,9 @@ std::map<std::string, Tensor> RunRmsNorm(const CaseIo& io) {
   const std::int64_t rows = io.Int("rows"), n = io.Int("n");
   const DeviceBuffer x(io.Get("x", "F32", {rows, n})), weight(io.Get("weight", "F32", {n}));
   DeviceBuffer out(static_cast<std::size_t>(rows * n) * sizeof(float));
-  RmsNorm(x.as<float>(), weight.as<float>(), out.as<float>(), static_cast<int>(rows), static_cast<int>(n),
-          static_cast<float>(io.Number("eps")));
+  if (!check_only_pass)
+    RmsNorm(x.as<float>(), weight.as<float>(), out.as<float>(), static_cast<int>(rows), static_cast<int>(n),
+            static_cast<float>(io.Number("eps")));
   return {{"out", out.Download("F32", {rows, n})}};
 }
 
@@ -191,9 +200,10 @@ std::map<std::string, Tensor> RunRope(const CaseIo& io) {
     if (p < 0) io.Fail("position ", p, " is negative");
   const DeviceBuffer x(io.Get("x", "F32", {rows, heads, head_dim})), pos(positions);
   DeviceBuffer out(static_cast<std::size_t>(rows * heads * head_dim) * sizeof(float));
-  Rope(x.as<float>(), pos.as<std::int32_t>(), out.as<float>(), static_cast<int>(rows),
-       static_cast<int>(heads), static_cast<int>(head_dim), static_cast<float>(io.Number("theta")),
-       pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved);
+  if (!check_only_pass)
+    Rope(x.as<float>(), pos.as<std::int32_t>(), out.as<float>(), static_cast<int>(rows),
+         static_cast<int>(heads), static_cast<int>(head_dim), static_cast<float>(io.Number("theta")),
+         pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved);
   return {{"out", out.Download("F32", {rows, heads, head_dim})}};
 }
 
@@ -327,9 +337,10 @@ std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
   }
   DeviceBuffer scores(static_cast<std::size_t>(batch * heads * max_len) * sizeof(float));
   DeviceBuffer out(static_cast<std::size_t>(batch * heads * spec.head_dim) * sizeof(float));
-  AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
-                  scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
-                  static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")));
+  if (!check_only_pass)
+    AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
+                    scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
+                    static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")));
   return {{"out", out.Download("F32", {batch, heads, spec.head_dim})}};
 }
 
@@ -344,15 +355,17 @@ std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
   const DeviceBuffer k(io.Get("k_cache_in", spec.tensor_dtype, spec.k_shape));
   const DeviceBuffer v(io.Get("v_cache_in", spec.tensor_dtype, spec.v_shape));
   const DeviceBuffer k_scale(spec.Scale(io, "k_scale")), v_scale(spec.Scale(io, "v_scale"));
-  ReshapeAndCache(spec.View(k, v, k_scale, v_scale), key.as<float>(), value.as<float>(),
-                  slots.as<std::int64_t>(), static_cast<int>(tokens));
+  if (!check_only_pass)
+    ReshapeAndCache(spec.View(k, v, k_scale, v_scale), key.as<float>(), value.as<float>(),
+                    slots.as<std::int64_t>(), static_cast<int>(tokens));
   return {{"k_cache", k.Download(spec.tensor_dtype, spec.k_shape)},
           {"v_cache", v.Download(spec.tensor_dtype, spec.v_shape)}};
 }
 
 }  // namespace
 
-std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in) {
+std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only) {
+  check_only_pass = check_only;
   const CaseIo io(c, in);
   if (c.op == "gemv" || c.op == "gemm") return RunGemv(c, io);
   if (c.op == "rmsnorm") return RunRmsNorm(io);

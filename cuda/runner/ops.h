@@ -9,9 +9,12 @@
 
 namespace plumb::cuda {
 
-// Runs case c (whose op UnsupportedReason accepts) on the current GPU. Throws plumb::Error naming the case
+// Runs case c (whose op UnsupportedReason accepts) on the current GPU. With check_only, it does everything
+// but touch the GPU: the case's tensors are read and checked as for a run, and the outputs come back with
+// their names, dtypes and shapes, filled with zeros. Throws plumb::Error naming the case
 // and the tensor or parameter for a fixture that does not match docs/fixtures.md (wrong dtype or shape, an
 // index out of range), and for a CUDA failure.
-std::map<std::string, fixtures::Tensor> RunCase(const fixtures::Case& c, const fixtures::TensorFile& in);
+std::map<std::string, fixtures::Tensor> RunCase(const fixtures::Case& c, const fixtures::TensorFile& in,
+                                                bool check_only = false);
 
 }  // namespace plumb::cuda

@@ -16,16 +16,21 @@ namespace plumb::cuda {
 
 inline constexpr const char* kRunnerUsage =
     "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX]\n"
+    "       plumb_cuda_runner --suite DIR --check-only [--cases REGEX]\n"
     "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name the POSIX\n"
     "  extended regular expression REGEX matches, anywhere in it), writes DIR/<case>.safetensors, then\n"
     "  checks them against the suite.\n"
+    "  --check-only: no GPU needed; reads every selected case as the runner would (each tensor's dtype and\n"
+    "  shape against its params, every index), checks the outputs it would write against the suite's, and\n"
+    "  runs no kernel: the harness's reading of docs/fixtures.md held against the suite itself.\n"
     "  exit status: 0 every check passed; 1 a check failed or a case could not run; 2 no CUDA GPU;\n"
     "  3 bad arguments or an unreadable suite.";
 
 struct RunnerOptions {
   std::string suite;
   std::string results;
-  std::string cases;  // a POSIX extended regex searched in each case name; empty selects every case
+  std::string cases;        // a POSIX extended regex searched in each case name; empty selects every case
+  bool check_only = false;  // read and check the cases, run nothing (no GPU needed)
 };
 
 // A compiled POSIX extended regular expression (regcomp / regexec). POSIX rather than std::regex: GCC 12
@@ -63,6 +68,11 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
   std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--check-only") {
+      if (!seen.insert(arg).second) throw MakeError(arg, " given twice");
+      options.check_only = true;
+      continue;
+    }
     std::string* target = arg == "--suite"     ? &options.suite
                           : arg == "--results" ? &options.results
                           : arg == "--cases"   ? &options.cases
@@ -73,7 +83,8 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
     *target = argv[++i];
   }
   if (options.suite.empty()) throw MakeError("--suite DIR is required (and must not be empty)");
-  if (options.results.empty()) throw MakeError("--results DIR is required (and must not be empty)");
+  if (options.results.empty() && !options.check_only)
+    throw MakeError("--results DIR is required (and must not be empty)");
   (void)CasePattern(options.cases);  // a bad pattern is an argument error, before anything runs
   return options;
 }
