@@ -2,17 +2,18 @@
 // CUDA: the command line, and which of a suite's cases the harness runs (and why it skips the others).
 #pragma once
 
-#include <regex.h>
-
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/fixtures/case_pattern.h"
 #include "plumb/fixtures/suite_reader.h"
 
 namespace plumb::cuda {
+
+using fixtures::CasePattern;
 
 inline constexpr const char* kRunnerUsage =
     "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX]\n"
@@ -31,35 +32,6 @@ struct RunnerOptions {
   std::string results;
   std::string cases;        // a POSIX extended regex searched in each case name; empty selects every case
   bool check_only = false;  // read and check the cases, run nothing (no GPU needed)
-};
-
-// A compiled POSIX extended regular expression (regcomp / regexec). POSIX rather than std::regex: GCC 12
-// reports false -Wmaybe-uninitialized inside std::regex's internals under the sanitizer build.
-class CasePattern {
- public:
-  // Throws plumb::Error naming the pattern if it does not compile. The empty pattern matches every name.
-  explicit CasePattern(const std::string& pattern) : empty_(pattern.empty()) {
-    if (empty_) return;
-    const int status = regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
-    if (status != 0) {
-      char message[256];
-      regerror(status, &re_, message, sizeof message);
-      throw MakeError("--cases \"", pattern, "\" is not a valid regular expression: ", message);
-    }
-  }
-  ~CasePattern() {
-    if (!empty_) regfree(&re_);
-  }
-  CasePattern(const CasePattern&) = delete;
-  CasePattern& operator=(const CasePattern&) = delete;
-
-  bool Matches(const std::string& name) const {
-    return empty_ || regexec(&re_, name.c_str(), 0, nullptr, 0) == 0;
-  }
-
- private:
-  bool empty_;
-  regex_t re_{};
 };
 
 // Parses argv[1..argc). Throws plumb::Error naming the offending argument.

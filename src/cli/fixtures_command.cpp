@@ -43,7 +43,7 @@ int Verify(std::span<const std::string> args, std::ostream& out) {
   Flags f;
   f.AddValue("suite", "DIR", "the suite (manifest.json and the cases)");
   f.AddValue("results", "DIR", "the engine's results, one <case>.safetensors per case");
-  f.AddValue("cases", "REGEX", "only the cases whose name matches (ECMAScript, searched)", ".*");
+  f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
   f.AddSwitch("help", "show this help");
   f.Parse(args);
   if (f.Switch("help")) {
@@ -61,7 +61,7 @@ int RunReference(std::span<const std::string> args, std::ostream& out, std::ostr
   f.AddValue("out", "DIR", "where to write <case>.safetensors (created)");
   f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none (skips them)",
              fixtures::kDefaultModel);
-  f.AddValue("cases", "REGEX", "only the cases whose name matches (ECMAScript, searched)", ".*");
+  f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
   f.AddSwitch("help", "show this help");
   f.Parse(args);
   if (f.Switch("help")) {
