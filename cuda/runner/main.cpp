@@ -1,13 +1,6 @@
 // plumb_cuda_runner: runs the fixture suite's cases that the CUDA harness implements on the GPU, writes their
 // results, and judges them with the suite's own checks (docs/fixtures.md, "CUDA harness"). It links only the
 // harness's kernels, the CUDA runtime and the header-only suite reader, as a GPU engine would.
-// GCC 12 at -O3 reports false -Warray-bounds / -Wstringop-overread inside std::vector::insert as inlined
-// into the suite reader's SerializeTensorFile (a known class of GCC 12 false positives, e.g. GCC bug
-// 107852); the header is not this directory's to change, so the warnings are silenced for this file only.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#pragma GCC diagnostic ignored "-Wstringop-overread"
-#endif
 
 #include <cuda_runtime.h>
 
