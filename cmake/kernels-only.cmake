@@ -7,7 +7,7 @@
 file(GLOB PLUMB_KERNELS_ONLY_SOURCES CONFIGURE_DEPENDS
      src/formats/dtype.cpp src/formats/fp8.cpp src/formats/int4.cpp src/formats/ggml_types.cpp
      src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/row_dot*.cpp src/kernels/packed_dot*.cpp
-     src/kernels/weight_matrix.cpp src/kernels/scalar/*.cpp)
+     src/kernels/kv_decode*.cpp src/kernels/weight_matrix.cpp src/kernels/scalar/*.cpp)
 add_library(plumb_kernels STATIC ${PLUMB_KERNELS_ONLY_SOURCES})
 target_include_directories(plumb_kernels PUBLIC include)
 target_link_libraries(plumb_kernels PRIVATE plumb_flags)
@@ -34,7 +34,7 @@ if(PLUMB_BUILD_TESTS)
   endif()
 
   # The kernel tests that use only the sources above; the *neon_test.cpp ones exist only on aarch64.
-  set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp)
+  set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp tests/kernels/kv_decode_test.cpp)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     file(GLOB PLUMB_NEON_TESTS CONFIGURE_DEPENDS tests/kernels/*neon_test.cpp)
     list(APPEND PLUMB_KERNELS_ONLY_TESTS ${PLUMB_NEON_TESTS})

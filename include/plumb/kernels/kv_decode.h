@@ -1,0 +1,36 @@
+// KV cache elements to FP32, vectorised: what attention reads a non-f32 cache through.
+//
+// Definition (what every variant returns, bit for bit, NaN payloads included):
+//   DecodeKvRow(dtype, src, n, scale, dst) == DecodeKv(dtype, src, n, scale, dst)   (formats/kv_dtype.h)
+// f16, bf16 and the FP8 codes convert to FP32 exactly (docs/formats.md: "FP16 (IEEE binary16)", "BF16",
+// "FP8"), so the one rounding is FP8's multiplication by its scale, which every variant does as one FP32
+// multiply. Variants: scalar:: is DecodeKv itself; avx2:: (x86-64 with AVX2 and F16C) and neon:: (aarch64)
+// convert eight elements at a time with integer bit operations and the hardware FP16 conversion, patching the
+// lanes where the hardware's rule differs from the definition's (it quiets a signalling FP16 NaN; FP8 NaNs
+// are the canonical quiet NaN of their sign). DecodeKvRow picks one by ActiveRowDotIsa() (kernels/row_dot.h),
+// so PLUMB_ISA and SetRowDotIsa choose it as they choose the row dots.
+#pragma once
+
+#include "plumb/formats/kv_dtype.h"
+
+namespace plumb::kernels {
+
+// n elements of dtype at src (any alignment) -> n floats at dst; scale as DecodeKv takes it (FP8 only).
+// n <= 0 writes nothing.
+void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
+
+#if defined(__x86_64__)
+namespace avx2 {
+// Requires RowDotIsaSupported(RowDotIsa::kAvx2). Same contract as kernels::DecodeKvRow.
+void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
+}  // namespace avx2
+#endif
+
+#if defined(__aarch64__)
+namespace neon {
+// Same contract as kernels::DecodeKvRow.
+void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
+}  // namespace neon
+#endif
+
+}  // namespace plumb::kernels
