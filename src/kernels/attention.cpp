@@ -17,6 +17,7 @@
 #include "plumb/core/error.h"
 #include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/kv_decode.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
 
@@ -29,11 +30,14 @@ namespace {
 // runs them as three parallel phases over a wave of query rows, each phase split along the axis that leaves
 // the bits alone:
 //   A (scores):  (row, kScoreChunk positions): the chunk's keys are read once, a block at a time and within
-//                it position by position over every KV head (a paged block front to back), each key dotted
-//                with the query heads sharing it (the definition's Dot);
+//                it eight positions at a time over every KV head (a paged block front to back), each key
+//                dotted with the query heads sharing it (the definition's Dot);
 //   B (softmax): (row, query head): the definition's softmax (SoftmaxRow);
-//   C (values):  (row, a share of its value pieces, a piece being kValueDims columns of one KV head): each
-//                output element summed in ascending t, kHeadTile heads' sums of a piece in registers.
+//   C (values):  (row, a share of its value pieces, a piece being kValueDims columns of one KV head): the
+//                share's columns staged kScoreChunk positions at a time, then each output element summed in
+//                ascending t, kHeadTile heads' sums of a piece in registers.
+// f16, bf16 and FP8 rows are converted to FP32 by DecodeKvRow (kernels/kv_decode.h, exact) as they are
+// staged, so every dtype runs the same FP32 arithmetic.
 // Batch-1 decode of SmolLM2 at context n thus has ceil(n / 128) units in A, 9 in B and one per thread in C,
 // where the previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
 // ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
@@ -138,19 +142,24 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
 // and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
 // next: the next run of a paged (NHD) f32 cache, whose position i (all its KV heads, next_bytes bytes) the
 // vector code asks for while it computes position i of this one (nullptr: none, or not that layout).
+// ahead: a contiguous (one stream per KV head) f32 cache, whose rows 16 positions on the vector code asks
+// for as it goes: the hardware prefetchers alone left each new chunk of the three streams cold.
 struct KeyRun {
   const std::uint8_t* rows;
   std::size_t position_stride, head_stride;
   int count;
   const std::uint8_t* next = nullptr;
   int next_bytes = 0;
+  bool ahead = false;
 };
 
 // Asks for the `bytes` bytes at `at` to be brought into cache. The hardware prefetchers follow a stream
 // within a page but not across a jump to another block, so paged runs ask for their next block a position
-// at a time (a burst of a whole block's requests measured no faster than none).
+// (or a KV head of eight positions) at a time: a burst of a whole block's requests measured no faster than
+// none. The hint is T1 (to L2): measured ~5% faster than T0 at context 4096 (the requests then leave L1's
+// miss buffers to the loads), and NTA twice as slow.
 inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
-  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b);
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b, 0, 2);
 }
 using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
                             float* s, int s_stride);
@@ -165,14 +174,68 @@ void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const Ke
   }
 }
 #if defined(__x86_64__)
-// The same for a head_dim that is a multiple of 8, inline and position by position, every KV head of a
-// position before the next position: a paged block is then read front to back, one stream the hardware
-// prefetchers follow (a call per head and run cost as much as the dots with 16-position blocks). One 8-lane
-// accumulator is scalar::Dot's lanes, the reduction its ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); mul and add
-// stay separate (no FMA), so the bits are Dot's.
+// scalar::Dot's reduction of eight 8-lane accumulators at once: a[p] holds the lanes of position p's dot,
+// and the result holds dot p in element p, each ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the additions of the
+// one-at-a-time reduction, on the same operands in the same order, arranged by shuffles (three adds and a
+// few permutes for eight dots instead of three adds and three shuffles for each).
+[[gnu::target("avx2")]] inline __m256 ReduceEightDots(const __m256 (&a)[8]) {
+  __m256 half[4];  // half[p]: [l_j + l_(j+4) of position p | the same of position p + 4], j = 0..3
+  for (int p = 0; p < 4; ++p) {
+    half[p] = _mm256_add_ps(_mm256_permute2f128_ps(a[p], a[p + 4], 0x20),
+                            _mm256_permute2f128_ps(a[p], a[p + 4], 0x31));
+  }
+  // Per 128-bit half: [(x0+x2), (x1+x3)] of two positions side by side.
+  const __m256 quarter01 = _mm256_add_ps(_mm256_shuffle_ps(half[0], half[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm256_shuffle_ps(half[0], half[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 quarter23 = _mm256_add_ps(_mm256_shuffle_ps(half[2], half[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm256_shuffle_ps(half[2], half[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm256_add_ps(_mm256_shuffle_ps(quarter01, quarter23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm256_shuffle_ps(quarter01, quarter23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The same for a head_dim that is a multiple of 8, inline, eight positions at a time: for each KV head of
+// those positions and each query head sharing it, eight dots side by side (eight independent chains of adds,
+// where one dot's chain would leave the adders waiting), reduced together by ReduceEightDots. A paged block
+// is read front to back (a call per head and run cost as much as the dots with 16-position blocks); the
+// next block (run.next) or the rows ahead (run.ahead) are requested one KV head of eight positions at a
+// time, spread between the dots: all eight positions' requests at once measured 8% slower over a paged
+// cache at context 4096, the miss queue full while the dots waited. One 8-lane accumulator is scalar::Dot's
+// lanes; mul and add stay separate (no FMA), so the bits are Dot's. A run's last count mod 8 positions are
+// dotted one at a time with the same arithmetic.
 [[gnu::target("avx2")]] void ScoreRunAvx2(const float* q, int n_kv, int group, int head_dim,
                                           const KeyRun& run, float scale, float* s, int s_stride) {
-  for (int i = 0; i < run.count; ++i) {
+  const __m256 scale8 = _mm256_set1_ps(scale);
+  int i = 0;
+  for (; i + 8 <= run.count; i += 8) {
+    for (int c = 0; c < n_kv; ++c) {
+      const std::uint8_t* k = run.rows + i * run.position_stride + c * run.head_stride;
+      if (run.next) {
+        for (int p = 0; p < 8; ++p) {
+          PrefetchBytes(run.next + (i + p) * run.position_stride + c * run.head_stride,
+                        head_dim * static_cast<int>(sizeof(float)));
+        }
+      } else if (run.ahead && i + 24 <= run.count) {
+        for (int p = 16; p < 24; ++p) {
+          PrefetchBytes(k + p * run.position_stride, head_dim * static_cast<int>(sizeof(float)));
+        }
+      }
+      for (int h = c * group; h < (c + 1) * group; ++h) {
+        const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
+        __m256 acc[8];
+        for (__m256& a : acc) a = _mm256_setzero_ps();
+        for (int d = 0; d < head_dim; d += 8) {
+          const __m256 qd = _mm256_loadu_ps(qh + d);
+          for (int p = 0; p < 8; ++p) {
+            const auto* kp = reinterpret_cast<const float*>(k + p * run.position_stride) + d;
+            acc[p] = _mm256_add_ps(acc[p], _mm256_mul_ps(qd, _mm256_loadu_ps(kp)));
+          }
+        }
+        _mm256_storeu_ps(s + static_cast<std::int64_t>(h) * s_stride + i,
+                         _mm256_mul_ps(ReduceEightDots(acc), scale8));
+      }
+    }
+  }
+  for (; i < run.count; ++i) {
     for (int c = 0; c < n_kv; ++c) {
       const auto* k =
           reinterpret_cast<const float*>(run.rows + i * run.position_stride + c * run.head_stride);
@@ -199,6 +262,65 @@ ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
   return ScoreRunRowDots;
 }
 
+// Copies (f32) or decodes (DecodeKvRow, the head's scale) columns [col_begin, col_end) of positions
+// [t0, t0 + count) of `data` (keys or values) into staging[i · width + col − col_begin], width =
+// col_end − col_begin, column c · head_dim + j being element j of KV head c; and, position by position as it
+// goes, asks for the same columns of positions [t0 + count, t0 + 2 · count) (up to n_ctx), the next stretch
+// a unit will stage. The hardware prefetchers follow a stream within a page but not across a jump to
+// another block (paged), nor to the next chunk of each KV head's stream (contiguous); a burst of a whole
+// block's requests at once measured no faster than none.
+void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, int count, int n_ctx,
+                  int col_begin, int col_end, float* staging) {
+  const int head_dim = kv.head_dim;
+  const int width = col_end - col_begin;
+  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
+  const auto position_bytes = static_cast<std::int64_t>(kv.position_stride) * element_bytes;
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  const int c_first = col_begin / head_dim;
+  const int c_last = (col_end - 1) / head_dim;
+  // Where position t's columns start (KV head c_first, its first column): the block table is read when a
+  // block begins, never per position; the stretches may cross blocks.
+  const auto columns_at = [&](int t) {
+    return bytes + (kv.Element(t, c_first) + std::max(col_begin - c_first * head_dim, 0)) * element_bytes;
+  };
+  const std::uint8_t* from = nullptr;
+  const std::uint8_t* ahead = nullptr;
+  // NHD: the KV heads of a position are adjacent, so a unit's columns are one stretch, converted by one call
+  // unless FP8's scale differs from head to head.
+  const bool merged = kv.head_stride == head_dim && !IsFp8(kv.dtype);
+  for (int i = 0; i < count; ++i) {
+    const int t_ahead = t0 + count + i;
+    if (t_ahead < n_ctx) {
+      ahead = i == 0 || t_ahead % kv.block_size == 0 ? columns_at(t_ahead) : ahead + position_bytes;
+    }
+    from = i == 0 || (t0 + i) % kv.block_size == 0 ? columns_at(t0 + i) : from + position_bytes;
+    float* to = staging + static_cast<std::int64_t>(i) * width;
+    if (merged) {  // the unit's columns of a position are one stretch of memory
+      if (t_ahead < n_ctx) PrefetchBytes(ahead, static_cast<int>(width * element_bytes));
+      if (kv.dtype == KvDtype::kF32) {
+        std::memcpy(to, from, static_cast<std::size_t>(width) * sizeof(float));
+      } else {
+        DecodeKvRow(kv.dtype, from, width, 1.0f, to);
+      }
+      continue;
+    }
+    for (int c = c_first; c <= c_last; ++c) {
+      const int j0 = std::max(col_begin - c * head_dim, 0);
+      const int j1 = std::min(col_end - c * head_dim, head_dim);
+      // KV head c's columns lie (c − c_first) · head_stride elements after head c_first's (minus its offset).
+      const std::int64_t offset =
+          ((c - c_first) * kv.head_stride + j0 - std::max(col_begin - c_first * head_dim, 0)) * element_bytes;
+      if (t_ahead < n_ctx) PrefetchBytes(ahead + offset, static_cast<int>((j1 - j0) * element_bytes));
+      if (kv.dtype == KvDtype::kF32) {
+        std::memcpy(to, from + offset, static_cast<std::size_t>(j1 - j0) * sizeof(float));
+      } else {
+        DecodeKvRow(kv.dtype, from + offset, j1 - j0, values ? kv.VScale(c) : kv.KScale(c), to);
+      }
+      to += j1 - j0;
+    }
+  }
+}
+
 // Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for every query head h and positions t in
 // [begin, end), a run (block) at a time. scores points at the row's [n_heads][n_ctx] block; decoded holds
 // [kScoreChunk][n_kv_heads][head_dim] floats (non-f32 caches: the run decoded, exact as DecodeKv is).
@@ -219,14 +341,10 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
       run.next = static_cast<const std::uint8_t*>(kv.keys) + kv.Element(t0 + count, 0) * element_bytes;
       run.next_bytes = static_cast<int>(kv.position_stride * element_bytes);
     }
+    run.ahead = kv.dtype == KvDtype::kF32 && !nhd_f32;
     if (kv.dtype != KvDtype::kF32) {
       const std::int64_t kv_dim = static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
-      for (int i = 0; i < count; ++i) {
-        for (int c = 0; c < kv.n_kv_heads; ++c) {
-          DecodeKv(kv.dtype, first + i * run.position_stride + c * run.head_stride, head_dim, kv.KScale(c),
-                   decoded + i * kv_dim + static_cast<std::int64_t>(c) * head_dim);
-        }
-      }
+      StageColumns(kv, kv.keys, false, t0, count, end, 0, static_cast<int>(kv_dim), decoded);
       run = {reinterpret_cast<const std::uint8_t*>(decoded), static_cast<std::size_t>(kv_dim) * sizeof(float),
              static_cast<std::size_t>(head_dim) * sizeof(float), count};
     }
@@ -303,27 +421,22 @@ AccumulateFn ActiveAccumulate() {
 
 // Phase C unit: out_h[d .. d+width) = Σ_t p_h[t] · v_t[d .. d+width) for the pieces [piece_begin,
 // piece_end) of the row's value columns, a piece being kValueDims elements of one KV head (piece i: KV head
-// i / pieces_per_head), for that KV head's query heads, t ascending from 0. Pieces are taken in KV-head
-// order, so in the paged layout a unit's pieces of one position are adjacent in memory: the unit walks the
-// blocks once, and within a run (one block) goes through its pieces in turn, each in tiles of kHeadTile
-// heads; the run's values are in L1 after the first.
+// i / pieces_per_head), for that KV head's query heads, t ascending from 0. Positions are taken in stretches
+// of kScoreChunk, whatever the blocks: each stretch's columns of the unit are first staged
+// (StageColumns: copied, or decoded from f16 / bf16 / fp8, in address order, the next stretch requested
+// meanwhile) into `staging` ([count][unit columns]), then summed from there piece by piece, each in tiles of
+// kHeadTile heads, all from L1. One front-to-back read of the cache, where a strided pass per piece had
+// read each line twice in the paged layout and let the contiguous layout's streams run cold.
 // The sums live in `sums` ([piece_end − piece_begin][group][kValueDims], this thread's) until the last
-// run, then go to out: in the caller's output two units' pieces can share a cache line, and writing it
+// stretch, then go to out: in the caller's output two units' pieces can share a cache line, and writing it
 // after every 16-position block bounced the line between the cores.
-//
-// A paged f32 run of at most kScoreChunk positions is first copied, the unit's columns of each position
-// (adjacent in the NHD layout) in address order, into `staging` ([count][unit columns]): one front-to-back
-// read of the block instead of one strided pass per piece.
 void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, const float* scores,
                float* sums, float* staging, AccumulateFn accumulate) {
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const int pieces_per_head = CeilDiv(head_dim, kValueDims);
-  const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
-  const auto stride = static_cast<std::size_t>(kv.position_stride * element_bytes);
   float* out_row = w.item->out + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
-  const auto* values = static_cast<const std::uint8_t*>(kv.values);
   const auto sum_of = [&](int piece, int g) {  // the sums of (piece, query head g of its KV head)
     return sums + (static_cast<std::int64_t>(piece - piece_begin) * group + g) * kValueDims;
   };
@@ -332,35 +445,16 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   const int col_begin = piece_begin / pieces_per_head * head_dim + piece_begin % pieces_per_head * kValueDims;
   const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
                       std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
-  const bool stage = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
-                     kv.position_stride == static_cast<std::int64_t>(kv.n_kv_heads) * head_dim &&
-                     kv.block_size <= kScoreChunk && kv.block_size < w.n_ctx;
   const int staged_width = col_end - col_begin;
-  ForEachRun(kv, kv.values, 0, 0, w.n_ctx, [&](int t0, int count, const std::uint8_t*) {
-    if (stage) {
-      const float* from = static_cast<const float*>(kv.values) + kv.Element(t0, 0) + col_begin;
-      const float* next = t0 + count < w.n_ctx
-                              ? static_cast<const float*>(kv.values) + kv.Element(t0 + count, 0) + col_begin
-                              : nullptr;
-      for (int i = 0; i < count; ++i) {
-        if (next) {
-          PrefetchBytes(reinterpret_cast<const std::uint8_t*>(next + i * kv.position_stride),
-                        staged_width * static_cast<int>(sizeof(float)));
-        }
-        std::copy(from + i * kv.position_stride, from + i * kv.position_stride + staged_width,
-                  staging + static_cast<std::int64_t>(i) * staged_width);
-      }
-    }
+  const auto run_stride = static_cast<std::size_t>(staged_width) * sizeof(float);
+  for (int t0 = 0; t0 < w.n_ctx; t0 += kScoreChunk) {
+    const int count = std::min(kScoreChunk, w.n_ctx - t0);
+    StageColumns(kv, kv.values, true, t0, count, w.n_ctx, col_begin, col_end, staging);
     for (int piece = piece_begin; piece < piece_end; ++piece) {
       const int kv_head = piece / pieces_per_head;
       const int d0 = piece % pieces_per_head * kValueDims;
       const int width = std::min(kValueDims, head_dim - d0);
-      const std::uint8_t* at = values + (kv.Element(t0, kv_head) + d0) * element_bytes;
-      std::size_t run_stride = stride;
-      if (stage) {
-        at = reinterpret_cast<const std::uint8_t*>(staging + (kv_head * head_dim + d0 - col_begin));
-        run_stride = static_cast<std::size_t>(staged_width) * sizeof(float);
-      }
+      const auto* at = reinterpret_cast<const std::uint8_t*>(staging + (kv_head * head_dim + d0 - col_begin));
       for (int g0 = 0; g0 < group; g0 += kHeadTile) {
         const int g_count = std::min(kHeadTile, group - g0);
         const float* p[kHeadTile];
@@ -370,18 +464,10 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
           p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
           out[g] = sum_of(piece, g0 + g);
         }
-        if (kv.dtype == KvDtype::kF32) {
-          accumulate(p, g_count, width, t0, count, at, run_stride, out);
-          continue;
-        }
-        float decoded[kValueDims];  // one value row's elements [d0, d0 + width) in FP32 (elementwise decode)
-        for (int i = 0; i < count; ++i) {
-          DecodeKv(kv.dtype, at + i * stride, width, kv.VScale(kv_head), decoded);
-          accumulate(p, g_count, width, t0 + i, 1, reinterpret_cast<const std::uint8_t*>(decoded), 0, out);
-        }
+        accumulate(p, g_count, width, t0, count, at, run_stride, out);
       }
     }
-  });
+  }
   for (int piece = piece_begin; piece < piece_end; ++piece) {
     const int kv_head = piece / pieces_per_head;
     const int d0 = piece % pieces_per_head * kValueDims;
