@@ -37,6 +37,15 @@ void FillSynthetic(KvSequence& kv, int length, int salt) {
   kv.Commit(tokens);
 }
 
+// Rounds of the paged-against-contiguous comparison (each: decode-steps steps of each layout).
+constexpr int kLayoutRounds = 5;
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 std::string Fixed(double value, int precision) {
   std::ostringstream text;
   text << std::fixed << std::setprecision(precision) << value;
@@ -65,9 +74,9 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     if (b < 1 || b > 4096) throw MakeError("--batch: every batch size must be in [1, 4096], got ", b);
   }
   for (int t : contexts) {
-    if (t < 1 || t + steps + 1 > mc.max_position_embeddings) {
-      throw MakeError("--context: ", t, " + ", steps + 1, " decode steps must fit the model's context of ",
-                      mc.max_position_embeddings);
+    if (t < 1 || t + kLayoutRounds * steps + 1 > mc.max_position_embeddings) {
+      throw MakeError("--context: ", t, " + ", kLayoutRounds * steps + 1,
+                      " decode steps must fit the model's context of ", mc.max_position_embeddings);
     }
   }
   const int threads = kernels::NumThreads();
@@ -120,11 +129,15 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     }
   }
 
-  // Paged against contiguous at batch 1: the same Decode, the same values, two layouts.
+  // Paged against contiguous at batch 1: the same Decode, the same values, two layouts. The two are timed
+  // in alternating rounds (contiguous, paged, contiguous, ...) and the medians reported, so that a change in
+  // the host's load during the run moves both rather than the ratio: on a shared 2-core host one-shot
+  // figures taken one after the other differed by up to 10% between two runs of the same command.
   out << "\n| context | contiguous decode tok/s | paged decode tok/s (block " << flags.String("block-size")
-      << ") | paged / contiguous |\n|---|---|---|---|\n";
+      << ") | paged / contiguous (median of " << kLayoutRounds << " alternating rounds, min – max) |\n"
+      << "|---|---|---|---|\n";
   for (int ctx : contexts) {
-    const int positions = ctx + steps + 1;
+    const int positions = ctx + kLayoutRounds * steps + 1;
     ContiguousKvCache contiguous = model.NewKvCache(positions);
     PagedKvConfig kv = ReadPagedKvFlags(flags, mc, positions, 1);
     kv.dtype = KvDtype::kF32;  // the contiguous cache is FP32
@@ -132,16 +145,22 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     KvSequence& paged = pool.Sequence(pool.Add());
     FillSynthetic(contiguous, ctx, 1);
     FillSynthetic(paged, ctx, 1);
-    double rate[2];
     KvSequence* caches[2] = {&contiguous, &paged};
-    for (int c = 0; c < 2; ++c) {
-      model.Decode(1, *caches[c]);  // warm-up
-      const Clock::time_point start = Clock::now();
-      for (int i = 0; i < steps; ++i) model.Decode(1 + i, *caches[c]);
-      rate[c] = steps / std::chrono::duration<double>(Clock::now() - start).count();
+    for (KvSequence* cache : caches) model.Decode(1, *cache);  // warm-up
+    std::vector<double> rates[2], ratios;
+    for (int round = 0; round < kLayoutRounds; ++round) {
+      double rate[2];
+      for (int c = 0; c < 2; ++c) {
+        const Clock::time_point start = Clock::now();
+        for (int i = 0; i < steps; ++i) model.Decode(1 + i, *caches[c]);
+        rate[c] = steps / std::chrono::duration<double>(Clock::now() - start).count();
+        rates[c].push_back(rate[c]);
+      }
+      ratios.push_back(rate[1] / rate[0]);
     }
-    out << "| " << ctx << " | " << Fixed(rate[0], 1) << " | " << Fixed(rate[1], 1) << " | "
-        << Fixed(rate[1] / rate[0], 3) << " |\n";
+    const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+    out << "| " << ctx << " | " << Fixed(Median(rates[0]), 1) << " | " << Fixed(Median(rates[1]), 1) << " | "
+        << Fixed(Median(ratios), 3) << " (" << Fixed(*low, 3) << " – " << Fixed(*high, 3) << ") |\n";
   }
   err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   return 0;
