@@ -82,7 +82,7 @@ struct Report {
   roofline::WeightBytes weights;
   double kv_bytes_per_token = 0;
   HostMeasurement host;
-  PassCost decode_kernels;  // batch 1 at the first context
+  PassCost decode_kernels;  // the first --batch at the first --context (the first decode row measured)
   roofline::KernelTimer decode_timer;
   PassCost prefill;
   roofline::KernelTimer prefill_timer;
@@ -168,7 +168,8 @@ double TimePrefill(Model& model, KvDtype kv, int prompt, int runs, roofline::Ker
 
 void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
   const roofline::CostOptions options{static_cast<double>(KvDtypeBytes(s.kv)), 4};
-  r.decode_kernels = roofline::DecodeStepCost(r.config, r.weights, options, 1, s.contexts.front());
+  r.decode_kernels =
+      roofline::DecodeStepCost(r.config, r.weights, options, s.batches.front(), s.contexts.front());
   r.prefill = roofline::PrefillCost(r.config, r.weights, options, s.prompt);
   Progress progress(err);
   progress.Say("roofline: prefill of " + std::to_string(s.prompt) + " tokens");
@@ -184,7 +185,7 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
       if (!row.skipped) {
         progress.Say("roofline: decode, context " + std::to_string(context) + ", batch " +
                      std::to_string(batch));
-        const bool time_kernels = batch == 1 && context == s.contexts.front();
+        const bool time_kernels = batch == s.batches.front() && context == s.contexts.front();
         row.seconds =
             TimeDecode(model, s.kv, batch, context, s.steps, time_kernels ? &r.decode_timer : nullptr);
       }
@@ -228,7 +229,7 @@ void PrintTables(std::ostream& out, const Report& r) {
       << " threads\n"
       << DescribeHost(r.host) << "roofline: a kernel takes at least max(bytes / " << Bytes(roof.bandwidth)
       << "/s, FLOPs / " << Count(roof.peak_flops) << "FLOP/s); bound = the larger\n\n";
-  out << "decode step, batch 1, context " << r.decode_kernels.context
+  out << "decode step, batch " << r.decode_kernels.batch << ", context " << r.decode_kernels.context
       << ", kernel by kernel (per-layer kernels: all " << r.config.num_layers << " layers; measured: mean of "
       << r.decode_timer.passes() << " steps)\n\n";
   PrintKernelTable(out, r.decode_kernels, r.decode_timer, roof);
@@ -303,7 +304,12 @@ std::string Json(const Report& r) {
   }
   j.EndArray().Key("peak_flops_per_core").Value(r.host.peak_flops_per_core);
   j.Key("peak_flops").Value(r.host.peak_flops).Key("ridge").Value(roof.Ridge()).EndObject();
-  j.Key("decode_kernels").BeginObject().Key("batch").Value(1).Key("context").Value(r.decode_kernels.context);
+  j.Key("decode_kernels")
+      .BeginObject()
+      .Key("batch")
+      .Value(r.decode_kernels.batch)
+      .Key("context")
+      .Value(r.decode_kernels.context);
   j.Key("kernels");
   KernelsJson(j, r.decode_kernels, r.decode_timer, roof);
   j.EndObject();

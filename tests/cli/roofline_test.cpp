@@ -126,6 +126,21 @@ TEST(RooflineCliTest, JsonSchemaIsStable) {
                             {"mfu", kNumber}});
 }
 
+// The kernel-by-kernel decode table is the first --batch at the first --context, timed: with --batch 3,1
+// it used to describe batch 1 and print zeros (that row's timer was only run for batch 1).
+TEST(RooflineCliTest, KernelTableIsTheFirstBatchAndContextMeasured) {
+  const ProcessResult r =
+      RunPlumb("roofline --model " + kModel + " --batch 3,1 --context 20 --json" + kFast + "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["decode_kernels"]["batch"], 3);
+  EXPECT_EQ(j["decode_kernels"]["context"], 20);
+  const nlohmann::json& q_proj = j["decode_kernels"]["kernels"][2];
+  ASSERT_EQ(q_proj["name"], "q_proj");
+  EXPECT_EQ(q_proj["flops"], 3 * 2 * 2 * 64 * 64);  // 3 rows, 2 layers
+  EXPECT_GT(q_proj["measured_seconds"].get<double>(), 0.0);
+}
+
 TEST(RooflineCliTest, TablesAndSvg) {
   const std::string svg = ::testing::TempDir() + "/roofline_test.svg";
   const ProcessResult r = RunPlumb("roofline --model " + testing::FixtureDir("tiny-llama") +
