@@ -5,10 +5,10 @@
 // f16, bf16 and the FP8 codes convert to FP32 exactly (docs/formats.md: "FP16 (IEEE binary16)", "BF16",
 // "FP8"), so the one rounding is FP8's multiplication by its scale, which every variant does as one FP32
 // multiply. Variants: scalar:: is DecodeKv itself; avx2:: (x86-64 with AVX2 and F16C) and neon:: (aarch64)
-// convert eight elements at a time with integer bit operations and the hardware FP16 conversion, patching the
-// lanes where the hardware's rule differs from the definition's (it quiets a signalling FP16 NaN; FP8 NaNs
-// are the canonical quiet NaN of their sign). DecodeKvRow picks one by ActiveRowDotIsa() (kernels/row_dot.h),
-// so PLUMB_ISA and SetRowDotIsa choose it as they choose the row dots.
+// convert eight elements (E4M3 on AVX2: sixteen) at a time with integer bit operations and the hardware FP16
+// conversion, patching the lanes where the hardware's rule differs from the definition's (it quiets a
+// signalling FP16 NaN; FP8 NaNs are the canonical quiet NaN of their sign). DecodeKvRow picks one by
+// ActiveRowDotIsa() (kernels/row_dot.h), so PLUMB_ISA and SetRowDotIsa choose it as they choose the row dots.
 #pragma once
 
 #include "plumb/formats/kv_dtype.h"
