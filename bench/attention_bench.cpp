@@ -70,11 +70,9 @@ void BM_DecodeAttention(benchmark::State& state) {
   std::vector<Layer> layers;
   for (int l = 0; l < kLayers; ++l) layers.push_back(MakeLayer(context, paged, rng));
   std::vector<float> q(kHeads * kHeadDim, 0.1f), out(q.size());
-  std::vector<float> scratch(
-      static_cast<std::size_t>(plumb::kernels::AttentionScratchFloats(context, kHeadDim)));
   for (auto _ : state) {
     for (const Layer& layer : layers) {
-      plumb::kernels::CausalAttention(q.data(), 1, context - 1, layer.view, kHeads, out.data(), scratch);
+      plumb::kernels::CausalAttention(q.data(), 1, context - 1, layer.view, kHeads, out.data());
     }
     benchmark::DoNotOptimize(out.data());
   }

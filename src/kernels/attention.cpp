@@ -57,7 +57,7 @@ struct WaveRow {
 };
 
 // Per-calling-thread workspace: grows to the largest call seen and is reused, so steady-state decode
-// allocates nothing. (The caller's scratch is sized for one score row per thread, too small for a wave.)
+// allocates nothing.
 struct Workspace {
   std::vector<WaveRow> rows;
   std::vector<float> scores;   // [wave rows][n_heads][n_ctx]
@@ -540,11 +540,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
 
 }  // namespace
 
-std::int64_t AttentionScratchFloats(int context, int head_dim) {
-  return static_cast<std::int64_t>(NumThreads()) * (static_cast<std::int64_t>(context) + head_dim);
-}
-
-void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch) {
+void CausalAttention(std::span<const AttentionItem> items, int n_heads) {
   if (n_heads <= 0) throw MakeError("attention: n_heads must be positive, got ", n_heads);
   int context = 0;
   std::int64_t kv_dim = 0;       // the largest n_kv_heads · head_dim
@@ -556,16 +552,6 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::spa
     kv_dim = std::max(kv_dim, static_cast<std::int64_t>(items[i].kv.n_kv_heads) * items[i].kv.head_dim);
     sums_floats = std::max(sums_floats, static_cast<std::int64_t>(n_heads) *
                                             CeilDiv(items[i].kv.head_dim, kValueDims) * kValueDims);
-  }
-  // The scratch contract stays what callers size (AttentionScratchFloats), checked before anything runs.
-  std::int64_t needed = 0;
-  for (const AttentionItem& item : items) {
-    needed = std::max(needed, static_cast<std::int64_t>(item.first_pos) + item.rows + item.kv.head_dim);
-  }
-  needed *= NumThreads();
-  if (static_cast<std::int64_t>(scratch.size()) < needed) {
-    throw MakeError("attention: scratch of ", scratch.size(), " floats, ", needed,
-                    " needed (AttentionScratchFloats)");
   }
   if (context == 0) return;
 
@@ -606,10 +592,10 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::spa
   }
 }
 
-void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,
-                     std::span<float> scratch) {
+void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads,
+                     float* out) {
   const AttentionItem item{q, out, rows, first_pos, kv};
-  CausalAttention(std::span<const AttentionItem>(&item, 1), n_heads, scratch);
+  CausalAttention(std::span<const AttentionItem>(&item, 1), n_heads);
 }
 
 }  // namespace plumb::kernels

@@ -215,7 +215,6 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, KvSequence& kv, P
   std::vector<float> projected(rows(d));               // [P][d]
   std::vector<float> gate(rows(c.intermediate_size));  // [P][ffn]
   std::vector<float> up(rows(c.intermediate_size));    // [P][ffn]
-  std::vector<float> scores(kernels::AttentionScratchFloats(first_pos + P, c.head_dim));
 
   PassReport report(observer_, ForwardPhase::kPrefill, P);
   for (int r = 0; r < P; ++r) {
@@ -245,7 +244,7 @@ std::vector<float> Model::Prefill(std::span<const int> tokens, KvSequence& kv, P
     report.Done(ForwardKernel::kRope, l);
     WriteToCache(kv, l, k.data(), v.data(), P, first_pos);
     report.Done(ForwardKernel::kKvWrite, l);
-    kernels::CausalAttention(q.data(), P, first_pos, kv.Layer(l), c.num_heads, attention.data(), scores);
+    kernels::CausalAttention(q.data(), P, first_pos, kv.Layer(l), c.num_heads, attention.data());
     report.Done(ForwardKernel::kAttention, l);
     kernels::Gemm(attention.data(), P, w.wo, projected.data());
     AddInPlace(x.data(), projected.data(), rows(d));
@@ -295,8 +294,6 @@ std::span<const float> Model::Decode(int token, KvSequence& kv) {
   const int pos = kv.length();
   const int d = c.hidden_size;
   DecodeBuffers& b = decode_;
-  // Sized for the cache's last position, so it grows at most once per cache size or thread count.
-  GrowTo(b.scores, static_cast<std::size_t>(kernels::AttentionScratchFloats(kv.max_positions(), c.head_dim)));
   kv.Reserve(1);  // may throw (a full pool): nothing computed or committed yet
 
   PassReport report(observer_, ForwardPhase::kDecode, 1);
@@ -324,7 +321,7 @@ std::span<const float> Model::Decode(int token, KvSequence& kv) {
     report.Done(ForwardKernel::kRope, l);
     kv.Write(l, pos, b.k.data(), b.v.data());
     report.Done(ForwardKernel::kKvWrite, l);
-    kernels::CausalAttention(b.q.data(), 1, pos, kv.Layer(l), c.num_heads, b.attention.data(), b.scores);
+    kernels::CausalAttention(b.q.data(), 1, pos, kv.Layer(l), c.num_heads, b.attention.data());
     report.Done(ForwardKernel::kAttention, l);
     kernels::Gemv(w.wo, b.attention.data(), b.projected.data());
     AddInPlace(b.x.data(), b.projected.data(), d);
@@ -366,7 +363,6 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
   const ModelConfig& c = config_;
   int T = 0;           // rows of the step
   int logit_rows = 0;  // rows whose logits are returned
-  int context = 0;     // the longest context attention reads
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const SequenceChunk& chunk = chunks[i];
     if (!chunk.kv) throw MakeError("step: chunk ", i, " has no KV sequence");
@@ -378,11 +374,10 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
     const int n = static_cast<int>(chunk.tokens.size());
     T += n;
     logit_rows += chunk.all_logits ? n : 1;
-    context = std::max(context, chunk.kv->length() + n);
   }
   // Reserve everything before writing anything: a pool that runs dry throws here, with no commit made.
   for (const SequenceChunk& chunk : chunks) chunk.kv->Reserve(static_cast<int>(chunk.tokens.size()));
-  GrowStepBuffers(T, logit_rows, context, chunks.size());
+  GrowStepBuffers(T, logit_rows, chunks.size());
 
   StepBuffers& b = step_;
   const int d = c.hidden_size;
@@ -435,7 +430,7 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
       row += n;
     }
     report.Done(ForwardKernel::kKvWrite, l);
-    kernels::CausalAttention(std::span(b.items.data(), chunks.size()), c.num_heads, b.scores);
+    kernels::CausalAttention(std::span(b.items.data(), chunks.size()), c.num_heads);
     report.Done(ForwardKernel::kAttention, l);
     Project(w.wo, b.attention.data(), T, b.projected.data(), invariant);
     AddInPlace(b.x.data(), b.projected.data(), all * d);
@@ -476,7 +471,7 @@ std::span<const float> Model::Step(std::span<const SequenceChunk> chunks, StepOp
   return std::span<const float>(b.logits.data(), static_cast<std::size_t>(logit_rows) * c.vocab_size);
 }
 
-void Model::GrowStepBuffers(int rows, int logit_rows, int context, std::size_t chunks) {
+void Model::GrowStepBuffers(int rows, int logit_rows, std::size_t chunks) {
   const ModelConfig& c = config_;
   StepBuffers& b = step_;
   if (rows > b.rows) {
@@ -496,7 +491,6 @@ void Model::GrowStepBuffers(int rows, int logit_rows, int context, std::size_t c
   }
   GrowTo(b.head_input, static_cast<std::size_t>(logit_rows) * c.hidden_size);
   GrowTo(b.logits, static_cast<std::size_t>(logit_rows) * c.vocab_size);
-  GrowTo(b.scores, static_cast<std::size_t>(kernels::AttentionScratchFloats(context, c.head_dim)));
   GrowTo(b.items, chunks);
 }
 

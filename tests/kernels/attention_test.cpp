@@ -181,8 +181,7 @@ TEST(BatchedAttention, EachItemIsBitwiseItsSingleCallWhateverTheBatchAndThreads)
     for (std::size_t i = 0; i < std::size(seqs); ++i) {
       items.push_back({qs[i].data(), outs[i].data(), seqs[i].rows, seqs[i].first_pos, seqs[i].kv->Layer(0)});
     }
-    std::vector<float> scratch(kernels::AttentionScratchFloats(41, g.head_dim));
-    kernels::CausalAttention(items, g.n_heads, scratch);
+    kernels::CausalAttention(items, g.n_heads);
     for (std::size_t i = 0; i < std::size(seqs); ++i) {
       ExpectSameBits(outs[i], alone[i],
                      "item " + std::to_string(i) + ", " + std::to_string(threads) + " threads");
@@ -290,9 +289,8 @@ INSTANTIATE_TEST_SUITE_P(LowPrecision, KvDtypes,
 
 // ---- bad input ------------------------------------------------------------------------------------------
 
-TEST(AttentionErrors, BadViewsAndScratchThrowNamingTheValue) {
+TEST(AttentionErrors, BadViewsThrowNamingTheValue) {
   std::vector<float> keys(2 * 8 * 4, 0.5f), values = keys, q(3 * 4 * 4, 0.1f), out(q.size());
-  std::vector<float> scratch(kernels::AttentionScratchFloats(8, 4));
   const KvLayerView view = ContiguousF32View(keys.data(), values.data(), 2, 8, 4, 5);
   const auto message = [&](auto&& call) -> std::string {
     try {
@@ -303,24 +301,15 @@ TEST(AttentionErrors, BadViewsAndScratchThrowNamingTheValue) {
     return "no error";
   };
   // Rows 3..5 need 6 positions; the view holds 5.
-  EXPECT_NE(message([&] {
-              kernels::CausalAttention(q.data(), 3, 3, view, 4, out.data(), scratch);
-            }).find("holds 5"),
+  EXPECT_NE(message([&] { kernels::CausalAttention(q.data(), 3, 3, view, 4, out.data()); }).find("holds 5"),
             std::string::npos);
-  EXPECT_NE(message([&] {
-              kernels::CausalAttention(q.data(), 1, 0, view, 3, out.data(), scratch);
-            }).find("3 query"),
-            std::string::npos);
-  EXPECT_NE(message([&] {
-              kernels::CausalAttention(q.data(), 3, 0, view, 4, out.data(),
-                                       std::span<float>(scratch.data(), 3));
-            }).find("scratch of 3"),
+  EXPECT_NE(message([&] { kernels::CausalAttention(q.data(), 1, 0, view, 3, out.data()); }).find("3 query"),
             std::string::npos);
   KvLayerView short_table = view;
   short_table.block_size = 2;
   short_table.block_stride = 8;
   EXPECT_NE(message([&] {
-              kernels::CausalAttention(q.data(), 1, 0, short_table, 4, out.data(), scratch);
+              kernels::CausalAttention(q.data(), 1, 0, short_table, 4, out.data());
             }).find("block table of 1"),
             std::string::npos);
 }

@@ -279,10 +279,10 @@ TEST_P(AttentionShapes, CausalGqaMatchesNaiveDoubleAndIgnoresPositionsPastTheQue
   std::vector<float> single_thread;
   for (int threads : {1, 2}) {
     kernels::SetNumThreads(threads);
-    std::vector<float> out(q_floats), scratch(kernels::AttentionScratchFloats(used, c.head_dim));
+    std::vector<float> out(q_floats);
     const KvLayerView view =
         testing::ContiguousF32View(keys.data(), values.data(), c.n_kv_heads, max_positions, c.head_dim, used);
-    kernels::CausalAttention(q.data(), c.rows, c.first_pos, view, c.n_heads, out.data(), scratch);
+    kernels::CausalAttention(q.data(), c.rows, c.first_pos, view, c.n_heads, out.data());
     const int group = c.n_heads / c.n_kv_heads;
     for (int r = 0; r < c.rows; ++r) {
       for (int h = 0; h < c.n_heads; ++h) {

@@ -181,8 +181,7 @@ class PagedTestKv final : public KvSequence {
 inline std::vector<float> Attend(const std::vector<float>& q, int rows, int first_pos,
                                  const KvLayerView& view, int n_heads) {
   std::vector<float> out(q.size(), -1.0f);
-  std::vector<float> scratch(kernels::AttentionScratchFloats(first_pos + rows, view.head_dim));
-  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data(), scratch);
+  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data());
   return out;
 }
 

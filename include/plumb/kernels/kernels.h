@@ -78,22 +78,15 @@ struct AttentionItem {
   KvLayerView kv;
 };
 
-// Scratch floats for attention whose items reach at most `context` positions (the largest first_pos + rows)
-// with head_dim-long heads: one score row plus one decoded K/V row per thread, for the current thread count.
-// The caller's scratch is checked against this (the API's contract) but no longer used: the kernel keeps a
-// wave's score rows (all heads of up to 1 MiB of rows) and its per-thread buffers in a workspace of the
-// calling thread that grows to the largest call and is then reused, so steady-state decode allocates
-// nothing. (Dropping the parameter needs a change in src/model/model.cpp.)
-std::int64_t AttentionScratchFloats(int context, int head_dim);
-
 // The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.
 // OpenMP over the units of three phases (scores, softmax, value sums) of every row. Throws plumb::Error
-// (before computing anything) for an item whose cache is too short, whose n_kv_heads does not divide n_heads,
-// or a scratch smaller than AttentionScratchFloats of the items' largest context and head_dim.
-void CausalAttention(std::span<const AttentionItem> items, int n_heads, std::span<float> scratch);
+// (before computing anything) for an item whose cache is too short or whose n_kv_heads does not divide
+// n_heads. Needs no scratch from the caller: a wave's score rows (all heads of up to 1 MiB of rows) and the
+// per-thread buffers live in a workspace of the calling thread that grows to the largest call and is then
+// reused, so steady-state decode allocates nothing.
+void CausalAttention(std::span<const AttentionItem> items, int n_heads);
 // One sequence: CausalAttention of the single item {q, out, rows, first_pos, kv}.
-void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,
-                     std::span<float> scratch);
+void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out);
 
 // Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while

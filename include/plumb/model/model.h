@@ -97,7 +97,7 @@ class Model {
 
  private:
   void CheckTokens(std::span<const int> tokens, const KvSequence& kv) const;
-  void GrowStepBuffers(int rows, int logit_rows, int context, std::size_t chunks);
+  void GrowStepBuffers(int rows, int logit_rows, std::size_t chunks);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -115,11 +115,10 @@ class Model {
     std::vector<float> gate;       // [ffn]
     std::vector<float> up;         // [ffn]
     std::vector<float> logits;     // [V]
-    std::vector<float> scores;     // attention scratch (kernels::AttentionScratchFloats)
   } decode_;
 
   // Step's activations for up to `rows` rows, grown only when a step has more rows (or logit rows, or
-  // context, or chunks) than any before.
+  // chunks) than any before.
   struct StepBuffers {
     int rows = 0;
     std::vector<float> x;           // [rows][d]   residual stream of every chunk's tokens, chunk after chunk
@@ -133,7 +132,6 @@ class Model {
     std::vector<float> up;          // [rows][ffn]
     std::vector<float> head_input;  // [logit rows][d]   final-normed rows whose logits are returned
     std::vector<float> logits;      // [logit rows][V]
-    std::vector<float> scores;      // attention scratch (kernels::AttentionScratchFloats)
     std::vector<kernels::AttentionItem> items;  // [chunks] one attention item per chunk
   } step_;
 };
