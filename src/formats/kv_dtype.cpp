@@ -87,8 +87,13 @@ void DecodeKv(KvDtype dtype, const void* src, int n, float scale, float* dst) {
       return;
     case KvDtype::kF16:
     case KvDtype::kBF16: {
-      const auto* in = static_cast<const std::uint16_t*>(src);
-      for (int i = 0; i < n; ++i) dst[i] = dtype == KvDtype::kF16 ? F16ToF32(in[i]) : BF16ToF32(in[i]);
+      // Read through memcpy: src may be at any byte address (a caller's row need not be 2-byte aligned).
+      const auto* in = static_cast<const std::uint8_t*>(src);
+      for (int i = 0; i < n; ++i) {
+        std::uint16_t bits;
+        std::memcpy(&bits, in + 2 * static_cast<std::size_t>(i), sizeof bits);
+        dst[i] = dtype == KvDtype::kF16 ? F16ToF32(bits) : BF16ToF32(bits);
+      }
       return;
     }
     case KvDtype::kFp8E4M3:

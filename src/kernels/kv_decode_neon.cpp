@@ -61,13 +61,13 @@ void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst)
       case KvDtype::kF32:
         break;
       case KvDtype::kF16: {
-        const uint16x8_t codes = vld1q_u16(reinterpret_cast<const std::uint16_t*>(in + 2 * i));
+        const uint16x8_t codes = vreinterpretq_u16_u8(vld1q_u8(in + 2 * i));  // any alignment
         vst1q_f32(dst + i, F16Lanes(vget_low_u16(codes)));
         vst1q_f32(dst + i + 4, F16Lanes(vget_high_u16(codes)));
         break;
       }
       case KvDtype::kBF16: {
-        const uint16x8_t codes = vld1q_u16(reinterpret_cast<const std::uint16_t*>(in + 2 * i));
+        const uint16x8_t codes = vreinterpretq_u16_u8(vld1q_u8(in + 2 * i));  // any alignment
         vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(codes), 16)));
         vst1q_f32(dst + i + 4, vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(codes), 16)));
         break;
