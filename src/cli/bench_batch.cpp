@@ -40,6 +40,21 @@ void FillSynthetic(KvSequence& kv, int length, int salt) {
 // Rounds of the paged-against-contiguous comparison (each: decode-steps steps of each layout).
 constexpr int kLayoutRounds = 5;
 
+// Adds a sequence to a fresh `pool` whose blocks, once it holds `positions`, come in a random order rather
+// than in address order: one block is first handed to each of as many placeholder sequences, which are
+// then freed in a shuffled order (the free list gives back the last freed block first). Returns its id.
+SeqId ShuffleFreeBlocks(PagedKvCache& pool, int positions, int block_size) {
+  const int blocks = (positions + block_size - 1) / block_size;
+  std::vector<SeqId> placeholders;
+  for (int b = 0; b < blocks; ++b) {
+    placeholders.push_back(pool.Add());
+    pool.Sequence(placeholders.back()).Reserve(1);
+  }
+  std::shuffle(placeholders.begin(), placeholders.end(), std::mt19937(12345));
+  for (SeqId id : placeholders) pool.Free(id);
+  return pool.Add();
+}
+
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
@@ -129,39 +144,49 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     }
   }
 
-  // Paged against contiguous at batch 1: the same Decode, the same values, two layouts. The two are timed
-  // in alternating rounds (contiguous, paged, contiguous, ...) and the medians reported, so that a change in
-  // the host's load during the run moves both rather than the ratio: on a shared 2-core host one-shot
-  // figures taken one after the other differed by up to 10% between two runs of the same command.
-  out << "\n| context | contiguous decode tok/s | paged decode tok/s (block " << flags.String("block-size")
-      << ") | paged / contiguous (median of " << kLayoutRounds << " alternating rounds, min – max) |\n"
-      << "|---|---|---|---|\n";
+  // Paged against contiguous at batch 1: the same Decode, the same values, two layouts, the paged one twice:
+  // alone in a fresh pool (its blocks in address order) and in a pool whose free list was shuffled first
+  // (blocks scattered, as after a server's sequences have come and gone). The three are timed in alternating
+  // rounds and the medians reported, so that a change in the host's load during the run moves all of them
+  // rather than the ratios: on a shared 2-core host one-shot figures taken one after the other differed by
+  // up to 10% between two runs of the same command.
+  out << "\n| context | contiguous decode tok/s | paged, blocks in order | paged, blocks shuffled | paged / "
+         "contiguous, in order | shuffled |\n"
+      << "|---|---|---|---|---|---|\n";
   for (int ctx : contexts) {
     const int positions = ctx + kLayoutRounds * steps + 1;
     ContiguousKvCache contiguous = model.NewKvCache(positions);
     PagedKvConfig kv = ReadPagedKvFlags(flags, mc, positions, 1);
     kv.dtype = KvDtype::kF32;  // the contiguous cache is FP32
-    PagedKvCache pool(kv);
-    KvSequence& paged = pool.Sequence(pool.Add());
+    PagedKvCache ordered_pool(kv);
+    KvSequence& ordered = ordered_pool.Sequence(ordered_pool.Add());
+    PagedKvCache shuffled_pool(kv);
+    KvSequence& shuffled = shuffled_pool.Sequence(ShuffleFreeBlocks(shuffled_pool, positions, kv.block_size));
     FillSynthetic(contiguous, ctx, 1);
-    FillSynthetic(paged, ctx, 1);
-    KvSequence* caches[2] = {&contiguous, &paged};
+    FillSynthetic(ordered, ctx, 1);
+    FillSynthetic(shuffled, ctx, 1);
+    KvSequence* caches[3] = {&contiguous, &ordered, &shuffled};
     for (KvSequence* cache : caches) model.Decode(1, *cache);  // warm-up
-    std::vector<double> rates[2], ratios;
+    std::vector<double> rates[3], ratios[2];
     for (int round = 0; round < kLayoutRounds; ++round) {
-      double rate[2];
-      for (int c = 0; c < 2; ++c) {
+      double rate[3];
+      for (int c = 0; c < 3; ++c) {
         const Clock::time_point start = Clock::now();
         for (int i = 0; i < steps; ++i) model.Decode(1 + i, *caches[c]);
         rate[c] = steps / std::chrono::duration<double>(Clock::now() - start).count();
         rates[c].push_back(rate[c]);
       }
-      ratios.push_back(rate[1] / rate[0]);
+      for (int p = 0; p < 2; ++p) ratios[p].push_back(rate[1 + p] / rate[0]);
     }
-    const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
     out << "| " << ctx << " | " << Fixed(Median(rates[0]), 1) << " | " << Fixed(Median(rates[1]), 1) << " | "
-        << Fixed(Median(ratios), 3) << " (" << Fixed(*low, 3) << " – " << Fixed(*high, 3) << ") |\n";
+        << Fixed(Median(rates[2]), 1);
+    for (const std::vector<double>& r : ratios) {
+      const auto [low, high] = std::minmax_element(r.begin(), r.end());
+      out << " | " << Fixed(Median(r), 3) << " (" << Fixed(*low, 3) << " – " << Fixed(*high, 3) << ")";
+    }
+    out << " |\n";
   }
+  out << "\n(paged / contiguous: median of " << kLayoutRounds << " alternating rounds, min – max)\n";
   err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   return 0;
 }

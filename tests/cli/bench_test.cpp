@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
 
@@ -115,6 +116,67 @@ TEST(Bench, RunsUpToTheLastPositionOfTheContext) {
       "28",    "--repetitions", "1",    "--probe-mib", "8"};
   ASSERT_EQ(cli::RunMain(args, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("| 1 | "), std::string::npos) << out.str();
+}
+
+// "0.998 (0.984 – 1.018)" → {0.998, 0.984, 1.018}.
+std::array<double, 3> MedianAndRange(const std::string& cell) {
+  const std::size_t open = cell.find(" ("), dash = cell.find(" – "), close = cell.rfind(')');
+  EXPECT_TRUE(open != std::string::npos && dash != std::string::npos && close == cell.size() - 1) << cell;
+  if (open == std::string::npos || dash == std::string::npos) return {0, 0, 0};
+  return {Number(cell.substr(0, open)), Number(cell.substr(open + 2, dash - open - 2)),
+          Number(cell.substr(dash + 5, close - dash - 5))};  // "–" is three bytes in UTF-8
+}
+
+// plumb bench --batch: one row per (context, batch) with its KV bytes, then paged against contiguous for
+// each context, the paged cache both in a fresh pool and in a shuffled one, each ratio a median within its
+// range. No assertion on any speed.
+TEST(Bench, BatchTablesHaveEveryRowAndTheLayoutRatios) {
+  const std::vector<std::string> args = {"bench", "--model",      kModel, "--batch",
+                                         "1,3",   "--context",    "8,20", "--decode-steps",
+                                         "2",     "--block-size", "4"};
+  std::ostringstream out, err;
+  ASSERT_EQ(cli::RunMain(args, out, err), 0) << err.str();
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '|' && line.find("---") == std::string::npos) rows.push_back(Cells(line));
+  }
+  SCOPED_TRACE(out.str());
+  ASSERT_EQ(rows.size(), 1u + 4u + 1u + 2u);  // header, 2 contexts × 2 batches, header, 2 contexts
+  const Model model = Model::Load(kModel);
+  const ModelConfig& c = model.config();
+  const double kv_per_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * sizeof(float);
+  int row = 1;
+  for (int context : {8, 20}) {
+    for (int batch : {1, 3}) {
+      const std::vector<std::string>& cells = rows[row++];
+      ASSERT_EQ(cells.size(), 8u);
+      EXPECT_EQ(cells[0], std::to_string(context));
+      EXPECT_EQ(cells[1], std::to_string(batch));
+      EXPECT_EQ(cells[2], "f32");
+      EXPECT_GT(Number(cells[3]), 0);
+      EXPECT_EQ(Number(cells[6]), kv_per_token * batch * (context + 1 + 2 / 2.0));  // mid-run KV read
+    }
+  }
+  const std::vector<std::string> layout_header = {"context",
+                                                  "contiguous decode tok/s",
+                                                  "paged, blocks in order",
+                                                  "paged, blocks shuffled",
+                                                  "paged / contiguous, in order",
+                                                  "shuffled"};
+  EXPECT_EQ(rows[row++], layout_header);
+  for (int context : {8, 20}) {
+    const std::vector<std::string>& cells = rows[row++];
+    ASSERT_EQ(cells.size(), layout_header.size());
+    EXPECT_EQ(cells[0], std::to_string(context));
+    for (int i = 1; i <= 3; ++i) EXPECT_GT(Number(cells[i]), 0);
+    for (int i = 4; i <= 5; ++i) {
+      const auto [median, low, high] = MedianAndRange(cells[i]);
+      EXPECT_GT(low, 0);
+      EXPECT_LE(low, median);
+      EXPECT_LE(median, high);
+    }
+  }
 }
 
 TEST(Bench, HelpListsEveryFlagAndTheCommandIsListed) {
