@@ -41,6 +41,25 @@ inline std::uint32_t ReadU32(const std::uint8_t* p) {
   return value;
 }
 
+// The FP16 at p (a block's scale or minimum), in all 8 lanes: a broadcast and one conversion.
+PLUMB_AVX2 inline __m256 HalfBroadcast(const std::uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(ReadU16(p))));
+}
+
+// The 32 4-bit codes of a Q4 block (qs[0..16)) as 4 × 8 int32 in element order: elements 0..7 and 8..15 are
+// the low nibbles of bytes 0..7 and 8..15, elements 16..23 and 24..31 their high nibbles (docs/formats.md,
+// "GGUF blocks"). Each byte is widened once (the widening is a shuffle, and shuffles share one port) and
+// split into its two nibbles by an and and a shift.
+PLUMB_AVX2 inline void Nibbles(const std::uint8_t* qs, __m256i q[4]) {
+  const __m256i bytes0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i bytes1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0F);
+  q[0] = _mm256_and_si256(bytes0, mask);
+  q[1] = _mm256_and_si256(bytes1, mask);
+  q[2] = _mm256_srli_epi32(bytes0, 4);
+  q[3] = _mm256_srli_epi32(bytes1, 4);
+}
+
 // scalar::Dot's reduction tree over its eight lanes (kernels/scalar.h).
 inline float ReduceLanes(const float* lane) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));

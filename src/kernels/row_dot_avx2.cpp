@@ -27,6 +27,7 @@ namespace {
 
 constexpr int kRows = 4;
 
+using avx2_common::Nibbles;
 using avx2_common::Prefetch;
 using avx2_common::ReadU16;
 using avx2_common::ReduceLanes;
@@ -92,19 +93,6 @@ PLUMB_AVX2 void PlainDots(const std::uint8_t* rows, std::size_t stride, const fl
 }
 
 // ---- 32-element blocks: Decode writes the block's 4 vectors of weights --------------------------------
-
-// The 32 nibbles of qs[0..16) as 4 × 8 int32: elements 0..7 and 8..15 are the low nibbles of bytes 0..7
-// and 8..15, elements 16..23 and 24..31 their high nibbles. So each byte is widened once (the widening is a
-// shuffle, and shuffles share one port) and split into its two nibbles by an and and a shift.
-PLUMB_AVX2 inline void Nibbles(const std::uint8_t* qs, __m256i q[4]) {
-  const __m256i bytes0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i bytes1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
-  const __m256i mask = _mm256_set1_epi32(0x0F);
-  q[0] = _mm256_and_si256(bytes0, mask);
-  q[1] = _mm256_and_si256(bytes1, mask);
-  q[2] = _mm256_srli_epi32(bytes0, 4);
-  q[3] = _mm256_srli_epi32(bytes1, 4);
-}
 
 struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
   static constexpr int kElements = 32, kBytes = 18;

@@ -24,14 +24,9 @@ namespace {
 
 constexpr int kRows = 4;
 
+using avx2_common::HalfBroadcast;
 using avx2_common::Prefetch;
-using avx2_common::ReadU16;
 using avx2_common::ReduceLanes;
-
-// The FP16 at p, in all 8 lanes: a broadcast load and one conversion.
-PLUMB_AVX512 inline __m256 HalfScale(const std::uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(ReadU16(p))));
-}
 
 // table(n) for the 16 codes n: lo holds n = 0..7, hi n = 8..15.
 struct Table16 {
@@ -42,7 +37,7 @@ struct Table16 {
 struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
   static constexpr int kBytes = 18, kCodes = 2;
   PLUMB_AVX512 static Table16 MakeTable(const std::uint8_t* b) {
-    const __m256 d = HalfScale(b);
+    const __m256 d = HalfBroadcast(b);
     return {_mm256_mul_ps(_mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1), d),
             _mm256_mul_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), d)};
   }

@@ -127,22 +127,8 @@ void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int 
 // ---- decoding a tile: DequantizeRow's expressions (formats/gguf_blocks.cpp), 8 elements at a time
 // ----------
 
-// The FP16 at p in all 8 lanes.
-PLUMB_SG_TARGET inline __m256 HalfAt(const std::uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(avx2_common::ReadU16(p))));
-}
-
-// The 32 4-bit codes of a Q4 block as 4 × 8 int32 in element order: elements 0..15 are the low nibbles of
-// qs[0..16), elements 16..31 the high ones (docs/formats.md, "GGUF blocks").
-PLUMB_SG_TARGET inline void Nibbles(const std::uint8_t* qs, __m256i q[4]) {
-  const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
-  const __m256i mask = _mm256_set1_epi32(0x0F);
-  q[0] = _mm256_and_si256(lo, mask);
-  q[1] = _mm256_and_si256(hi, mask);
-  q[2] = _mm256_srli_epi32(lo, 4);
-  q[3] = _mm256_srli_epi32(hi, 4);
-}
+using avx2_common::HalfBroadcast;
+using avx2_common::Nibbles;
 
 // One row of `blocks` 32-element blocks of `bytes` bytes each: Q4_0 (q − 8)·d, Q4_1 q·d + m (the product
 // rounded, then the add), Q8_0 q·d.
@@ -161,7 +147,7 @@ PLUMB_SG_TARGET void DecodeBlocks(const std::uint8_t* row, int blocks, float* ou
     __m256 w[4];
     if constexpr (kType == GgmlType::Q4_0) {
       const std::uint8_t* block = row + 18 * static_cast<std::size_t>(b);
-      const __m256 d = HalfAt(block);
+      const __m256 d = HalfBroadcast(block);
       __m256i q[4];
       Nibbles(block + 2, q);
       for (int v = 0; v < 4; ++v) {
@@ -169,15 +155,15 @@ PLUMB_SG_TARGET void DecodeBlocks(const std::uint8_t* row, int blocks, float* ou
       }
     } else if constexpr (kType == GgmlType::Q4_1) {
       const std::uint8_t* block = row + 20 * static_cast<std::size_t>(b);
-      const __m256 d = HalfAt(block);
-      const __m256 m = HalfAt(block + 2);
+      const __m256 d = HalfBroadcast(block);
+      const __m256 m = HalfBroadcast(block + 2);
       __m256i q[4];
       Nibbles(block + 4, q);
       for (int v = 0; v < 4; ++v) w[v] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q[v]), d), m);
     } else {
       static_assert(kType == GgmlType::Q8_0);
       const std::uint8_t* block = row + 34 * static_cast<std::size_t>(b);
-      const __m256 d = HalfAt(block);
+      const __m256 d = HalfBroadcast(block);
       for (int v = 0; v < 4; ++v) {
         const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * v));
         w[v] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
