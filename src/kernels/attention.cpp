@@ -278,11 +278,11 @@ void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, 
   const auto* bytes = static_cast<const std::uint8_t*>(data);
   const int c_first = col_begin / head_dim;
   const int c_last = (col_end - 1) / head_dim;
-  // Where position t's columns start (KV head c_first, its first column): the block table is read when a
+  const int j_first = col_begin - c_first * head_dim;  // the first column's element within KV head c_first
+  const DecodeKvRowFn decode = ActiveDecodeKvRow();
+  // Where position t's columns start (KV head c_first, element j_first): the block table is read when a
   // block begins, never per position; the stretches may cross blocks.
-  const auto columns_at = [&](int t) {
-    return bytes + (kv.Element(t, c_first) + std::max(col_begin - c_first * head_dim, 0)) * element_bytes;
-  };
+  const auto columns_at = [&](int t) { return bytes + (kv.Element(t, c_first) + j_first) * element_bytes; };
   const std::uint8_t* from = nullptr;
   const std::uint8_t* ahead = nullptr;
   // NHD: the KV heads of a position are adjacent, so a unit's columns are one stretch, converted by one call
@@ -300,21 +300,20 @@ void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, 
       if (kv.dtype == KvDtype::kF32) {
         std::memcpy(to, from, static_cast<std::size_t>(width) * sizeof(float));
       } else {
-        DecodeKvRow(kv.dtype, from, width, 1.0f, to);
+        decode(kv.dtype, from, width, 1.0f, to);
       }
       continue;
     }
     for (int c = c_first; c <= c_last; ++c) {
       const int j0 = std::max(col_begin - c * head_dim, 0);
       const int j1 = std::min(col_end - c * head_dim, head_dim);
-      // KV head c's columns lie (c − c_first) · head_stride elements after head c_first's (minus its offset).
-      const std::int64_t offset =
-          ((c - c_first) * kv.head_stride + j0 - std::max(col_begin - c_first * head_dim, 0)) * element_bytes;
+      // KV head c's element j0 lies (c − c_first) · head_stride + j0 − j_first elements after `from`.
+      const std::int64_t offset = ((c - c_first) * kv.head_stride + j0 - j_first) * element_bytes;
       if (t_ahead < n_ctx) PrefetchBytes(ahead + offset, static_cast<int>((j1 - j0) * element_bytes));
       if (kv.dtype == KvDtype::kF32) {
         std::memcpy(to, from + offset, static_cast<std::size_t>(j1 - j0) * sizeof(float));
       } else {
-        DecodeKvRow(kv.dtype, from + offset, j1 - j0, values ? kv.VScale(c) : kv.KScale(c), to);
+        decode(kv.dtype, from + offset, j1 - j0, values ? kv.VScale(c) : kv.KScale(c), to);
       }
       to += j1 - j0;
     }

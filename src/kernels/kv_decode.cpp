@@ -5,23 +5,24 @@
 
 namespace plumb::kernels {
 
-void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst) {
-  if (n <= 0) return;
+DecodeKvRowFn ActiveDecodeKvRow() {
   switch (ActiveRowDotIsa()) {
 #if defined(__x86_64__)
     case RowDotIsa::kAvx2:
     case RowDotIsa::kAvx512:
-      avx2::DecodeKvRow(dtype, src, n, scale, dst);
-      return;
+      return avx2::DecodeKvRow;
 #endif
 #if defined(__aarch64__)
     case RowDotIsa::kNeon:
-      neon::DecodeKvRow(dtype, src, n, scale, dst);
-      return;
+      return neon::DecodeKvRow;
 #endif
     default:
-      DecodeKv(dtype, src, n, scale, dst);
+      return DecodeKv;
   }
+}
+
+void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst) {
+  if (n > 0) ActiveDecodeKvRow()(dtype, src, n, scale, dst);
 }
 
 }  // namespace plumb::kernels

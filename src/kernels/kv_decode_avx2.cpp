@@ -90,10 +90,10 @@ PLUMB_AVX2 __m256i E4M3AsF16(__m128i bytes) {
 
 PLUMB_AVX2 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst) {
   const auto* in = static_cast<const std::uint8_t*>(src);
-  const int whole = n / 8 * 8;
+  const int whole = dtype == KvDtype::kF32 ? 0 : n / 8 * 8;  // f32: all of it to DecodeKv's memcpy
   switch (dtype) {
     case KvDtype::kF32:
-      break;  // whole stays for the tail's memcpy below
+      break;
     case KvDtype::kF16:
       for (int i = 0; i < whole; i += 8) {
         const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
@@ -131,9 +131,8 @@ PLUMB_AVX2 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, 
       break;
     }
   }
-  const int done = dtype == KvDtype::kF32 ? 0 : whole;
-  if (done == n) return;
-  DecodeKv(dtype, in + done * static_cast<int>(KvDtypeBytes(dtype)), n - done, scale, dst + done);
+  if (whole == n) return;
+  DecodeKv(dtype, in + whole * static_cast<int>(KvDtypeBytes(dtype)), n - whole, scale, dst + whole);
 }
 
 }  // namespace plumb::kernels::avx2

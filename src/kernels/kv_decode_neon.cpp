@@ -84,7 +84,7 @@ void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst)
       }
     }
   }
-  if (whole == n && n > 0) return;
+  if (whole == n) return;
   DecodeKv(dtype, in + whole * static_cast<int>(KvDtypeBytes(dtype)), n - whole, scale, dst + whole);
 }
 

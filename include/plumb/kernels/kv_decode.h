@@ -19,6 +19,11 @@ namespace plumb::kernels {
 // n <= 0 writes nothing.
 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
 
+// The variant DecodeKvRow calls now, for a loop that converts many short rows (attention stages a few dozen
+// elements per KV head and position) and should choose once, not per row. Same contract as DecodeKvRow.
+using DecodeKvRowFn = void (*)(KvDtype dtype, const void* src, int n, float scale, float* dst);
+DecodeKvRowFn ActiveDecodeKvRow();
+
 #if defined(__x86_64__)
 namespace avx2 {
 // Requires RowDotIsaSupported(RowDotIsa::kAvx2). Same contract as kernels::DecodeKvRow.
