@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,24 +88,12 @@ std::atomic<int> g_isa{kIsaUnset};
 RowDotIsa DefaultIsa() {
   const char* env = std::getenv("PLUMB_ISA");
   const std::string_view requested = env == nullptr ? "" : env;
-  if (requested == "scalar") return RowDotIsa::kScalar;
-  if (requested == "avx2") {
-    if (!RowDotIsaSupported(RowDotIsa::kAvx2)) {
-      throw MakeError("PLUMB_ISA=avx2, but this CPU or build has no AVX2 + F16C");
+  for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512, RowDotIsa::kNeon}) {
+    if (requested != RowDotIsaName(isa)) continue;
+    if (const std::string missing = RowDotIsaMissing(isa); !missing.empty()) {
+      throw MakeError("PLUMB_ISA=", requested, ", but this machine cannot run it: ", missing);
     }
-    return RowDotIsa::kAvx2;
-  }
-  if (requested == "avx512") {
-    if (!RowDotIsaSupported(RowDotIsa::kAvx512)) {
-      throw MakeError(
-          "PLUMB_ISA=avx512, but this CPU or build has no AVX-512 F + BW + VL (with AVX2 + F16C)");
-    }
-    return RowDotIsa::kAvx512;
-  }
-  if (requested == "neon") {
-    if (!RowDotIsaSupported(RowDotIsa::kNeon))
-      throw MakeError("PLUMB_ISA=neon, but this is not an aarch64 build");
-    return RowDotIsa::kNeon;
+    return isa;
   }
   if (!requested.empty())
     throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2', 'avx512' or 'neon' (or unset)");
@@ -121,6 +110,22 @@ bool HasF16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
 }
+
+struct CpuFeature {
+  const char* name;  // as /proc/cpuinfo spells it
+  bool present;
+};
+
+// "CPU lacks avx512bw, avx512vl" for the features not present, "" when all are.
+std::string Lacking(std::initializer_list<CpuFeature> features) {
+  std::string lacking;
+  for (const CpuFeature& feature : features) {
+    if (feature.present) continue;
+    lacking += lacking.empty() ? "CPU lacks " : ", ";
+    lacking += feature.name;
+  }
+  return lacking;
+}
 #endif
 
 }  // namespace
@@ -129,32 +134,40 @@ bool HasRowDot(GgmlType type) {
   return BlockElements(type) != 0;
 }
 
-bool RowDotIsaSupported(RowDotIsa isa) {
+std::string RowDotIsaMissing(RowDotIsa isa) {
   switch (isa) {
     case RowDotIsa::kScalar:
-      return true;
+      return "";
     case RowDotIsa::kAvx2:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      return __builtin_cpu_supports("avx2") && HasF16c();
+      // __builtin_cpu_supports also checks that the OS saves the YMM registers (XCR0).
+      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0}, {"f16c", HasF16c()}});
 #else
-      return false;
+      return "not an x86-64 build";
 #endif
     case RowDotIsa::kAvx512:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      // __builtin_cpu_supports also checks that the OS saves the ZMM and mask registers (XCR0).
-      return RowDotIsaSupported(RowDotIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+      // Here too the builtin checks that the OS saves the ZMM and mask registers.
+      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0},
+                      {"f16c", HasF16c()},
+                      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+                      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+                      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}});
 #else
-      return false;
+      return "not an x86-64 build";
 #endif
     case RowDotIsa::kNeon:
 #if defined(__aarch64__)
-      return true;  // Advanced SIMD is part of every AArch64 CPU
+      return "";  // Advanced SIMD is part of every AArch64 CPU
 #else
-      return false;
+      return "not an aarch64 build";
 #endif
   }
-  return false;
+  return "unknown variant";
+}
+
+bool RowDotIsaSupported(RowDotIsa isa) {
+  return RowDotIsaMissing(isa).empty();
 }
 
 RowDotIsa ActiveRowDotIsa() {
@@ -169,7 +182,8 @@ RowDotIsa ActiveRowDotIsa() {
 
 void SetRowDotIsa(RowDotIsa isa) {
   if (!RowDotIsaSupported(isa)) {
-    throw MakeError("SetRowDotIsa: ", RowDotIsaName(isa), " is not supported by this CPU or build");
+    throw MakeError("SetRowDotIsa: this machine cannot run ", RowDotIsaName(isa), ": ",
+                    RowDotIsaMissing(isa));
   }
   g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }

@@ -117,7 +117,7 @@ const Named kWeightTypes[] = {
 class GemvBatchTypes : public ::testing::TestWithParam<std::tuple<int, kernels::RowDotIsa>> {
  protected:
   void SetUp() override {
-    if (!kernels::RowDotIsaSupported(std::get<1>(GetParam()))) GTEST_SKIP() << "variant not available here";
+    PLUMB_REQUIRE_ISA(std::get<1>(GetParam()));
     saved_ = kernels::ActiveRowDotIsa();
     kernels::SetRowDotIsa(std::get<1>(GetParam()));
   }

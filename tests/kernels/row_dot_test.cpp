@@ -262,6 +262,39 @@ TEST(RowDot, ActiveIsaIsASupportedOne) {
 #endif
 }
 
+TEST(RowDot, AnUnsupportedVariantSaysWhatTheMachineLacks) {
+  // The reason a skipped test and a refused PLUMB_ISA give: CPU features by name, or the build's target.
+  for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512, RowDotIsa::kNeon}) {
+    const std::string missing = kernels::RowDotIsaMissing(isa);
+    EXPECT_EQ(missing.empty(), kernels::RowDotIsaSupported(isa)) << kernels::RowDotIsaName(isa);
+    if (missing.empty()) continue;
+#if defined(__x86_64__)
+    const std::string expected_start = isa == RowDotIsa::kNeon ? "not an aarch64 build" : "CPU lacks ";
+#else
+    const std::string expected_start = isa == RowDotIsa::kNeon ? "CPU lacks " : "not an x86-64 build";
+#endif
+    EXPECT_EQ(missing.rfind(expected_start, 0), 0u) << kernels::RowDotIsaName(isa) << ": " << missing;
+    try {
+      kernels::SetRowDotIsa(isa);
+      ADD_FAILURE() << "SetRowDotIsa(" << kernels::RowDotIsaName(isa) << ") did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+    }
+  }
+#if defined(__x86_64__)
+  // Each named feature is one this CPU really lacks (AVX-512 needs AVX2's features too).
+  const std::string avx512_missing = kernels::RowDotIsaMissing(RowDotIsa::kAvx512);
+  // (__builtin_cpu_supports takes only a string literal.)
+  const bool has[] = {__builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx512bw") != 0,
+                      __builtin_cpu_supports("avx512vl") != 0};
+  const char* names[] = {"avx512f", "avx512bw", "avx512vl"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(avx512_missing.find(names[i]) == std::string::npos, has[i])
+        << names[i] << " in '" << avx512_missing << "'";
+  }
+#endif
+}
+
 TEST(RowDot, WithoutPlumbIsaTheWidestSupportedVariantRuns) {
   if (std::getenv("PLUMB_ISA") != nullptr) GTEST_SKIP() << "PLUMB_ISA is set, so it chose the variant";
   RowDotIsa widest = RowDotIsa::kScalar;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "plumb/formats/ggml_types.h"
 
@@ -43,6 +44,9 @@ enum class RowDotIsa { kScalar, kAvx2, kNeon, kAvx512 };
 // Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C; kAvx512 on
 // x86-64 with those and AVX-512 F, BW and VL, enabled by the OS).
 bool RowDotIsaSupported(RowDotIsa isa);
+// Why RowDotIsaSupported(isa) is false, as a reader of a test log wants it: "CPU lacks avx512bw, avx512vl"
+// (feature names as /proc/cpuinfo spells them), "not an aarch64 build"; "" when it is true.
+std::string RowDotIsaMissing(RowDotIsa isa);
 // The variant RowDot and RowDots use: the best supported one, unless the environment variable PLUMB_ISA
 // (read once, at first use) names another ("scalar", "avx2", ...), or SetRowDotIsa chose another.
 RowDotIsa ActiveRowDotIsa();
