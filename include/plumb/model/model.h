@@ -47,16 +47,25 @@ struct StepOptions {
   bool batch_invariant = false;
 };
 
-// Optional record of the residual stream during a prefill, for tests and fixtures. Each entry is [P][d].
+// Optional record of the residual stream during a prefill, for tests and fixtures: what a ForwardObserver
+// sees at ActivationPoint kLayerInput of layer 0, kAfterMlp and kFinalNorm.
 struct PrefillTrace {
-  std::vector<float> embedding;                   // input of layer 0
-  std::vector<std::vector<float>> layer_outputs;  // residual stream after each layer
-  std::vector<float> final_norm;                  // after the final RMSNorm
+  std::vector<float> embedding;                   // [P][d] input of layer 0
+  std::vector<std::vector<float>> layer_outputs;  // [P][d] residual stream after each layer
+  std::vector<float> final_norm;                  // [logit rows][d] after the final RMSNorm
 };
+
+namespace detail {
+struct Activations;
+enum class Projection;
+}  // namespace detail
 
 class Model {
  public:
   Model(ModelConfig config, ModelWeights weights);
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
 
   // Loads a GGUF file (*.gguf) or a Hugging Face checkpoint: a directory holding config.json and
   // model.safetensors (or the shards listed in model.safetensors.index.json), or a .safetensors file with
@@ -97,43 +106,18 @@ class Model {
 
  private:
   void CheckTokens(std::span<const int> tokens, const KvSequence& kv) const;
-  void GrowStepBuffers(int rows, int logit_rows, std::size_t chunks);
+  // Checks and reserves every chunk, then runs the layers over all their rows (src/model/model.cpp).
+  std::span<const float> Forward(std::span<const SequenceChunk> chunks, ForwardPhase phase,
+                                 detail::Projection projection, detail::Activations& a,
+                                 ForwardObserver* observer);
 
   ModelConfig config_;
   ModelWeights weights_;
   ForwardObserver* observer_ = nullptr;
-
-  // Decode's activations, allocated once so the per-token loop allocates nothing.
-  struct DecodeBuffers {
-    std::vector<float> x;          // [d]   residual stream
-    std::vector<float> x_norm;     // [d]
-    std::vector<float> q;          // [n_heads·hd]
-    std::vector<float> k;          // [n_kv_heads·hd]
-    std::vector<float> v;          // [n_kv_heads·hd]
-    std::vector<float> attention;  // [n_heads·hd]
-    std::vector<float> projected;  // [d]   output of o_proj / down_proj before the residual add
-    std::vector<float> gate;       // [ffn]
-    std::vector<float> up;         // [ffn]
-    std::vector<float> logits;     // [V]
-  } decode_;
-
-  // Step's activations for up to `rows` rows, grown only when a step has more rows (or logit rows, or
-  // chunks) than any before.
-  struct StepBuffers {
-    int rows = 0;
-    std::vector<float> x;           // [rows][d]   residual stream of every chunk's tokens, chunk after chunk
-    std::vector<float> x_norm;      // [rows][d]
-    std::vector<float> q;           // [rows][n_heads·hd]
-    std::vector<float> k;           // [rows][n_kv_heads·hd]
-    std::vector<float> v;           // [rows][n_kv_heads·hd]
-    std::vector<float> attention;   // [rows][n_heads·hd]
-    std::vector<float> projected;   // [rows][d]
-    std::vector<float> gate;        // [rows][ffn]
-    std::vector<float> up;          // [rows][ffn]
-    std::vector<float> head_input;  // [logit rows][d]   final-normed rows whose logits are returned
-    std::vector<float> logits;      // [logit rows][V]
-    std::vector<kernels::AttentionItem> items;  // [chunks] one attention item per chunk
-  } step_;
+  // Decode's and Step's activations (src/model/forward_pass.h), kept between calls so that a steady decode
+  // allocates nothing; Prefill allocates its own for the prompt and lets them go.
+  std::unique_ptr<detail::Activations> decode_;
+  std::unique_ptr<detail::Activations> step_;
 };
 
 }  // namespace plumb

@@ -1,0 +1,189 @@
+// The kernels of one forward pass, each reported as it finishes (src/model/forward_pass.h).
+#include "forward_pass.h"
+
+namespace plumb::detail {
+namespace {
+
+// x[r][i] += bias[i] for each of `rows` rows; no-op for a model without biases.
+void AddBias(float* x, int rows, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  const std::size_t n = bias.size();
+  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+    for (std::size_t i = 0; i < n; ++i) x[r * n + i] += bias[i];
+  }
+}
+
+void AddInPlace(float* x, const float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+template <class T>
+void GrowTo(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+void Activations::Grow(const ModelConfig& c, int new_rows, int logit_rows, std::size_t chunks) {
+  if (new_rows > rows) {
+    const auto grow = [new_rows](std::vector<float>& buffer, int width) {
+      buffer.resize(static_cast<std::size_t>(new_rows) * width);
+    };
+    grow(x, c.hidden_size);
+    grow(x_norm, c.hidden_size);
+    grow(q, c.QueryDim());
+    grow(k, c.KvDim());
+    grow(v, c.KvDim());
+    grow(attention, c.QueryDim());
+    grow(projected, c.hidden_size);
+    grow(gate, c.intermediate_size);
+    grow(up, c.intermediate_size);
+    rows = new_rows;
+  }
+  GrowTo(head_input, static_cast<std::size_t>(logit_rows) * c.hidden_size);
+  GrowTo(logits, static_cast<std::size_t>(logit_rows) * c.vocab_size);
+  GrowTo(items, chunks);
+}
+
+ForwardPass::ForwardPass(const ModelConfig& config, std::span<const SequenceChunk> chunks,
+                         Projection projection, Activations& a, ForwardObserver* observer, ForwardPhase phase)
+    : c_(config), chunks_(chunks), projection_(projection), a_(a), observer_(observer) {
+  for (const SequenceChunk& chunk : chunks_) {
+    const int n = static_cast<int>(chunk.tokens.size());
+    rows_ += n;
+    logit_rows_ += chunk.all_logits ? n : 1;
+  }
+  if (!observer_) return;
+  observer_->OnPassBegin(phase, rows_);
+  last_ = Clock::now();
+}
+
+ForwardPass::~ForwardPass() {
+  if (observer_) observer_->OnPassEnd();
+}
+
+void ForwardPass::Done(ForwardKernel kernel, int layer, int rows) {
+  if (!observer_) return;
+  const Clock::time_point now = Clock::now();
+  observer_->OnKernel(
+      {kernel, layer, rows < 0 ? rows_ : rows, std::chrono::duration<double>(now - last_).count()});
+  last_ = Clock::now();
+}
+
+void ForwardPass::Observe(ActivationPoint point, int layer) {
+  if (!observer_) return;
+  observer_->OnActivation(point, layer, a_.x.data(), rows_, c_.hidden_size);
+  last_ = Clock::now();  // the observer's own time is left out of the next kernel's
+}
+
+void ForwardPass::Multiply(const WeightMatrix& W, const float* in, int rows, float* out) const {
+  switch (projection_) {
+    case Projection::kGemvBatch:
+      kernels::GemvBatch(W, in, rows, out);
+      return;
+    case Projection::kGemvOrGemm:
+      if (rows == 1) return kernels::Gemv(W, in, out);
+      break;
+    case Projection::kGemm:
+      break;
+  }
+  kernels::Gemm(in, rows, W, out);
+}
+
+void ForwardPass::Embed(const WeightMatrix& table) {
+  std::size_t row = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    for (int token : chunk.tokens) kernels::DequantizeRowOf(table, token, &a_.x[row++ * c_.hidden_size]);
+  }
+  Done(ForwardKernel::kEmbedding, -1);
+}
+
+void ForwardPass::RmsNorm(ForwardKernel kernel, int layer, const std::vector<float>& in,
+                          const std::vector<float>& weight, std::vector<float>& out) {
+  kernels::RmsNorm(in.data(), weight.data(), out.data(), rows_, c_.hidden_size, c_.rms_norm_eps);
+  Done(kernel, layer);
+}
+
+void ForwardPass::Project(ForwardKernel kernel, int layer, const WeightMatrix& W,
+                          const std::vector<float>& bias, const std::vector<float>& in,
+                          std::vector<float>& out) {
+  Multiply(W, in.data(), rows_, out.data());
+  AddBias(out.data(), rows_, bias);
+  Done(kernel, layer);
+}
+
+void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W,
+                                const std::vector<float>& in) {
+  Multiply(W, in.data(), rows_, a_.projected.data());
+  AddInPlace(a_.x.data(), a_.projected.data(), static_cast<std::size_t>(rows_) * c_.hidden_size);
+  Done(kernel, layer);
+}
+
+void ForwardPass::Rope(int layer) {
+  const std::size_t q_dim = c_.QueryDim(), kv_dim = c_.KvDim();
+  std::size_t row = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    const int n = static_cast<int>(chunk.tokens.size());
+    const int first_pos = chunk.kv->length();
+    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, c_.rope_theta);
+    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, c_.rope_theta);
+    row += n;
+  }
+  Done(ForwardKernel::kRope, layer);
+}
+
+void ForwardPass::WriteKv(int layer) {
+  const std::size_t kv_dim = c_.KvDim();
+  std::size_t row = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    const int first_pos = chunk.kv->length();
+    for (int r = 0; r < static_cast<int>(chunk.tokens.size()); ++r, ++row) {
+      chunk.kv->Write(layer, first_pos + r, &a_.k[row * kv_dim], &a_.v[row * kv_dim]);
+    }
+  }
+  Done(ForwardKernel::kKvWrite, layer);
+}
+
+void ForwardPass::Attend(int layer) {
+  const std::size_t q_dim = c_.QueryDim();
+  std::size_t row = 0;
+  for (std::size_t i = 0; i < chunks_.size(); ++i) {
+    KvSequence& kv = *chunks_[i].kv;
+    const int n = static_cast<int>(chunks_[i].tokens.size());
+    a_.items[i] = {&a_.q[row * q_dim], &a_.attention[row * q_dim], n, kv.length(), kv.Layer(layer)};
+    row += n;
+  }
+  kernels::CausalAttention(std::span(a_.items.data(), chunks_.size()), c_.num_heads);
+  Done(ForwardKernel::kAttention, layer);
+}
+
+void ForwardPass::SwiGlu(int layer) {
+  kernels::SwiGlu(a_.gate.data(), a_.up.data(), a_.gate.data(),
+                  static_cast<std::int64_t>(rows_) * c_.intermediate_size);
+  Done(ForwardKernel::kSwiGlu, layer);
+}
+
+std::span<const float> ForwardPass::Logits(const std::vector<float>& final_norm,
+                                           const WeightMatrix& lm_head) {
+  const std::size_t d = c_.hidden_size;
+  std::size_t row = 0, out_row = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    const int n = static_cast<int>(chunk.tokens.size());
+    const int first = chunk.all_logits ? 0 : n - 1;
+    kernels::RmsNorm(&a_.x[(row + first) * d], final_norm.data(), &a_.head_input[out_row * d], n - first,
+                     c_.hidden_size, c_.rms_norm_eps);
+    row += n;
+    out_row += n - first;
+  }
+  Done(ForwardKernel::kFinalNorm, -1, logit_rows_);
+  if (observer_) {
+    observer_->OnActivation(ActivationPoint::kFinalNorm, -1, a_.head_input.data(), logit_rows_,
+                            c_.hidden_size);
+    last_ = Clock::now();
+  }
+  Multiply(lm_head, a_.head_input.data(), logit_rows_, a_.logits.data());
+  Done(ForwardKernel::kLmHead, -1, logit_rows_);
+  return {a_.logits.data(), static_cast<std::size_t>(logit_rows_) * c_.vocab_size};
+}
+
+}  // namespace plumb::detail

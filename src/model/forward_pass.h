@@ -1,0 +1,100 @@
+// ForwardPass: the kernels of one forward pass, each timed and reported to the model's ForwardObserver
+// (model/forward_observer.h) as it finishes, so that the layer in model.cpp reads as the math alone.
+//
+// A pass runs over the rows of its chunks (model/model.h's SequenceChunk): every chunk's tokens, chunk after
+// chunk, [rows][·] in each buffer of Activations. The projections and the MLP treat all rows alike; RoPE, the
+// cache writes and attention run per chunk, at that sequence's positions and over its own cache. Prefill is
+// one chunk of P tokens, Decode one chunk of one token, Step any number. Internal to src/model.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "plumb/kernels/kernels.h"
+#include "plumb/model/config.h"
+#include "plumb/model/forward_observer.h"
+#include "plumb/model/model.h"
+
+namespace plumb::detail {
+
+// How a pass multiplies its rows by a weight matrix. The choice is the phase's and decides the bits:
+// Prefill's GEMM, Decode's GEMV, and the batch-invariant GEMV of StepOptions (model/model.h).
+enum class Projection {
+  kGemm,        // kernels::Gemm for any number of rows (Prefill)
+  kGemvOrGemm,  // kernels::Gemv for one row, kernels::Gemm for more (Decode, Step)
+  kGemvBatch,   // kernels::GemvBatch: each row bitwise its own Gemv (Step with batch_invariant)
+};
+
+// The activations of a pass, allocated for the largest pass so far and never shrunk, so that a steady
+// decode allocates nothing. d = hidden_size, hd = head_dim, ffn = intermediate_size, V = vocab_size.
+struct Activations {
+  int rows = 0;                               // capacity in rows
+  std::vector<float> x;                       // [rows][d]   residual stream
+  std::vector<float> x_norm;                  // [rows][d]
+  std::vector<float> q;                       // [rows][n_heads·hd]
+  std::vector<float> k;                       // [rows][n_kv_heads·hd]
+  std::vector<float> v;                       // [rows][n_kv_heads·hd]
+  std::vector<float> attention;               // [rows][n_heads·hd]
+  std::vector<float> projected;               // [rows][d]   o_proj / down_proj output before the residual add
+  std::vector<float> gate;                    // [rows][ffn] gate, then silu(gate) ⊙ up
+  std::vector<float> up;                      // [rows][ffn]
+  std::vector<float> head_input;              // [logit rows][d]  final-normed rows whose logits are returned
+  std::vector<float> logits;                  // [logit rows][V]
+  std::vector<kernels::AttentionItem> items;  // [chunks]
+
+  void Grow(const ModelConfig& c, int rows, int logit_rows, std::size_t chunks);
+};
+
+class ForwardPass {
+ public:
+  // The rows (and logit rows) of `chunks` must fit `a` (Activations::Grow). Reports OnPassBegin now and
+  // OnPassEnd when destroyed.
+  ForwardPass(const ModelConfig& config, std::span<const SequenceChunk> chunks, Projection projection,
+              Activations& a, ForwardObserver* observer, ForwardPhase phase);
+  ~ForwardPass();
+  ForwardPass(const ForwardPass&) = delete;
+  ForwardPass& operator=(const ForwardPass&) = delete;
+
+  // x[row] = table[token of row], dequantized.
+  void Embed(const WeightMatrix& table);
+  // out[row] = RMSNorm(in[row]) ⊙ weight.
+  void RmsNorm(ForwardKernel kernel, int layer, const std::vector<float>& in,
+               const std::vector<float>& weight, std::vector<float>& out);
+  // out[row] = in[row] · Wᵀ (+ bias, when the model has one).
+  void Project(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& bias,
+               const std::vector<float>& in, std::vector<float>& out);
+  // x[row] += in[row] · Wᵀ: a projection back into the residual stream.
+  void AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& in);
+  // Rotates q and k of each chunk at its positions kv.length() ...
+  void Rope(int layer);
+  // Writes k and v of each chunk into its cache, at the same positions.
+  void WriteKv(int layer);
+  // attention[row] = causal GQA attention of q[row] over its chunk's cache.
+  void Attend(int layer);
+  // gate = silu(gate) ⊙ up.
+  void SwiGlu(int layer);
+  // Reports x at `point` of `layer` to the observer.
+  void Observe(ActivationPoint point, int layer);
+  // The final RMSNorm of the rows whose logits are returned (each chunk's last, or all its rows when it asks
+  // for all_logits) into head_input, then their logits: [logit rows][V], in a.logits.
+  std::span<const float> Logits(const std::vector<float>& final_norm, const WeightMatrix& lm_head);
+
+ private:
+  void Multiply(const WeightMatrix& W, const float* in, int rows, float* out) const;
+  // `kernel` of `layer` (-1 outside the layers) has just finished over `rows` rows (-1: the pass's).
+  void Done(ForwardKernel kernel, int layer, int rows = -1);
+
+  using Clock = std::chrono::steady_clock;
+  const ModelConfig& c_;
+  std::span<const SequenceChunk> chunks_;
+  Projection projection_;
+  Activations& a_;
+  ForwardObserver* observer_;
+  int rows_ = 0;        // every chunk's tokens
+  int logit_rows_ = 0;  // rows whose logits are returned
+  Clock::time_point last_;
+};
+
+}  // namespace plumb::detail
