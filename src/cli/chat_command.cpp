@@ -108,7 +108,7 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
           << s.PrefillTokensPerSecond() << " tok/s | first token " << s.time_to_first_token * 1e3 << " ms | "
           << s.generated_tokens << " generated, " << s.DecodeTokensPerSecond() << " tok/s | context "
           << turn.context_used << "/" << ctx
-          << (s.stop_reason == "max tokens" ? " | reply cut at --max-tokens" : "")
+          << (s.stop_reason == StopReason::kMaxTokens ? " | reply cut at --max-tokens" : "")
           << (turn.dropped_messages ? " | dropped " + std::to_string(turn.dropped_messages) + " old messages"
                                     : "")
           << "]\n";

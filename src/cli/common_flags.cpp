@@ -65,7 +65,7 @@ int ReadContextFlag(const Flags& flags, const ModelConfig& config, int fallback)
 void PrintGenerationStats(std::ostream& err, const GenerationStats& stats) {
   const std::ios::fmtflags saved = err.flags();
   err << std::fixed << std::setprecision(2) << "prompt: " << stats.prompt_tokens << " tokens"
-      << " | generated: " << stats.generated_tokens << " tokens (" << stats.stop_reason << ")"
+      << " | generated: " << stats.generated_tokens << " tokens (" << StopReasonName(stats.stop_reason) << ")"
       << " | threads: " << kernels::NumThreads() << "\n"
       << "time to first token: " << stats.time_to_first_token * 1e3 << " ms"
       << " | prefill: " << stats.PrefillTokensPerSecond() << " tok/s"

@@ -93,7 +93,7 @@ int RunGenerateBatch(const Flags& flags, TextModel& loaded, const GenerationOpti
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const RequestStatus& s = scheduler.Status(ids[i]);
     out << "### " << i + 1 << " (" << s.prompt.size() << " prompt tokens, " << s.generated.size()
-        << " generated, " << s.finish_reason << ")\n";
+        << " generated, " << StopReasonName(s.finish_reason) << ")\n";
     if (text_mode) {
       out << tokenizer->Decode(s.generated) << "\n";
     } else {

@@ -47,12 +47,12 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
   int token = sampler.Sample(logits);
   stats.time_to_first_token = SecondsSince(start);
 
-  stats.stop_reason = "max tokens";
+  stats.stop_reason = StopReason::kMaxTokens;
   for (;;) {
     ++stats.generated_tokens;
     on_token(token);
     if (is_stop(token)) {
-      stats.stop_reason = "stop id";
+      stats.stop_reason = StopReason::kStopToken;
       break;
     }
     if (stats.generated_tokens == options.max_new_tokens) break;

@@ -69,10 +69,10 @@ void Scheduler::Abort(RequestId id) {
     throw MakeError("scheduler: request ", id, " has already finished");
   }
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
-  Finish(id, "aborted");
+  Finish(id, StopReason::kAborted);
 }
 
-void Scheduler::Finish(RequestId id, const std::string& reason) {
+void Scheduler::Finish(RequestId id, StopReason reason) {
   Entry& e = entries_.at(id);
   if (e.seq) cache_.Free(*e.seq);
   e.seq.reset();
@@ -189,11 +189,11 @@ StepReport Scheduler::Step() {
     report.new_tokens.emplace_back(id, token);
     const auto& stops = e.options.stop_ids;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      Finish(id, "stop id");
+      Finish(id, StopReason::kStopToken);
     } else if (static_cast<int>(e.status.generated.size()) >= e.options.max_new_tokens) {
-      Finish(id, "max tokens");
+      Finish(id, StopReason::kMaxTokens);
     } else if (static_cast<int>(e.to_compute.size()) > cache_.config().max_positions) {
-      Finish(id, "context full");
+      Finish(id, StopReason::kContextFull);
     } else {
       continue;
     }

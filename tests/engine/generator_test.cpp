@@ -34,7 +34,16 @@ TEST_F(Generation, GreedyEqualsTheReferenceContinuation) {
   EXPECT_EQ(stats.generated_tokens, golden_->greedy_steps());
   EXPECT_EQ(stats.decode_steps, golden_->greedy_steps() - 1);
   EXPECT_EQ(stats.prompt_tokens, static_cast<int>(golden_->prompt_ids().size()));
-  EXPECT_EQ(stats.stop_reason, "max tokens");
+  EXPECT_EQ(stats.stop_reason, StopReason::kMaxTokens);
+}
+
+TEST(StopReason, PrintsTheNamesTheCliShows) {
+  // `plumb generate` prints these after the counts; a script may read them, so they are fixed here.
+  EXPECT_EQ(StopReasonName(StopReason::kStopToken), "stop id");
+  EXPECT_EQ(StopReasonName(StopReason::kMaxTokens), "max tokens");
+  EXPECT_EQ(StopReasonName(StopReason::kContextFull), "context full");
+  EXPECT_EQ(StopReasonName(StopReason::kAborted), "aborted");
+  EXPECT_EQ(StopReasonName(StopReason::kNone), "none");
 }
 
 TEST_F(Generation, StopsRightAfterEmittingAStopId) {
@@ -47,7 +56,7 @@ TEST_F(Generation, StopsRightAfterEmittingAStopId) {
   const std::vector<int> until_stop(expected.begin(),
                                     std::find(expected.begin(), expected.end(), expected[4]) + 1);
   EXPECT_EQ(tokens, until_stop);
-  EXPECT_EQ(stats.stop_reason, "stop id");
+  EXPECT_EQ(stats.stop_reason, StopReason::kStopToken);
 }
 
 TEST_F(Generation, SeededSamplingIsReproducibleAndSeedsDiffer) {

@@ -186,7 +186,7 @@ TEST_F(Scheduling, RequestsJoinBetweenStepsAndAbortFreesBlocks) {
   EXPECT_EQ(s.running(), 2);
   s.Abort(a);
   EXPECT_EQ(s.Status(a).state, RequestState::kFinished);
-  EXPECT_EQ(s.Status(a).finish_reason, "aborted");
+  EXPECT_EQ(s.Status(a).finish_reason, StopReason::kAborted);
   while (!s.Idle()) s.Step();
   EXPECT_EQ(s.Status(b).generated, Alone(Prompts()[1], Options(5)));
   EXPECT_EQ(cache.Usage().used_blocks, 0);

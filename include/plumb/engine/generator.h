@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "plumb/engine/stop_reason.h"
 #include "plumb/kv/contiguous_kv_cache.h"
 #include "plumb/model/model.h"
 #include "plumb/sample/sampler.h"
@@ -21,11 +22,11 @@ struct GenerationOptions {
 struct GenerationStats {
   int prompt_tokens = 0;
   int generated_tokens = 0;
-  double prefill_seconds = 0;      // the prompt's forward pass
-  double time_to_first_token = 0;  // prefill plus sampling the first token
-  double decode_seconds = 0;       // every Decode() call after the first token
-  int decode_steps = 0;            // number of Decode() calls
-  std::string stop_reason;         // "stop id" or "max tokens"
+  double prefill_seconds = 0;                  // the prompt's forward pass
+  double time_to_first_token = 0;              // prefill plus sampling the first token
+  double decode_seconds = 0;                   // every Decode() call after the first token
+  int decode_steps = 0;                        // number of Decode() calls
+  StopReason stop_reason = StopReason::kNone;  // kStopToken or kMaxTokens once it returns
 
   double PrefillTokensPerSecond() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double DecodeTokensPerSecond() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "plumb/engine/generator.h"
+#include "plumb/engine/stop_reason.h"
 #include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/model.h"
 #include "plumb/sample/sampler.h"
@@ -55,8 +56,8 @@ enum class RequestState { kWaiting, kPrefilling, kDecoding, kFinished };
 struct RequestStatus {
   RequestState state = RequestState::kWaiting;
   std::vector<int> prompt;
-  std::vector<int> generated;  // sampled tokens, in order
-  std::string finish_reason;   // "stop id", "max tokens", "context full", "aborted" once finished
+  std::vector<int> generated;                    // sampled tokens, in order
+  StopReason finish_reason = StopReason::kNone;  // why, once finished
   int preemptions = 0;
   int cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache at (the last) admission
 };
@@ -104,7 +105,7 @@ class Scheduler {
 
   bool TryAdmit(RequestId id);
   void Preempt(RequestId id);
-  void Finish(RequestId id, const std::string& reason);
+  void Finish(RequestId id, StopReason reason);
   int BlocksForPositions(int positions) const;
   int WorstCaseBlocksStillNeeded(RequestId id) const;
 
