@@ -46,7 +46,7 @@ using plumb::GgmlType;
 using plumb::Int4Params;
 using plumb::Int4Scheme;
 using plumb::WeightMatrix;
-using plumb::kernels::RowDotIsa;
+using plumb::kernels::Isa;
 
 constexpr std::size_t kProbeBytes = std::size_t{512} << 20;  // ≫ the 32 MiB LLC; smaller than the default
                                                              // 1 GiB, as the bench shares the machine
@@ -228,14 +228,14 @@ void BM_StreamRead(benchmark::State& state, int threads) {
   state.counters["best_B/s"] = static_cast<double>(kProbeBytes) / best;
 }
 
-void BM_Gemv(benchmark::State& state, const Kind& kind, int rows, int cols, RowDotIsa isa, int threads) {
-  if (!plumb::kernels::RowDotIsaSupported(isa)) {
+void BM_Gemv(benchmark::State& state, const Kind& kind, int rows, int cols, Isa isa, int threads) {
+  if (!plumb::kernels::IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
   const WeightMatrix& W = CachedMatrix(kind, rows, cols);
   const double stream = StreamBandwidth(threads);
-  plumb::kernels::SetRowDotIsa(isa);
+  plumb::kernels::SetIsa(isa);
   plumb::kernels::SetNumThreads(threads);
   const std::vector<float> x = RandomFloats(cols, 7);
   std::vector<float> y(rows);
@@ -297,10 +297,10 @@ int main(int argc, char** argv) {
   const int shapes[][2] = {{4096, 14336}, {14336, 4096}, {128, 4096}};
   for (const auto& shape : shapes) {
     for (const Kind& kind : kinds) {
-      for (RowDotIsa isa : {RowDotIsa::kAvx512, RowDotIsa::kAvx2, RowDotIsa::kScalar}) {
+      for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
         for (int threads : thread_counts) {
           const std::string name = "Gemv/" + kind.name + "/" + std::to_string(shape[0]) + "x" +
-                                   std::to_string(shape[1]) + "/" + plumb::kernels::RowDotIsaName(isa) +
+                                   std::to_string(shape[1]) + "/" + plumb::kernels::IsaName(isa) +
                                    "/threads:" + std::to_string(threads);
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, kind, shape[0], shape[1], isa, threads)
               ->Unit(benchmark::kMillisecond)

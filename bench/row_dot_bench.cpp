@@ -26,7 +26,7 @@
 namespace {
 
 using plumb::GgmlType;
-using plumb::kernels::RowDotIsa;
+using plumb::kernels::Isa;
 
 std::vector<std::uint8_t> RandomMatrix(GgmlType type, std::int64_t rows, std::int64_t k) {
   std::mt19937 rng(42);
@@ -59,13 +59,12 @@ std::vector<std::uint8_t> RandomMatrix(GgmlType type, std::int64_t rows, std::in
 
 enum class Loop { kRowDot, kRowDots };
 
-void BM_Gemv(benchmark::State& state, GgmlType type, std::int64_t rows, std::int64_t k, RowDotIsa isa,
-             Loop loop) {
-  if (!plumb::kernels::RowDotIsaSupported(isa)) {
+void BM_Gemv(benchmark::State& state, GgmlType type, std::int64_t rows, std::int64_t k, Isa isa, Loop loop) {
+  if (!plumb::kernels::IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
-  plumb::kernels::SetRowDotIsa(isa);
+  plumb::kernels::SetIsa(isa);
   const std::vector<std::uint8_t> w = RandomMatrix(type, rows, k);
   const std::size_t row_bytes = static_cast<std::size_t>(plumb::GgmlRowBytes(type, k));
   std::vector<float> x(k), y(rows);
@@ -97,11 +96,11 @@ int main(int argc, char** argv) {
     for (GgmlType type : types) {
       // K-quants have 256-element blocks: 576 is not a multiple, so they run at k = 512.
       const std::int64_t k = plumb::GgmlTraits(type).block_elements == 256 ? 512 : shape[1];
-      for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512}) {
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
         for (Loop loop : {Loop::kRowDot, Loop::kRowDots}) {
           const std::string name = std::string(loop == Loop::kRowDot ? "RowDot/" : "RowDots/") +
                                    std::string(plumb::GgmlTypeName(type)) + "/" + std::to_string(shape[0]) +
-                                   "x" + std::to_string(k) + "/" + plumb::kernels::RowDotIsaName(isa);
+                                   "x" + std::to_string(k) + "/" + plumb::kernels::IsaName(isa);
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, type, shape[0], k, isa, loop)
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();

@@ -6,8 +6,8 @@
 # Every source of the kernel layer that is plain C++ (the ISA variants compile to nothing on other targets).
 file(GLOB PLUMB_KERNELS_ONLY_SOURCES CONFIGURE_DEPENDS
      src/formats/dtype.cpp src/formats/fp8.cpp src/formats/int4.cpp src/formats/ggml_types.cpp
-     src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/row_dot*.cpp src/kernels/packed_dot*.cpp
-     src/kernels/kv_decode*.cpp src/kernels/weight_matrix.cpp src/kernels/scalar/*.cpp)
+     src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/isa.cpp src/kernels/row_dot*.cpp
+     src/kernels/packed_dot*.cpp src/kernels/kv_decode*.cpp src/kernels/weight_matrix.cpp src/kernels/scalar/*.cpp)
 add_library(plumb_kernels STATIC ${PLUMB_KERNELS_ONLY_SOURCES})
 target_include_directories(plumb_kernels PUBLIC include)
 target_link_libraries(plumb_kernels PRIVATE plumb_flags)

@@ -257,7 +257,7 @@ void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const Ke
 #endif
 ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
 #if defined(__x86_64__)
-  if (head_dim % 8 == 0 && ActiveRowDotIsa() != RowDotIsa::kScalar) return ScoreRunAvx2;
+  if (head_dim % 8 == 0 && ActiveIsa() != Isa::kScalar) return ScoreRunAvx2;
 #endif
   return ScoreRunRowDots;
 }
@@ -410,10 +410,10 @@ void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int 
   AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
 }
 #endif
-// AVX2 where the row dots may use it (kernels/row_dot.h: PLUMB_ISA=scalar, SetRowDotIsa turn both off).
+// AVX2 where the row dots may use it (kernels/isa.h: PLUMB_ISA=scalar, SetIsa turn both off).
 AccumulateFn ActiveAccumulate() {
 #if defined(__x86_64__)
-  if (ActiveRowDotIsa() != RowDotIsa::kScalar) return AccumulateAvx2;
+  if (ActiveIsa() != Isa::kScalar) return AccumulateAvx2;
 #endif
   return AccumulatePlain;
 }

@@ -1,7 +1,7 @@
 // Building blocks shared by the AVX2 kernels (row_dot_avx2.cpp, packed_dot_avx2.cpp) and the AVX-512 ones
 // (row_dot_avx512.cpp, packed_dot_avx512.cpp). Internal to src/kernels/; x86-64 only. The build is baseline
 // x86-64, so every function that uses AVX2 or F16C carries PLUMB_AVX2 (AVX-512: PLUMB_AVX512) and is
-// reached only after the run-time check (RowDotIsaSupported).
+// reached only after the run-time check (IsaSupported).
 #pragma once
 
 #if defined(__x86_64__)
@@ -14,7 +14,7 @@
 #define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
 // The AVX-512 kernels (row_dot_avx512.cpp, packed_dot_avx512.cpp) use 256-bit vectors with AVX-512VL's
 // instructions (two-table permutes, 32 registers) and call the AVX2 building blocks, so their target is a
-// superset of PLUMB_AVX2's; reached only when RowDotIsaSupported(kAvx512).
+// superset of PLUMB_AVX2's; reached only when IsaSupported(kAvx512).
 #define PLUMB_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl")))
 
 namespace plumb::kernels::avx2_common {

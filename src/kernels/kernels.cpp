@@ -44,7 +44,7 @@ void ThreadRows(int n, int& begin, int& end) {
 // 2.4x faster than the compiler's code for scalar::GemvRows (L2-resident, AVX2), which one thread needs to
 // keep up with DRAM.
 void GemvF32(const float* w, int n, int k, const float* x, float* y) {
-  const bool vector = ActiveRowDotIsa() != RowDotIsa::kScalar;
+  const bool vector = ActiveIsa() != Isa::kScalar;
   const std::size_t row_bytes = static_cast<std::size_t>(k) * sizeof(float);
 #pragma omp parallel
   {

@@ -6,14 +6,14 @@
 namespace plumb::kernels {
 
 DecodeKvRowFn ActiveDecodeKvRow() {
-  switch (ActiveRowDotIsa()) {
+  switch (ActiveIsa()) {
 #if defined(__x86_64__)
-    case RowDotIsa::kAvx2:
-    case RowDotIsa::kAvx512:
+    case Isa::kAvx2:
+    case Isa::kAvx512:
       return avx2::DecodeKvRow;
 #endif
 #if defined(__aarch64__)
-    case RowDotIsa::kNeon:
+    case Isa::kNeon:
       return neon::DecodeKvRow;
 #endif
     default:

@@ -60,23 +60,23 @@ void DecodePackedRow(const WeightMatrix& W, int r, float* out) {
   CheckArgs("DecodePackedRow", W, r, r + 1);
 #if defined(__x86_64__)
   // AVX-512 decodes as AVX2 does: a GEMM tile's rows are written once and read many times.
-  const RowDotIsa isa = ActiveRowDotIsa();
-  if (isa == RowDotIsa::kAvx2 || isa == RowDotIsa::kAvx512) return avx2::DecodePackedRow(W, r, out);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) return avx2::DecodePackedRow(W, r, out);
 #endif
   for (int c0 = 0; c0 < W.cols; c0 += kChunk) DecodeChunk(W, r, c0, std::min(kChunk, W.cols - c0), out + c0);
 }
 
 void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
   CheckArgs("PackedRowDots", W, row_begin, row_end);
-  switch (ActiveRowDotIsa()) {
+  switch (ActiveIsa()) {
 #if defined(__x86_64__)
-    case RowDotIsa::kAvx2:
+    case Isa::kAvx2:
       return avx2::PackedRowDots(W, row_begin, row_end, x, y);
-    case RowDotIsa::kAvx512:
+    case Isa::kAvx512:
       return avx512::PackedRowDots(W, row_begin, row_end, x, y);
 #endif
 #if defined(__aarch64__)
-    case RowDotIsa::kNeon:
+    case Isa::kNeon:
       return neon::PackedRowDots(W, row_begin, row_end, x, y);
 #endif
     default:

@@ -1,17 +1,9 @@
-// RowDot: the scalar definition and the run-time choice of variant (include/plumb/kernels/row_dot.h).
+// RowDot: the scalar definition, and the dispatch to the variant ActiveIsa() names (kernels/row_dot.h).
 #include "plumb/kernels/row_dot.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#endif
-
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <initializer_list>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf_blocks.h"
@@ -82,134 +74,20 @@ float ScalarRowDotUnchecked(GgmlType type, const std::uint8_t* row, const float*
   return ReduceLanes(lane);
 }
 
-constexpr int kIsaUnset = -1;
-std::atomic<int> g_isa{kIsaUnset};
-
-RowDotIsa DefaultIsa() {
-  const char* env = std::getenv("PLUMB_ISA");
-  const std::string_view requested = env == nullptr ? "" : env;
-  for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512, RowDotIsa::kNeon}) {
-    if (requested != RowDotIsaName(isa)) continue;
-    if (const std::string missing = RowDotIsaMissing(isa); !missing.empty()) {
-      throw MakeError("PLUMB_ISA=", requested, ", but this machine cannot run it: ", missing);
-    }
-    return isa;
-  }
-  if (!requested.empty())
-    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2', 'avx512' or 'neon' (or unset)");
-  if (RowDotIsaSupported(RowDotIsa::kAvx512)) return RowDotIsa::kAvx512;
-  if (RowDotIsaSupported(RowDotIsa::kAvx2)) return RowDotIsa::kAvx2;
-  if (RowDotIsaSupported(RowDotIsa::kNeon)) return RowDotIsa::kNeon;
-  return RowDotIsa::kScalar;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// CPUID leaf 1, ECX bit 29. Asked directly because Clang's __builtin_cpu_supports does not know "f16c".
-// (The OS's saving of the YMM registers F16C needs is what __builtin_cpu_supports("avx2") checks.)
-bool HasF16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
-}
-
-struct CpuFeature {
-  const char* name;  // as /proc/cpuinfo spells it
-  bool present;
-};
-
-// "CPU lacks avx512bw, avx512vl" for the features not present, "" when all are.
-std::string Lacking(std::initializer_list<CpuFeature> features) {
-  std::string lacking;
-  for (const CpuFeature& feature : features) {
-    if (feature.present) continue;
-    lacking += lacking.empty() ? "CPU lacks " : ", ";
-    lacking += feature.name;
-  }
-  return lacking;
-}
-#endif
-
 }  // namespace
 
 bool HasRowDot(GgmlType type) {
   return BlockElements(type) != 0;
 }
 
-std::string RowDotIsaMissing(RowDotIsa isa) {
-  switch (isa) {
-    case RowDotIsa::kScalar:
-      return "";
-    case RowDotIsa::kAvx2:
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      // __builtin_cpu_supports also checks that the OS saves the YMM registers (XCR0).
-      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0}, {"f16c", HasF16c()}});
-#else
-      return "not an x86-64 build";
-#endif
-    case RowDotIsa::kAvx512:
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      // Here too the builtin checks that the OS saves the ZMM and mask registers.
-      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0},
-                      {"f16c", HasF16c()},
-                      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
-                      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-                      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}});
-#else
-      return "not an x86-64 build";
-#endif
-    case RowDotIsa::kNeon:
-#if defined(__aarch64__)
-      return "";  // Advanced SIMD is part of every AArch64 CPU
-#else
-      return "not an aarch64 build";
-#endif
-  }
-  return "unknown variant";
-}
-
-bool RowDotIsaSupported(RowDotIsa isa) {
-  return RowDotIsaMissing(isa).empty();
-}
-
-RowDotIsa ActiveRowDotIsa() {
-  int isa = g_isa.load(std::memory_order_relaxed);
-  if (isa == kIsaUnset) {
-    int expected = kIsaUnset;
-    g_isa.compare_exchange_strong(expected, static_cast<int>(DefaultIsa()));
-    isa = g_isa.load(std::memory_order_relaxed);
-  }
-  return static_cast<RowDotIsa>(isa);
-}
-
-void SetRowDotIsa(RowDotIsa isa) {
-  if (!RowDotIsaSupported(isa)) {
-    throw MakeError("SetRowDotIsa: this machine cannot run ", RowDotIsaName(isa), ": ",
-                    RowDotIsaMissing(isa));
-  }
-  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
-
-const char* RowDotIsaName(RowDotIsa isa) {
-  switch (isa) {
-    case RowDotIsa::kAvx2:
-      return "avx2";
-    case RowDotIsa::kAvx512:
-      return "avx512";
-    case RowDotIsa::kNeon:
-      return "neon";
-    case RowDotIsa::kScalar:
-      break;
-  }
-  return "scalar";
-}
-
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
   CheckArgs("RowDot", type, n);
 #if defined(__x86_64__)
-  if (ActiveRowDotIsa() == RowDotIsa::kAvx512) return avx512::RowDot(type, row, x, n);
-  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDot(type, row, x, n);
+  if (ActiveIsa() == Isa::kAvx512) return avx512::RowDot(type, row, x, n);
+  if (ActiveIsa() == Isa::kAvx2) return avx2::RowDot(type, row, x, n);
 #endif
 #if defined(__aarch64__)
-  if (ActiveRowDotIsa() == RowDotIsa::kNeon) return neon::RowDot(type, row, x, n);
+  if (ActiveIsa() == Isa::kNeon) return neon::RowDot(type, row, x, n);
 #endif
   return ScalarRowDotUnchecked(type, row, x, n);
 }
@@ -219,12 +97,11 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
   CheckArgs("RowDots", type, n);
   if (n_rows < 0) throw MakeError("RowDots: n_rows = ", n_rows, " (negative)");
 #if defined(__x86_64__)
-  if (ActiveRowDotIsa() == RowDotIsa::kAvx512)
-    return avx512::RowDots(type, rows, row_stride, n_rows, x, n, y);
-  if (ActiveRowDotIsa() == RowDotIsa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
+  if (ActiveIsa() == Isa::kAvx512) return avx512::RowDots(type, rows, row_stride, n_rows, x, n, y);
+  if (ActiveIsa() == Isa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
 #endif
 #if defined(__aarch64__)
-  if (ActiveRowDotIsa() == RowDotIsa::kNeon) return neon::RowDots(type, rows, row_stride, n_rows, x, n, y);
+  if (ActiveIsa() == Isa::kNeon) return neon::RowDots(type, rows, row_stride, n_rows, x, n, y);
 #endif
   for (std::int64_t r = 0; r < n_rows; ++r) {
     y[r] = ScalarRowDotUnchecked(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);

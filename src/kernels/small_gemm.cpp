@@ -61,16 +61,16 @@ struct Variant {
   DecodeFn decode;
 };
 
-// The variant for ActiveRowDotIsa(): the vector ones also need FMA for the fused order (every AVX2 CPU
+// The variant for ActiveIsa(): the vector ones also need FMA for the fused order (every AVX2 CPU
 // plumb has met has it, but the instruction set does not promise it).
 Variant PickVariant() {
 #if defined(__x86_64__)
   static const bool fma = __builtin_cpu_supports("fma");
-  switch (ActiveRowDotIsa()) {
-    case RowDotIsa::kAvx512:
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
       if (fma) return {avx512::Tile, avx512::Decode};
       break;
-    case RowDotIsa::kAvx2:
+    case Isa::kAvx2:
       if (fma) return {avx2::Tile, avx2::Decode};
       break;
     default:

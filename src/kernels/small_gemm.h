@@ -28,7 +28,7 @@ namespace plumb::kernels::small_gemm {
 enum class Order { kDefinition, kFused };
 
 // Y[m][W.rows] = X[m][W.cols] · Wᵀ in the order above, for any m ≥ 1 (it pays from m = 2 on) and every
-// weight type Gemv handles; variant picked by ActiveRowDotIsa() (scalar, AVX2 + FMA, AVX-512VL + FMA).
+// weight type Gemv handles; variant picked by ActiveIsa() (scalar, AVX2 + FMA, AVX-512VL + FMA).
 void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order order);
 
 // The most rows kernels::Gemm sends here; beyond, X no longer fits beside a tile in L2 and sgemm's packing

@@ -77,17 +77,17 @@ void CheckAgainstDefinition(const KvSequence& cache, int n_heads, const std::str
     const std::vector<float> q =
         RandomVector(static_cast<std::size_t>(c.rows) * n_heads * kv.head_dim, 11, 2.0f);
     const std::vector<float> expected = Definition(q, c.rows, c.first_pos, kv, n_heads);
-    const kernels::RowDotIsa best = kernels::ActiveRowDotIsa();
-    for (const kernels::RowDotIsa isa : {best, kernels::RowDotIsa::kScalar}) {
-      kernels::SetRowDotIsa(isa);
+    const kernels::Isa best = kernels::ActiveIsa();
+    for (const kernels::Isa isa : {best, kernels::Isa::kScalar}) {
+      kernels::SetIsa(isa);
       for (int threads : {1, 2, 3}) {
         kernels::SetNumThreads(threads);
         ExpectSameBits(testing::Attend(q, c.rows, c.first_pos, kv, n_heads), expected,
-                       what + ", " + c.name + ", " + kernels::RowDotIsaName(isa) + ", " +
-                           std::to_string(threads) + " threads");
+                       what + ", " + c.name + ", " + kernels::IsaName(isa) + ", " + std::to_string(threads) +
+                           " threads");
       }
     }
-    kernels::SetRowDotIsa(best);
+    kernels::SetIsa(best);
   }
   kernels::SetNumThreads(0);
 }

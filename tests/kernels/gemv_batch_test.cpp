@@ -114,18 +114,18 @@ const Named kWeightTypes[] = {
     {"INT4_asym_f16zero_g128", MakeInt4<Int4Scheme::kAsymmetricF16Zero, 128>, 1},
 };
 
-class GemvBatchTypes : public ::testing::TestWithParam<std::tuple<int, kernels::RowDotIsa>> {
+class GemvBatchTypes : public ::testing::TestWithParam<std::tuple<int, kernels::Isa>> {
  protected:
   void SetUp() override {
     PLUMB_REQUIRE_ISA(std::get<1>(GetParam()));
-    saved_ = kernels::ActiveRowDotIsa();
-    kernels::SetRowDotIsa(std::get<1>(GetParam()));
+    saved_ = kernels::ActiveIsa();
+    kernels::SetIsa(std::get<1>(GetParam()));
   }
   void TearDown() override {
-    kernels::SetRowDotIsa(saved_);
+    kernels::SetIsa(saved_);
     kernels::SetNumThreads(0);
   }
-  kernels::RowDotIsa saved_ = kernels::RowDotIsa::kScalar;
+  kernels::Isa saved_ = kernels::Isa::kScalar;
 };
 
 TEST_P(GemvBatchTypes, EveryRowIsBitwiseGemvOfThatRowAlone) {
@@ -186,7 +186,7 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
 
 TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEveryVariant) {
   const Named& type = kWeightTypes[std::get<0>(GetParam())];
-  const kernels::RowDotIsa isa = std::get<1>(GetParam());
+  const kernels::Isa isa = std::get<1>(GetParam());
   // k: not a multiple of 8 where the type allows (the masked tail), else an odd number of blocks; n: odd and
   // not a multiple of either register block (3 and 4 rows) or of a thread slice; m: 2 and every kind of edge
   // of the 3- and 4-row X blocks, up to small_gemm's limit of 64.
@@ -216,11 +216,11 @@ TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEv
         std::vector<float> reference(static_cast<std::size_t>(rows) * w_rows);
         kernels::scalar::Gemm(X.data(), dequantized.data(), reference.data(), rows, w_rows, cols);
         // The scalar variant's bits: every other variant must give them.
-        kernels::SetRowDotIsa(kernels::RowDotIsa::kScalar);
+        kernels::SetIsa(kernels::Isa::kScalar);
         kernels::SetNumThreads(1);
         std::vector<float> scalar_bits(reference.size(), -1.0f);
         kernels::Gemm(X.data(), rows, W, scalar_bits.data());
-        kernels::SetRowDotIsa(isa);
+        kernels::SetIsa(isa);
         for (int threads : {1, 2, 3}) {
           kernels::SetNumThreads(threads);
           std::vector<float> Y(reference.size(), -1.0f);
@@ -254,9 +254,9 @@ TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEv
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemvBatchTypes,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kWeightTypes))),
                                             ::testing::ValuesIn(testing::kIsasOfThisBuild)),
-                         [](const ::testing::TestParamInfo<std::tuple<int, kernels::RowDotIsa>>& p) {
+                         [](const ::testing::TestParamInfo<std::tuple<int, kernels::Isa>>& p) {
                            return kWeightTypes[std::get<0>(p.param)].name + "_" +
-                                  kernels::RowDotIsaName(std::get<1>(p.param));
+                                  kernels::IsaName(std::get<1>(p.param));
                          });
 
 TEST(GemvBatch, ZeroRowsWritesNothing) {

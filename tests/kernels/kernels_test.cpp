@@ -83,24 +83,23 @@ TEST_P(GemvShapes, EveryVariantIsBitwiseTheScalarDefinition) {
   std::vector<float> reference(n);
   kernels::scalar::GemvRows(W.values.data(), x.data(), reference.data(), k, 0, n);
   const WeightMatrix stored = WeightMatrix::FromF32(W);
-  const kernels::RowDotIsa previous = kernels::ActiveRowDotIsa();
-  for (kernels::RowDotIsa isa : testing::kIsasOfThisBuild) {
+  const kernels::Isa previous = kernels::ActiveIsa();
+  for (kernels::Isa isa : testing::kIsasOfThisBuild) {
     // Each CPU checks the variants it has; row_dot_test's PLUMB_REQUIRE_ISA lists the others as skipped.
-    if (!kernels::RowDotIsaSupported(isa)) continue;
-    kernels::SetRowDotIsa(isa);
+    if (!kernels::IsaSupported(isa)) continue;
+    kernels::SetIsa(isa);
     for (int threads : {1, 2}) {
       kernels::SetNumThreads(threads);
       std::vector<float> y(n, -1.0f), y_stored(n, -1.0f);
       kernels::Gemv(W, x.data(), y.data());
       kernels::Gemv(stored, x.data(), y_stored.data());
       for (int r = 0; r < n; ++r) {
-        ASSERT_EQ(y[r], reference[r])
-            << kernels::RowDotIsaName(isa) << " threads " << threads << " row " << r;
-        ASSERT_EQ(y_stored[r], reference[r]) << kernels::RowDotIsaName(isa) << " WeightMatrix, row " << r;
+        ASSERT_EQ(y[r], reference[r]) << kernels::IsaName(isa) << " threads " << threads << " row " << r;
+        ASSERT_EQ(y_stored[r], reference[r]) << kernels::IsaName(isa) << " WeightMatrix, row " << r;
       }
     }
   }
-  kernels::SetRowDotIsa(previous);
+  kernels::SetIsa(previous);
 }
 
 // Rows and columns off every vector width and block size, a single row, a single column.

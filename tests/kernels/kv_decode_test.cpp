@@ -20,18 +20,18 @@
 namespace plumb {
 namespace {
 
-using kernels::RowDotIsa;
+using kernels::Isa;
 
-class KvDecodeTest : public ::testing::TestWithParam<std::tuple<RowDotIsa, KvDtype>> {
+class KvDecodeTest : public ::testing::TestWithParam<std::tuple<Isa, KvDtype>> {
  protected:
   void SetUp() override {
     PLUMB_REQUIRE_ISA(std::get<0>(GetParam()));
-    previous_ = kernels::ActiveRowDotIsa();
-    kernels::SetRowDotIsa(std::get<0>(GetParam()));
+    previous_ = kernels::ActiveIsa();
+    kernels::SetIsa(std::get<0>(GetParam()));
   }
-  void TearDown() override { kernels::SetRowDotIsa(previous_); }
+  void TearDown() override { kernels::SetIsa(previous_); }
 
-  RowDotIsa previous_ = RowDotIsa::kScalar;
+  Isa previous_ = Isa::kScalar;
 };
 
 // Every code of the dtype once, little-endian, then again shifted by one byte (so a 16-bit dtype sees each
@@ -113,9 +113,8 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, KvDecodeTest,
                                             ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16,
                                                               KvDtype::kFp8E4M3, KvDtype::kFp8E5M2)),
                          [](const auto& param_info) {
-                           std::string name =
-                               std::string(kernels::RowDotIsaName(std::get<0>(param_info.param))) + "_" +
-                               std::string(KvDtypeName(std::get<1>(param_info.param)));
+                           std::string name = std::string(kernels::IsaName(std::get<0>(param_info.param))) +
+                                              "_" + std::string(KvDtypeName(std::get<1>(param_info.param)));
                            for (char& c : name) {
                              if (c == '-') c = '_';
                            }

@@ -341,14 +341,13 @@ TEST(NeonPackedRowDots, GgmlMatrixIsAnError) {
 // ---- the run-time choice -----------------------------------------------------------------------------
 
 TEST(NeonIsa, IsSupportedAndTheDefaultOnAarch64) {
-  EXPECT_TRUE(kernels::RowDotIsaSupported(kernels::RowDotIsa::kNeon));
-  EXPECT_FALSE(kernels::RowDotIsaSupported(kernels::RowDotIsa::kAvx2));
+  EXPECT_TRUE(kernels::IsaSupported(kernels::Isa::kNeon));
+  EXPECT_FALSE(kernels::IsaSupported(kernels::Isa::kAvx2));
   const char* env = std::getenv("PLUMB_ISA");
   const std::string requested = env == nullptr ? "" : env;
-  EXPECT_EQ(kernels::ActiveRowDotIsa(),
-            requested == "scalar" ? kernels::RowDotIsa::kScalar : kernels::RowDotIsa::kNeon)
+  EXPECT_EQ(kernels::ActiveIsa(), requested == "scalar" ? kernels::Isa::kScalar : kernels::Isa::kNeon)
       << "PLUMB_ISA=" << requested;
-  EXPECT_STREQ(kernels::RowDotIsaName(kernels::RowDotIsa::kNeon), "neon");
+  EXPECT_STREQ(kernels::IsaName(kernels::Isa::kNeon), "neon");
 }
 
 }  // namespace

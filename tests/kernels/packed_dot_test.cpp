@@ -34,7 +34,7 @@
 namespace plumb {
 namespace {
 
-using kernels::RowDotIsa;
+using kernels::Isa;
 using testing::Gamma;
 using testing::RandomVector;
 
@@ -279,15 +279,15 @@ TEST(PackedRowDots, RejectsGgmlMatricesAndRowsOutsideTheMatrix) {
 
 // ---- vector variants against the definition ---------------------------------------------------------
 
-class PackedRowDotsIsa : public ::testing::TestWithParam<RowDotIsa> {
+class PackedRowDotsIsa : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     PLUMB_REQUIRE_ISA(GetParam());
-    previous_ = kernels::ActiveRowDotIsa();
-    kernels::SetRowDotIsa(GetParam());
+    previous_ = kernels::ActiveIsa();
+    kernels::SetIsa(GetParam());
   }
   void TearDown() override {
-    if (kernels::RowDotIsaSupported(GetParam())) kernels::SetRowDotIsa(previous_);
+    if (kernels::IsaSupported(GetParam())) kernels::SetIsa(previous_);
   }
 
   // The variant under test on rows [begin, end), compared bit for bit with the definition.
@@ -306,7 +306,7 @@ class PackedRowDotsIsa : public ::testing::TestWithParam<RowDotIsa> {
   }
 
  private:
-  RowDotIsa previous_ = RowDotIsa::kScalar;
+  Isa previous_ = Isa::kScalar;
 };
 
 TEST_P(PackedRowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {
@@ -413,7 +413,7 @@ TEST_P(PackedRowDotsIsa, DecodePackedRowIsTheDefinitionsRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, PackedRowDotsIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
-                         [](const auto& p) { return std::string(kernels::RowDotIsaName(p.param)); });
+                         [](const auto& p) { return std::string(kernels::IsaName(p.param)); });
 
 // ---- kernels::Gemv / Gemm / DequantizeRowOf ------------------------------------------------------------
 

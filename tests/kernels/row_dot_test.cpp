@@ -29,7 +29,7 @@
 namespace plumb {
 namespace {
 
-using kernels::RowDotIsa;
+using kernels::Isa;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
@@ -135,21 +135,21 @@ std::vector<std::int64_t> Lengths(GgmlType type) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-class RowDotTest : public ::testing::TestWithParam<std::tuple<RowDotIsa, GgmlType>> {
+class RowDotTest : public ::testing::TestWithParam<std::tuple<Isa, GgmlType>> {
  protected:
   void SetUp() override {
-    const RowDotIsa isa = std::get<0>(GetParam());
+    const Isa isa = std::get<0>(GetParam());
     PLUMB_REQUIRE_ISA(isa);
-    previous_ = kernels::ActiveRowDotIsa();
-    kernels::SetRowDotIsa(isa);
+    previous_ = kernels::ActiveIsa();
+    kernels::SetIsa(isa);
   }
   void TearDown() override {
-    if (kernels::RowDotIsaSupported(std::get<0>(GetParam()))) kernels::SetRowDotIsa(previous_);
+    if (kernels::IsaSupported(std::get<0>(GetParam()))) kernels::SetIsa(previous_);
   }
   GgmlType type() const { return std::get<1>(GetParam()); }
 
  private:
-  RowDotIsa previous_ = RowDotIsa::kScalar;
+  Isa previous_ = Isa::kScalar;
 };
 
 TEST_P(RowDotTest, IsBitwiseTheDefinitionForEveryLength) {
@@ -223,8 +223,8 @@ TEST_P(RowDotTest, InfinitiesAndNaNsPropagateAsInTheDefinition) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, RowDotTest,
                          ::testing::Combine(::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                                             ::testing::ValuesIn(kTypes)),
-                         [](const ::testing::TestParamInfo<std::tuple<RowDotIsa, GgmlType>>& param_info) {
-                           return std::string(kernels::RowDotIsaName(std::get<0>(param_info.param))) + "_" +
+                         [](const ::testing::TestParamInfo<std::tuple<Isa, GgmlType>>& param_info) {
+                           return std::string(kernels::IsaName(std::get<0>(param_info.param))) + "_" +
                                   Name(std::get<1>(param_info.param));
                          });
 
@@ -239,51 +239,51 @@ TEST(RowDot, HasRowDotIsExactlyCanDequantize) {
 }
 
 TEST(RowDot, ActiveIsaIsASupportedOne) {
-  EXPECT_TRUE(kernels::RowDotIsaSupported(RowDotIsa::kScalar));
-  EXPECT_TRUE(kernels::RowDotIsaSupported(kernels::ActiveRowDotIsa()));
+  EXPECT_TRUE(kernels::IsaSupported(Isa::kScalar));
+  EXPECT_TRUE(kernels::IsaSupported(kernels::ActiveIsa()));
   // Run with PLUMB_ISA=scalar, the whole suite exercises the definition only (and this checks it took).
   if (const char* env = std::getenv("PLUMB_ISA"); env != nullptr && std::string(env) == "scalar") {
-    EXPECT_EQ(kernels::ActiveRowDotIsa(), RowDotIsa::kScalar);
+    EXPECT_EQ(kernels::ActiveIsa(), Isa::kScalar);
   }
 #if !defined(__x86_64__)
-  EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
-  EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx2), Error);
-  EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kAvx512));
-  EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kAvx512), Error);
+  EXPECT_FALSE(kernels::IsaSupported(Isa::kAvx2));
+  EXPECT_THROW(kernels::SetIsa(Isa::kAvx2), Error);
+  EXPECT_FALSE(kernels::IsaSupported(Isa::kAvx512));
+  EXPECT_THROW(kernels::SetIsa(Isa::kAvx512), Error);
 #endif
   // AVX-512 kernels call AVX2 ones for the types they leave to them.
-  if (kernels::RowDotIsaSupported(RowDotIsa::kAvx512)) {
-    EXPECT_TRUE(kernels::RowDotIsaSupported(RowDotIsa::kAvx2));
+  if (kernels::IsaSupported(Isa::kAvx512)) {
+    EXPECT_TRUE(kernels::IsaSupported(Isa::kAvx2));
   }
-  EXPECT_STREQ(kernels::RowDotIsaName(RowDotIsa::kAvx512), "avx512");
+  EXPECT_STREQ(kernels::IsaName(Isa::kAvx512), "avx512");
 #if !defined(__aarch64__)
-  EXPECT_FALSE(kernels::RowDotIsaSupported(RowDotIsa::kNeon));
-  EXPECT_THROW(kernels::SetRowDotIsa(RowDotIsa::kNeon), Error);
+  EXPECT_FALSE(kernels::IsaSupported(Isa::kNeon));
+  EXPECT_THROW(kernels::SetIsa(Isa::kNeon), Error);
 #endif
 }
 
 TEST(RowDot, AnUnsupportedVariantSaysWhatTheMachineLacks) {
   // The reason a skipped test and a refused PLUMB_ISA give: CPU features by name, or the build's target.
-  for (RowDotIsa isa : {RowDotIsa::kScalar, RowDotIsa::kAvx2, RowDotIsa::kAvx512, RowDotIsa::kNeon}) {
-    const std::string missing = kernels::RowDotIsaMissing(isa);
-    EXPECT_EQ(missing.empty(), kernels::RowDotIsaSupported(isa)) << kernels::RowDotIsaName(isa);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    const std::string missing = kernels::IsaMissing(isa);
+    EXPECT_EQ(missing.empty(), kernels::IsaSupported(isa)) << kernels::IsaName(isa);
     if (missing.empty()) continue;
 #if defined(__x86_64__)
-    const std::string expected_start = isa == RowDotIsa::kNeon ? "not an aarch64 build" : "CPU lacks ";
+    const std::string expected_start = isa == Isa::kNeon ? "not an aarch64 build" : "CPU lacks ";
 #else
-    const std::string expected_start = isa == RowDotIsa::kNeon ? "CPU lacks " : "not an x86-64 build";
+    const std::string expected_start = isa == Isa::kNeon ? "CPU lacks " : "not an x86-64 build";
 #endif
-    EXPECT_EQ(missing.rfind(expected_start, 0), 0u) << kernels::RowDotIsaName(isa) << ": " << missing;
+    EXPECT_EQ(missing.rfind(expected_start, 0), 0u) << kernels::IsaName(isa) << ": " << missing;
     try {
-      kernels::SetRowDotIsa(isa);
-      ADD_FAILURE() << "SetRowDotIsa(" << kernels::RowDotIsaName(isa) << ") did not throw";
+      kernels::SetIsa(isa);
+      ADD_FAILURE() << "SetIsa(" << kernels::IsaName(isa) << ") did not throw";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
     }
   }
 #if defined(__x86_64__)
   // Each named feature is one this CPU really lacks (AVX-512 needs AVX2's features too).
-  const std::string avx512_missing = kernels::RowDotIsaMissing(RowDotIsa::kAvx512);
+  const std::string avx512_missing = kernels::IsaMissing(Isa::kAvx512);
   // (__builtin_cpu_supports takes only a string literal.)
   const bool has[] = {__builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx512bw") != 0,
                       __builtin_cpu_supports("avx512vl") != 0};
@@ -297,11 +297,11 @@ TEST(RowDot, AnUnsupportedVariantSaysWhatTheMachineLacks) {
 
 TEST(RowDot, WithoutPlumbIsaTheWidestSupportedVariantRuns) {
   if (std::getenv("PLUMB_ISA") != nullptr) GTEST_SKIP() << "PLUMB_ISA is set, so it chose the variant";
-  RowDotIsa widest = RowDotIsa::kScalar;
-  for (RowDotIsa isa : {RowDotIsa::kNeon, RowDotIsa::kAvx2, RowDotIsa::kAvx512}) {
-    if (kernels::RowDotIsaSupported(isa)) widest = isa;
+  Isa widest = Isa::kScalar;
+  for (Isa isa : {Isa::kNeon, Isa::kAvx2, Isa::kAvx512}) {
+    if (kernels::IsaSupported(isa)) widest = isa;
   }
-  EXPECT_EQ(kernels::ActiveRowDotIsa(), widest) << kernels::RowDotIsaName(kernels::ActiveRowDotIsa());
+  EXPECT_EQ(kernels::ActiveIsa(), widest) << kernels::IsaName(kernels::ActiveIsa());
 }
 
 std::string ErrorOf(GgmlType type, std::int64_t n) {
@@ -348,8 +348,8 @@ void PrintTo(GgmlType type, std::ostream* out) {
   *out << GgmlTypeName(type);
 }
 namespace kernels {
-void PrintTo(RowDotIsa isa, std::ostream* out) {
-  *out << RowDotIsaName(isa);
+void PrintTo(Isa isa, std::ostream* out) {
+  *out << IsaName(isa);
 }
 }  // namespace kernels
 }  // namespace plumb

@@ -1,4 +1,4 @@
-// The kernel variants (kernels/row_dot.h's RowDotIsa) compiled for this target, for tests parametrised by
+// The kernel variants (kernels/isa.h's Isa) compiled for this target, for tests parametrised by
 // variant: an x86-64 build has scalar, AVX2 and AVX-512, an aarch64 build scalar and NEON, so no test is
 // instantiated for a variant the build cannot have. One this CPU cannot run (AVX-512 on most x86-64 laptops,
 // AVX2 on an old one) is skipped with the reason, never failed because of the host: scripts/test's summary
@@ -10,18 +10,18 @@
 
 #include <string>
 
-#include "plumb/kernels/row_dot.h"
+#include "plumb/kernels/isa.h"
 
 namespace plumb::testing {
 
-inline constexpr kernels::RowDotIsa kIsasOfThisBuild[] = {
-    kernels::RowDotIsa::kScalar,
+inline constexpr kernels::Isa kIsasOfThisBuild[] = {
+    kernels::Isa::kScalar,
 #if defined(__x86_64__)
-    kernels::RowDotIsa::kAvx2,
-    kernels::RowDotIsa::kAvx512,
+    kernels::Isa::kAvx2,
+    kernels::Isa::kAvx512,
 #endif
 #if defined(__aarch64__)
-    kernels::RowDotIsa::kNeon,
+    kernels::Isa::kNeon,
 #endif
 };
 
@@ -29,9 +29,9 @@ inline constexpr kernels::RowDotIsa kIsasOfThisBuild[] = {
 
 // In a test's body or SetUp: returns from it, skipped with the reason ("avx512: CPU lacks avx512bw,
 // avx512vl"), unless this CPU and build can run `isa`. scripts/test's summary reads that line.
-#define PLUMB_REQUIRE_ISA(isa)                                                                               \
-  do {                                                                                                       \
-    if (const std::string plumb_missing = ::plumb::kernels::RowDotIsaMissing(isa); !plumb_missing.empty()) { \
-      GTEST_SKIP() << ::plumb::kernels::RowDotIsaName(isa) << ": " << plumb_missing;                         \
-    }                                                                                                        \
+#define PLUMB_REQUIRE_ISA(isa)                                                                         \
+  do {                                                                                                 \
+    if (const std::string plumb_missing = ::plumb::kernels::IsaMissing(isa); !plumb_missing.empty()) { \
+      GTEST_SKIP() << ::plumb::kernels::IsaName(isa) << ": " << plumb_missing;                         \
+    }                                                                                                  \
   } while (false)

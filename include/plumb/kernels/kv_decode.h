@@ -8,7 +8,7 @@
 // convert eight elements (E4M3 on AVX2: sixteen) at a time with integer bit operations and the hardware FP16
 // conversion, patching the lanes where the hardware's rule differs from the definition's (it quiets a
 // signalling FP16 NaN; FP8 NaNs are the canonical quiet NaN of their sign). DecodeKvRow picks one by
-// ActiveRowDotIsa() (kernels/row_dot.h), so PLUMB_ISA and SetRowDotIsa choose it as they choose the row dots.
+// ActiveIsa() (kernels/isa.h), so PLUMB_ISA and SetIsa choose it as they choose the row dots.
 #pragma once
 
 #include "plumb/formats/kv_dtype.h"
@@ -26,7 +26,7 @@ DecodeKvRowFn ActiveDecodeKvRow();
 
 #if defined(__x86_64__)
 namespace avx2 {
-// Requires RowDotIsaSupported(RowDotIsa::kAvx2). Same contract as kernels::DecodeKvRow.
+// Requires IsaSupported(Isa::kAvx2). Same contract as kernels::DecodeKvRow.
 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
 }  // namespace avx2
 #endif

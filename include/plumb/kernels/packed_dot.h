@@ -11,7 +11,7 @@
 //
 // Variants: scalar:: is the definition; avx2:: (x86-64 with AVX2 + F16C), avx512:: (and AVX-512 F, BW, VL:
 // INT4 by 16-entry lookup tables, FP8 E4M3 with fewer ops per weight; E5M2 is avx2::'s) and neon::
-// (aarch64) compute the same bits. PackedRowDots picks by ActiveRowDotIsa() (kernels/row_dot.h).
+// (aarch64) compute the same bits. PackedRowDots picks by ActiveIsa() (kernels/row_dot.h).
 #pragma once
 
 #include "plumb/kernels/weight_matrix.h"

@@ -13,14 +13,14 @@
 // Q4_1 (the other types fall back to the scalar code). On x86-64 CPUs that also have AVX-512 F, BW and VL,
 // avx512::RowDot computes Q4_0 and Q4_1 with 16-entry lookup tables (one permute per 8 weights) and passes
 // the other types to avx2::. RowDot picks the best at run time; PLUMB_ISA=scalar|avx2|avx512|neon in the
-// environment, or SetRowDotIsa, forces one.
+// environment, or SetIsa, forces one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "plumb/formats/ggml_types.h"
+#include "plumb/kernels/isa.h"
 
 namespace plumb::kernels {
 
@@ -39,22 +39,6 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y);
 
-enum class RowDotIsa { kScalar, kAvx2, kNeon, kAvx512 };
-
-// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C; kAvx512 on
-// x86-64 with those and AVX-512 F, BW and VL, enabled by the OS).
-bool RowDotIsaSupported(RowDotIsa isa);
-// Why RowDotIsaSupported(isa) is false, as a reader of a test log wants it: "CPU lacks avx512bw, avx512vl"
-// (feature names as /proc/cpuinfo spells them), "not an aarch64 build"; "" when it is true.
-std::string RowDotIsaMissing(RowDotIsa isa);
-// The variant RowDot and RowDots use: the best supported one, unless the environment variable PLUMB_ISA
-// (read once, at first use) names another ("scalar", "avx2", ...), or SetRowDotIsa chose another.
-RowDotIsa ActiveRowDotIsa();
-// Selects the variant for all threads (tests and benchmarks compare both in one process). Throws
-// plumb::Error when RowDotIsaSupported(isa) is false.
-void SetRowDotIsa(RowDotIsa isa);
-const char* RowDotIsaName(RowDotIsa isa);  // "scalar", "avx2", "avx512", "neon"
-
 namespace scalar {
 // The definition: dequantizes 256 elements at a time into a local buffer and sums them as scalar::Dot.
 // Same contract and errors as kernels::RowDot.
@@ -63,7 +47,7 @@ float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_
 
 #if defined(__x86_64__)
 namespace avx2 {
-// Requires RowDotIsaSupported(RowDotIsa::kAvx2). Argument checks are the caller's (kernels::RowDot's);
+// Requires IsaSupported(Isa::kAvx2). Argument checks are the caller's (kernels::RowDot's);
 // types without a vector kernel are passed to scalar::RowDot.
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
@@ -71,7 +55,7 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
 }  // namespace avx2
 
 namespace avx512 {
-// Requires RowDotIsaSupported(RowDotIsa::kAvx512). Same contract as the avx2:: variants, to which the types
+// Requires IsaSupported(Isa::kAvx512). Same contract as the avx2:: variants, to which the types
 // without an AVX-512 kernel are passed.
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
@@ -81,7 +65,7 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
 
 #if defined(__aarch64__)
 namespace neon {
-// Requires RowDotIsaSupported(RowDotIsa::kNeon) (every aarch64 CPU has Advanced SIMD). Same contract as the
+// Requires IsaSupported(Isa::kNeon) (every aarch64 CPU has Advanced SIMD). Same contract as the
 // avx2:: variants.
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n);
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,

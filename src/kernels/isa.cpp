@@ -1,0 +1,133 @@
+// Which kernel variant runs: the CPU's features, PLUMB_ISA, SetIsa (include/plumb/kernels/isa.h).
+#include "plumb/kernels/isa.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+#include <atomic>
+#include <cstdlib>
+#include <initializer_list>
+#include <string_view>
+
+#include "plumb/core/error.h"
+
+namespace plumb::kernels {
+namespace {
+
+constexpr int kIsaUnset = -1;
+std::atomic<int> g_isa{kIsaUnset};
+
+Isa DefaultIsa() {
+  const char* env = std::getenv("PLUMB_ISA");
+  const std::string_view requested = env == nullptr ? "" : env;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (requested != IsaName(isa)) continue;
+    if (const std::string missing = IsaMissing(isa); !missing.empty()) {
+      throw MakeError("PLUMB_ISA=", requested, ", but this machine cannot run it: ", missing);
+    }
+    return isa;
+  }
+  if (!requested.empty())
+    throw MakeError("PLUMB_ISA=", requested, ": expected 'scalar', 'avx2', 'avx512' or 'neon' (or unset)");
+  if (IsaSupported(Isa::kAvx512)) return Isa::kAvx512;
+  if (IsaSupported(Isa::kAvx2)) return Isa::kAvx2;
+  if (IsaSupported(Isa::kNeon)) return Isa::kNeon;
+  return Isa::kScalar;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// CPUID leaf 1, ECX bit 29. Asked directly because Clang's __builtin_cpu_supports does not know "f16c".
+// (The OS's saving of the YMM registers F16C needs is what __builtin_cpu_supports("avx2") checks.)
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+
+struct CpuFeature {
+  const char* name;  // as /proc/cpuinfo spells it
+  bool present;
+};
+
+// "CPU lacks avx512bw, avx512vl" for the features not present, "" when all are.
+std::string Lacking(std::initializer_list<CpuFeature> features) {
+  std::string lacking;
+  for (const CpuFeature& feature : features) {
+    if (feature.present) continue;
+    lacking += lacking.empty() ? "CPU lacks " : ", ";
+    lacking += feature.name;
+  }
+  return lacking;
+}
+#endif
+
+}  // namespace
+
+std::string IsaMissing(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "";
+    case Isa::kAvx2:
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      // __builtin_cpu_supports also checks that the OS saves the YMM registers (XCR0).
+      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0}, {"f16c", HasF16c()}});
+#else
+      return "not an x86-64 build";
+#endif
+    case Isa::kAvx512:
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+      // Here too the builtin checks that the OS saves the ZMM and mask registers.
+      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0},
+                      {"f16c", HasF16c()},
+                      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+                      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+                      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}});
+#else
+      return "not an x86-64 build";
+#endif
+    case Isa::kNeon:
+#if defined(__aarch64__)
+      return "";  // Advanced SIMD is part of every AArch64 CPU
+#else
+      return "not an aarch64 build";
+#endif
+  }
+  return "unknown variant";
+}
+
+bool IsaSupported(Isa isa) {
+  return IsaMissing(isa).empty();
+}
+
+Isa ActiveIsa() {
+  int isa = g_isa.load(std::memory_order_relaxed);
+  if (isa == kIsaUnset) {
+    int expected = kIsaUnset;
+    g_isa.compare_exchange_strong(expected, static_cast<int>(DefaultIsa()));
+    isa = g_isa.load(std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(isa);
+}
+
+void SetIsa(Isa isa) {
+  if (!IsaSupported(isa)) {
+    throw MakeError("SetIsa: this machine cannot run ", IsaName(isa), ": ", IsaMissing(isa));
+  }
+  g_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+}  // namespace plumb::kernels
