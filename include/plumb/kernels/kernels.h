@@ -91,10 +91,9 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 // Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while
 // each weight row is read from memory once for all rows: Gemm's small-row kernel (src/kernels/small_gemm.h)
-// with each product rounded and then added (scalar::Dot's order) instead of fused. On Zen 4 multiplies and
-// adds issue on separate pipes, so this costs little against Gemm (docs/performance.md, "Batched
-// decode"). OpenMP over weight rows. The batch-invariant projection of Model::Step: a row's result does not
-// depend on the other rows, their number, or the thread count.
+// with each product rounded and then added (scalar::Dot's order) instead of fused (what that costs against
+// Gemm: docs/performance.md, "Batched decode"). OpenMP over weight rows. The batch-invariant projection of
+// Model::Step: a row's result does not depend on the other rows, their number, or the thread count.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
 }  // namespace plumb::kernels

@@ -12,11 +12,11 @@ namespace plumb {
 // Where one layer's keys and values are. Element j of (position p, KV head h) of the keys is element
 //   block_table[p / block_size] · block_stride + (p % block_size) · position_stride + h · head_stride + j
 // of `keys` (of `values` likewise), each element KvDtypeBytes(dtype) bytes.
-//   contiguous [kv_head][position][head_dim]:  block_size = capacity, block_table = {0},
-//                                              position_stride = head_dim, head_stride = capacity · head_dim
-//   paged [block][slot][kv_head][head_dim]:    position_stride = n_kv_heads · head_dim, head_stride =
-//   head_dim,
-//                                              block_stride = block_size · n_kv_heads · head_dim
+//   contiguous, [kv_head][position][head_dim]:
+//     block_size = capacity, block_table = {0}, position_stride = head_dim, head_stride = capacity · head_dim
+//   paged, [block][slot][kv_head][head_dim]:
+//     block_stride = block_size · n_kv_heads · head_dim, position_stride = n_kv_heads · head_dim,
+//     head_stride = head_dim
 struct KvLayerView {
   KvDtype dtype = KvDtype::kF32;
   const void* keys = nullptr;

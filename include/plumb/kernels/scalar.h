@@ -27,10 +27,10 @@ void Gemm(const float* X, const float* W, float* Y, int m, int n, int k);
 void RmsNorm(const float* x, const float* weight, float* out, int n, float eps);
 
 // Rotary position embedding, Hugging Face "rotate-half" pairing, applied in place to each of n_heads
-// vectors of length head_dim in x ([n_heads][head_dim]). For i in [0, head_dim/2):
-//   inv_freq_i = theta^(-2i/head_dim), angle = pos · inv_freq_i  (both in double, then cos/sin rounded to
-//   float) x'[i]            = x[i]·cos − x[i + head_dim/2]·sin x'[i+head_dim/2] = x[i + head_dim/2]·cos +
-//   x[i]·sin
+// vectors of length head_dim in x ([n_heads][head_dim]). For i in [0, h), h = head_dim/2:
+//   inv_freq_i = theta^(-2i/head_dim),  angle = pos · inv_freq_i     (in double; cos, sin rounded to float)
+//   x'[i]      = x[i]·cos − x[i + h]·sin
+//   x'[i + h]  = x[i + h]·cos + x[i]·sin
 // GGUF files pair adjacent elements (2i, 2i+1) instead; see docs/formats.md ("RoPE pairing").
 void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta);
 
