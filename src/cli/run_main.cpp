@@ -1,50 +1,71 @@
-// Top-level command dispatch for build/plumb.
+// Top-level command dispatch for build/plumb: one table gives the usage text, the dispatch and the list of
+// commands an unknown one is answered with.
+#include <array>
+#include <string_view>
+
 #include "plumb/cli/commands.h"
 #include "plumb/core/error.h"
 
 namespace plumb::cli {
 
 namespace {
-constexpr const char* kMainUsage =
-    "usage: plumb COMMAND [flags]\n"
-    "plumb: a plain C++ reference implementation of Llama-family transformers on the CPU.\n\n"
-    "commands:\n"
-    "  bench        prefill and decode tok/s, against the host's memory bandwidth (plumb bench --help)\n"
-    "  chat         talk with a model, turn by turn (plumb chat --help)\n"
-    "  estimate     roofline lower bounds for any model on any machine (plumb estimate --help)\n"
-    "  explain      one prefill and a few decode steps, kernel by kernel (plumb explain --help)\n"
-    "  fixtures     the golden fixture suite: generate, verify, run-reference (plumb fixtures --help)\n"
-    "  generate     continue a prompt, streaming the text (plumb generate --help)\n"
-    "  perplexity   score a text file as llama.cpp's llama-perplexity does (plumb perplexity --help)\n"
-    "  pack         write a model as f16/bf16/fp8/int4 safetensors (plumb pack --help)\n"
-    "  roofline     the host's ceilings against the model's measured decode and prefill (plumb roofline "
-    "--help)\n\n"
-    "  plumb --help | --version\n";
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;  // one line of `plumb --help`
+  int (*run)(std::span<const std::string> args, std::istream& in, std::ostream& out, std::ostream& err);
+};
+
+// Alphabetical, as `plumb --help` lists them. Only chat reads standard input.
+constexpr std::array kCommands = {
+    Command{"bench", "prefill and decode tok/s, against the host's memory bandwidth",
+            [](auto args, auto&, auto& out, auto& err) { return RunBench(args, out, err); }},
+    Command{"chat", "talk with a model, turn by turn",
+            [](auto args, auto& in, auto& out, auto& err) { return RunChat(args, in, out, err); }},
+    Command{"estimate", "roofline lower bounds for any model on any machine",
+            [](auto args, auto&, auto& out, auto& err) { return RunEstimate(args, out, err); }},
+    Command{"explain", "one prefill and a few decode steps, kernel by kernel",
+            [](auto args, auto&, auto& out, auto& err) { return RunExplain(args, out, err); }},
+    Command{"fixtures", "the golden fixture suite: generate, verify, run-reference",
+            [](auto args, auto&, auto& out, auto& err) { return RunFixtures(args, out, err); }},
+    Command{"generate", "continue a prompt, streaming the text",
+            [](auto args, auto&, auto& out, auto& err) { return RunGenerate(args, out, err); }},
+    Command{"pack", "write a model as f16/bf16/fp8/int4 safetensors",
+            [](auto args, auto&, auto& out, auto& err) { return RunPack(args, out, err); }},
+    Command{"perplexity", "score a text file as llama.cpp's llama-perplexity does",
+            [](auto args, auto&, auto& out, auto& err) { return RunPerplexity(args, out, err); }},
+    Command{"roofline", "the host's ceilings against the model's measured decode and prefill",
+            [](auto args, auto&, auto& out, auto& err) { return RunRoofline(args, out, err); }},
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: plumb COMMAND [flags]\n"
+         "plumb: a plain C++ reference implementation of Llama-family transformers on the CPU.\n\n"
+         "commands:\n";
+  for (const Command& c : kCommands) {
+    out << "  " << c.name << std::string(13 - c.name.size(), ' ') << c.summary << " (plumb " << c.name
+        << " --help)\n";
+  }
+  out << "\n  plumb --help | --version\n";
+}
+
 }  // namespace
 
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err, std::istream& in) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    (args.empty() ? err : out) << kMainUsage;
+    PrintUsage(args.empty() ? err : out);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version") {
-    out << "plumb 0.1.0\n";
+    out << "plumb " << PLUMB_VERSION << "\n";
     return 0;
   }
-  const std::span<const std::string> rest = args.subspan(1);
-  if (args[0] == "generate") return RunGenerate(rest, out, err);
-  if (args[0] == "chat") return RunChat(rest, in, out, err);
-  if (args[0] == "perplexity") return RunPerplexity(rest, out, err);
-  if (args[0] == "pack") return RunPack(rest, out, err);
-  if (args[0] == "bench") return RunBench(rest, out, err);
-  if (args[0] == "estimate") return RunEstimate(rest, out, err);
-  if (args[0] == "roofline") return RunRoofline(rest, out, err);
-  if (args[0] == "explain") return RunExplain(rest, out, err);
-  if (args[0] == "fixtures") return RunFixtures(rest, out, err);
-  throw MakeError(
-      "unknown command '", args[0],
-      "' (commands: bench, chat, estimate, explain, fixtures, generate, pack, perplexity, roofline; "
-      "see plumb --help)");
+  for (const Command& c : kCommands) {
+    if (args[0] == c.name) return c.run(args.subspan(1), in, out, err);
+  }
+  std::string names;
+  for (const Command& c : kCommands) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  throw MakeError("unknown command '", args[0], "' (commands: ", names, "; see plumb --help)");
 }
 
 }  // namespace plumb::cli

@@ -62,6 +62,38 @@ TEST(Cli, HelpListsEveryFlag) {
   }
 }
 
+TEST(Cli, EveryCommandTheTopLevelHelpListsDispatchesToItsOwnHelp) {
+  std::ostringstream usage, unused;
+  ASSERT_EQ(cli::RunMain(std::vector<std::string>{"--help"}, usage, unused), 0);
+  std::istringstream lines(usage.str());
+  std::vector<std::string> listed;
+  for (std::string line; std::getline(lines, line);) {
+    // "  NAME   summary (plumb NAME --help)"
+    const std::size_t open = line.find("(plumb ");
+    if (line.rfind("  ", 0) != 0 || open == std::string::npos) continue;
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    EXPECT_NE(line.find("(plumb " + name + " --help)"), std::string::npos) << line;
+    listed.push_back(name);
+  }
+  EXPECT_EQ(listed.size(), 9u) << usage.str();
+  for (const std::string& name : listed) {
+    std::ostringstream out, err;
+    EXPECT_EQ(cli::RunMain(std::vector<std::string>{name, "--help"}, out, err), 0) << name;
+    EXPECT_NE(out.str().find("plumb " + name), std::string::npos) << name << ": " << out.str();
+  }
+  // An unknown command is answered with the same list.
+  std::ostringstream out, err;
+  try {
+    cli::RunMain(std::vector<std::string>{"frobnicate"}, out, err);
+    ADD_FAILURE() << "no error for an unknown command";
+  } catch (const Error& e) {
+    for (const std::string& name : listed)
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << name;
+  }
+}
+
 TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
   const std::string ok = "generate --model " + kModel + " --prompt-ids 1,2,3";
   const std::vector<std::pair<std::string, std::string>> cases = {
