@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 #include <thread>
@@ -13,9 +12,8 @@
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
-#include "plumb/formats/gguf.h"
+#include "plumb/engine/pack_checkpoint.h"
 #include "plumb/model/pack.h"
-#include "plumb/tokenizer/tokenizer_export.h"
 
 namespace plumb::cli {
 namespace {
@@ -50,46 +48,6 @@ constexpr const char* kPackUsage =
     "(tokenizer.json, or tokenizer.gguf for a SentencePiece GGUF tokenizer; tokenizer_config.json). Norms\n"
     "and biases stay FP32. Layout: docs/formats.md, \"Packed checkpoints\".\n\nflags:\n";
 
-// The names plumb pack writes; --force removes these (and other safetensors shards) first, so that a stale
-// shard or index cannot be loaded beside the new file.
-bool IsOutputName(const fs::path& file) {
-  const std::string name = file.filename().string();
-  return name == "config.json" || name == "tokenizer.json" || name == "tokenizer.gguf" ||
-         name == "tokenizer_config.json" || name == "model.safetensors.index.json" ||
-         file.extension() == ".safetensors";
-}
-
-void PrepareOutDir(const fs::path& dir, bool force) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
-    throw MakeError("--out ", dir.string(), ": exists and is not a directory");
-  }
-  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-    if (!force)
-      throw MakeError("--out ", dir.string(), ": directory is not empty (use --force to write into it)");
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
-      if (entry.is_regular_file() && IsOutputName(entry.path())) fs::remove(entry.path());
-    }
-  }
-  fs::create_directories(dir, ec);
-  if (ec) throw MakeError("--out ", dir.string(), ": cannot create the directory: ", ec.message());
-  if (access(dir.c_str(), W_OK) != 0) throw MakeError("--out ", dir.string(), ": directory is not writable");
-}
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) throw MakeError("cannot write ", path.string());
-}
-
-// The directory a Hugging Face model path's tokenizer files lie in, or "" for a GGUF file.
-fs::path HfDir(const std::string& model_path) {
-  const fs::path p(model_path);
-  if (p.extension() == ".gguf") return {};
-  return fs::is_directory(p) ? p : p.parent_path();
-}
-
 std::string Megabytes(std::size_t bytes) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / 1e6 << " MB";
@@ -107,7 +65,7 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
   }
   const std::string model_path = flags.String("model");
   const std::string dtype = flags.String("dtype");
-  const fs::path out_dir = flags.String("out");
+  const std::string out_dir = flags.String("out");
   std::optional<PackFormat> format = ParsePackFormat(dtype);
   if (!format) throw MakeError("--dtype: unknown format '", dtype, "' (valid: ", DTypeList(), ")");
   const std::string scale = flags.String("fp8-scale");
@@ -122,61 +80,20 @@ int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& 
   const int threads = flags.Int("threads", 0, 4096);
   options.threads =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!fs::exists(model_path)) throw MakeError("--model ", model_path, ": does not exist");
-  const fs::path hf_dir = HfDir(model_path);
-  std::error_code ec;
-  if (!hf_dir.empty() && fs::equivalent(hf_dir, out_dir, ec)) {
-    throw MakeError("--out ", out_dir.string(),
-                    ": is the model's own directory; write the packed model elsewhere");
-  }
-
-  // Everything that can fail fast (the input, its tokenizer, the output directory) before the slow part.
-  const TextModel loaded = TextModel::Load(model_path);
-  // A GGUF source's tokenizer: tokenizer.json for byte-level BPE, tokenizer.gguf for SentencePiece
-  // (tokenizer_export.h says why). The metadata is read again: TextModel keeps the spec, not the keys.
-  std::vector<TokenizerFile> exported;
-  if (hf_dir.empty() && loaded.tokenizer) exported = ExportGgufTokenizer(GgufFile::Open(model_path));
-  PrepareOutDir(out_dir, flags.Switch("force"));
-
   const bool terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
-  PackedCheckpoint packed =
-      PackModel(loaded.model.config(), loaded.model.weights(), options, [&](const PackProgress& p) {
+  const PackedCheckpointSummary written =
+      WritePackedCheckpoint(model_path, out_dir, options, flags.Switch("force"), [&](const PackProgress& p) {
         if (!terminal) return;
         err << "\r\033[K[" << p.index << "/" << p.count << "] " << p.name << "  " << Megabytes(p.bytes)
             << std::flush;
       });
-  // tokenizer.json has no end-of-turn field: the GGUF's EOT goes among the ids plumb stops on.
-  // (tokenizer.gguf keeps it, but config.json's list is what other tools read, so it goes there for either
-  // tokenizer.)
-  if (!exported.empty() && loaded.tokenizer->spec().eot_id >= 0) {
-    std::vector<int>& eos = packed.config.eos_token_ids;
-    const int eot = loaded.tokenizer->spec().eot_id;
-    if (std::find(eos.begin(), eos.end(), eot) == eos.end()) eos.push_back(eot);
-  }
-  std::size_t bytes = 0;
-  for (const TensorToWrite& t : packed.tensors) bytes += t.bytes.size();
-  const std::size_t tensor_count = packed.tensors.size();
-  WriteSafetensors((out_dir / "model.safetensors").string(), std::move(packed.tensors), {{"format", "pt"}});
-  WriteText(out_dir / "config.json", ConfigToJson(packed.config));
-  std::string tokenizer_note = "no tokenizer (the source has none)";
-  if (!exported.empty()) {
-    for (const TokenizerFile& file : exported) WriteText(out_dir / file.name, file.contents);
-    tokenizer_note = exported.front().name + " written from the GGUF vocabulary";
-  } else if (!hf_dir.empty() &&
-             (fs::exists(hf_dir / "tokenizer.json") || fs::exists(hf_dir / "tokenizer.gguf"))) {
-    for (const char* name : {"tokenizer.json", "tokenizer.gguf", "tokenizer_config.json"}) {
-      if (fs::exists(hf_dir / name))
-        fs::copy_file(hf_dir / name, out_dir / name, fs::copy_options::overwrite_existing);
-    }
-    tokenizer_note = "tokenizer files copied";
-  }
   if (terminal) err << "\n";
-  err << "pack: " << tensor_count << " tensors, " << Megabytes(bytes) << " of weights as " << format->Name()
+  err << "pack: " << written.tensor_count << " tensors, " << Megabytes(written.weight_bytes)
+      << " of weights as " << format->Name()
       << (format->kind == PackKind::kFp8 ? std::string(" (") + scale + " scales)" : "")
       << (options.keep_embedding ? ", embedding f16" : "") << "\n";
-  out << "wrote " << (out_dir / "model.safetensors").string() << " ("
-      << Megabytes(fs::file_size(out_dir / "model.safetensors")) << "), config.json; " << tokenizer_note
-      << "\n";
+  out << "wrote " << written.safetensors_path << " (" << Megabytes(fs::file_size(written.safetensors_path))
+      << "), config.json; " << written.tokenizer_note << "\n";
   return 0;
 }
 
