@@ -43,25 +43,6 @@ constexpr const char* kChatUsage =
     "dropped. /reset starts over, /exit or end of input (Ctrl-D) quits. Timing goes to stderr.\n\n"
     "flags:\n";
 
-std::string TokenText(const Tokenizer& tokenizer, int id) {
-  return id >= 0 && id < tokenizer.vocab_size() ? tokenizer.spec().tokens[id] : std::string();
-}
-
-ChatTemplate TemplateFor(const Flags& flags, const Tokenizer& tokenizer) {
-  const std::string bos = TokenText(tokenizer, tokenizer.bos_id());
-  const std::string eos = TokenText(tokenizer, tokenizer.eos_id());
-  if (flags.IsSet("chat-template")) return ChatTemplate::FromName(flags.String("chat-template"), bos, eos);
-  if (tokenizer.chat_template().empty()) {
-    throw MakeError(
-        "the model has no chat template; name one with --chat-template chatml|llama3|llama2|gemma");
-  }
-  try {
-    return ChatTemplate::FromJinja(tokenizer.chat_template(), bos, eos);
-  } catch (const Error& e) {
-    throw MakeError(e.what(), " (or name one with --chat-template chatml|llama3|llama2)");
-  }
-}
-
 }  // namespace
 
 int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& out, std::ostream& err) {
@@ -80,7 +61,15 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
 
   TextModel loaded = TextModel::Load(model_path);
   const Tokenizer& tokenizer = loaded.RequireTokenizer("chat");
-  ChatTemplate chat_template = TemplateFor(flags, tokenizer);
+  const bool named = flags.IsSet("chat-template");
+  ChatTemplate chat_template = [&] {
+    try {
+      return ChatTemplateFor(tokenizer, named ? flags.String("chat-template") : "");
+    } catch (const Error& e) {
+      if (named) throw;
+      throw MakeError(e.what(), " (--chat-template NAME)");  // the library lists the styles
+    }
+  }();
   const int ctx = ReadContextFlag(flags, loaded.model.config(), kDefaultChatContext);
   options.stop_ids = loaded.StopIds();
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/tokenizer/tokenizer.h"
 
 namespace plumb {
 namespace {
@@ -461,6 +462,34 @@ std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool 
       return RenderGemma(messages, add_generation_prompt, bos_text_);
   }
   throw MakeError("chat template: unknown style ", static_cast<int>(style_));
+}
+
+namespace {
+
+std::string TokenText(const Tokenizer& tokenizer, int id) {
+  return id >= 0 && id < tokenizer.vocab_size() ? tokenizer.spec().tokens[id] : std::string();
+}
+
+std::string StyleNames() {
+  std::string names;
+  for (ChatStyle style : kStyles) names += (names.empty() ? "" : ", ") + std::string(ChatStyleName(style));
+  return names;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplateFor(const Tokenizer& tokenizer, std::string_view override_name) {
+  const std::string bos = TokenText(tokenizer, tokenizer.bos_id());
+  const std::string eos = TokenText(tokenizer, tokenizer.eos_id());
+  if (!override_name.empty()) return ChatTemplate::FromName(override_name, bos, eos);
+  if (tokenizer.chat_template().empty()) {
+    throw MakeError("the model has no chat template; choose a style: ", StyleNames());
+  }
+  try {
+    return ChatTemplate::FromJinja(tokenizer.chat_template(), bos, eos);
+  } catch (const Error& e) {
+    throw MakeError(e.what(), "; or choose a style: ", StyleNames());
+  }
 }
 
 }  // namespace plumb

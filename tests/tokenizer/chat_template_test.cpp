@@ -18,6 +18,8 @@
 
 #include "plumb/core/error.h"
 #include "plumb/tokenizer/chat_template.h"
+#include "plumb/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_fixtures.h"
 
 namespace plumb {
 namespace {
@@ -335,6 +337,38 @@ TEST(ChatTemplate, RenderNamesTheOffendingMessage) {
   message = ErrorOf([&] { llama2.Render({{"system", "s"}, {"user", "a"}, {"user", "b"}}, true); });
   EXPECT_NE(message.find("messages[2] (role 'user')"), std::string::npos) << message;
   EXPECT_NE(message.find("must alternate"), std::string::npos) << message;
+}
+
+// ChatTemplateFor: the model's own template, or the style a user names instead of it.
+TEST(ChatTemplateFor, UsesTheModelsTemplateOrTheNamedStyleAndListsTheStylesWhenItCannot) {
+  TokenizerSpec spec =
+      Tokenizer::FromTokenizerJson(testing::TokenizerFixture("bpe-tiny/tokenizer.json")).spec();
+  const json& qwen2 = *std::find_if(Fixtures().begin(), Fixtures().end(), [](const Fixture& f) {
+                         return f.file == "qwen2-instruct.json";
+                       })->data.find("template");
+  spec.chat_template = qwen2.get<std::string>();
+  EXPECT_EQ(ChatTemplateFor(Tokenizer(spec)).style(), ChatStyle::kChatMl);
+  EXPECT_EQ(ChatTemplateFor(Tokenizer(spec), "llama3").style(), ChatStyle::kLlama3);
+
+  const std::string styles = "choose a style: chatml, llama3, llama2, gemma";
+  spec.chat_template = "";
+  std::string message;
+  try {
+    ChatTemplateFor(Tokenizer(spec));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("the model has no chat template"), std::string::npos) << message;
+  EXPECT_NE(message.find(styles), std::string::npos) << message;
+  spec.chat_template = "{{ something plumb has never seen }}";
+  message.clear();
+  try {
+    ChatTemplateFor(Tokenizer(spec));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(styles), std::string::npos) << message;
+  EXPECT_THROW(ChatTemplateFor(Tokenizer(spec), "alpaca"), Error);
 }
 
 }  // namespace

@@ -67,4 +67,12 @@ class ChatTemplate {
   std::string default_system_prompt_;
 };
 
+class Tokenizer;
+
+// The template a chat with this model uses: the style named by `override_name` when it is not empty
+// (FromName), else the model's own template (Tokenizer::chat_template(), FromJinja), with the tokenizer's
+// BOS and EOS texts. Throws plumb::Error when the name is unknown, when the model has no template, or when
+// plumb cannot apply it; the last two messages end with "choose a style: chatml, llama3, llama2, gemma".
+ChatTemplate ChatTemplateFor(const Tokenizer& tokenizer, std::string_view override_name = {});
+
 }  // namespace plumb
