@@ -66,7 +66,8 @@ std::string KernelLine(const KernelCost& k, double flops, double bytes, double s
                        const roofline::Roof& roof) {
   return Row(std::string(ForwardKernelName(k.kernel)), k.shape, Count(flops), Bytes(bytes),
              Fixed(bytes > 0 ? flops / bytes : 0, 2), Duration(seconds), Fixed(bytes / seconds / 1e9, 2),
-             Fixed(flops / seconds / 1e9, 2), RegimeName(Classify(roof, flops, bytes, seconds)));
+             Fixed(flops / seconds / 1e9, 2),
+             roofline::RegimeName(roofline::Classify(roof, flops, bytes, seconds)));
 }
 
 bool PerLayer(const KernelCost& k) {
@@ -81,7 +82,7 @@ void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::Kernel
   for (const KernelCost& k : pass.kernels) {
     if (!PerLayer(k)) continue;
     const double seconds = timer.LayerSeconds(k.kernel);
-    const Regime regime = Classify(roof, k.flops, k.Bytes(), seconds);
+    const roofline::Regime regime = roofline::Classify(roof, k.flops, k.Bytes(), seconds);
     out << KernelLine(k, k.flops, k.Bytes(), seconds, roof) << "\n"
         << Wrap(RegimeReason(regime, roof, k.flops, k.Bytes(), seconds), kWidth, 11, true);
   }

@@ -3,7 +3,6 @@
 // with the same settings and held against them: MBU for decode, MFU for prefill. Tables, JSON, SVG.
 // The model, the JSON schema and how to read the chart: docs/roofline.md.
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -18,13 +17,14 @@
 #include "plumb/model/model.h"
 #include "plumb/roofline/json_writer.h"
 #include "plumb/roofline/kernel_timer.h"
+#include "plumb/roofline/measure.h"
+#include "plumb/roofline/regime.h"
 #include "plumb/roofline/svg_chart.h"
 #include "roofline_common.h"
 
 namespace plumb::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using roofline::KernelCost;
 using roofline::PassCost;
 
@@ -112,60 +112,6 @@ Settings ReadSettings(const Flags& flags, const ModelConfig& c) {
   return s;
 }
 
-// Fixed, spread-out ids: the cost does not depend on which tokens they are.
-std::vector<int> Tokens(int count, int vocab, int salt) {
-  std::vector<int> ids(static_cast<std::size_t>(count));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int>((i * 2654435761u + 12345u * static_cast<unsigned>(salt + 1)) %
-                              static_cast<std::uint64_t>(vocab));
-  }
-  return ids;
-}
-
-// Seconds per decode step of `batch` sequences at `context` cached positions: each cache is set back to
-// `context` before every step, so every timed step reads exactly context + 1 positions.
-double TimeDecode(Model& model, KvDtype kv, int batch, int context, int steps, roofline::KernelTimer* timer) {
-  std::vector<ContiguousKvCache> caches;  // [batch] one cache each, context + 1 positions
-  caches.reserve(static_cast<std::size_t>(batch));
-  for (int s = 0; s < batch; ++s) {
-    caches.push_back(model.NewKvCache(context + 1, kv));
-    caches.back().set_length(context);  // zero keys and values: attention's cost does not depend on them
-  }
-  const std::vector<int> tokens = Tokens(batch, model.config().vocab_size, context);
-  std::vector<SequenceChunk> chunks;  // [batch] one token each
-  for (int s = 0; s < batch; ++s) chunks.push_back({&caches[s], std::span<const int>(&tokens[s], 1)});
-  auto step = [&] {
-    if (batch == 1) {
-      model.Decode(tokens[0], caches[0]);
-    } else {
-      model.Step(chunks);
-    }
-    for (ContiguousKvCache& c : caches) c.set_length(context);
-  };
-  step();  // warm-up: buffers grown, weights in the page cache
-  model.set_observer(timer);
-  const Clock::time_point start = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / steps;
-  model.set_observer(nullptr);
-  return seconds;
-}
-
-double TimePrefill(Model& model, KvDtype kv, int prompt, int runs, roofline::KernelTimer& timer) {
-  ContiguousKvCache cache = model.NewKvCache(prompt, kv);
-  const std::vector<int> tokens = Tokens(prompt, model.config().vocab_size, 0);
-  model.Prefill(tokens, cache);  // warm-up
-  model.set_observer(&timer);
-  const Clock::time_point start = Clock::now();
-  for (int i = 0; i < runs; ++i) {
-    cache.Clear();
-    model.Prefill(tokens, cache);
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / runs;
-  model.set_observer(nullptr);
-  return seconds;
-}
-
 void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
   const roofline::CostOptions options{static_cast<double>(KvDtypeBytes(s.kv)), 4};
   r.decode_kernels =
@@ -173,7 +119,7 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
   r.prefill = roofline::PrefillCost(r.config, r.weights, options, s.prompt);
   Progress progress(err);
   progress.Say("roofline: prefill of " + std::to_string(s.prompt) + " tokens");
-  r.prefill_seconds = TimePrefill(model, s.kv, s.prompt, s.prefill_runs, r.prefill_timer);
+  r.prefill_seconds = roofline::TimePrefill(model, s.kv, s.prompt, s.prefill_runs, &r.prefill_timer);
   for (int context : s.contexts) {
     for (int batch : s.batches) {
       DecodeRow row;
@@ -186,8 +132,8 @@ void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
         progress.Say("roofline: decode, context " + std::to_string(context) + ", batch " +
                      std::to_string(batch));
         const bool time_kernels = batch == s.batches.front() && context == s.contexts.front();
-        row.seconds =
-            TimeDecode(model, s.kv, batch, context, s.steps, time_kernels ? &r.decode_timer : nullptr);
+        row.seconds = roofline::TimeDecodeStep(model, s.kv, batch, context, s.steps,
+                                               time_kernels ? &r.decode_timer : nullptr);
       }
       r.decode.push_back(row);
     }
@@ -215,7 +161,7 @@ void PrintKernelTable(std::ostream& out, const PassCost& pass, const roofline::K
     out << "| " << ForwardKernelName(k.kernel) << " | " << k.instances << " | " << k.shape << " | "
         << Count(flops) << " | " << Bytes(bytes) << " | " << Fixed(k.Intensity(), 2) << " | "
         << Duration(bound) << " | " << Duration(measured) << " | " << Fixed(measured / bound, 1) << " | "
-        << RegimeName(Classify(roof, flops, bytes, measured)) << " |\n";
+        << roofline::RegimeName(roofline::Classify(roof, flops, bytes, measured)) << " |\n";
   }
   out << "| **pass** | | | " << Count(pass.Flops()) << " | " << Bytes(pass.Bytes()) << " | "
       << Fixed(pass.Intensity(), 2) << " | " << Duration(bound_total) << " | "
@@ -278,7 +224,7 @@ void KernelsJson(roofline::JsonWriter& j, const PassCost& pass, const roofline::
     j.Key("activation_bytes").Value(k.instances * k.activation_bytes);
     j.Key("kv_bytes").Value(k.instances * k.kv_bytes).Key("intensity").Value(k.Intensity());
     j.Key("roofline_seconds").Value(roof.Seconds(flops, bytes)).Key("measured_seconds").Value(measured);
-    j.Key("regime").Value(RegimeName(Classify(roof, flops, bytes, measured)));
+    j.Key("regime").Value(roofline::RegimeName(roofline::Classify(roof, flops, bytes, measured)));
     j.EndObject();
   }
   j.EndArray();

@@ -237,42 +237,24 @@ std::string StoredDtypeName(const Model& model) {
   return "?";
 }
 
-Regime Classify(const roofline::Roof& roof, double flops, double bytes, double measured_seconds) {
-  const double bound = roof.Seconds(flops, bytes);
-  if (measured_seconds > 4 * bound && measured_seconds < 50e-6) return Regime::kOverhead;
-  return roof.ComputeBound(flops, bytes) ? Regime::kCompute : Regime::kBandwidth;
-}
-
-const char* RegimeName(Regime regime) {
-  switch (regime) {
-    case Regime::kCompute:
-      return "compute-bound";
-    case Regime::kBandwidth:
-      return "bandwidth-bound";
-    case Regime::kOverhead:
-      return "overhead-bound";
-  }
-  return "?";
-}
-
-std::string RegimeReason(Regime regime, const roofline::Roof& roof, double flops, double bytes,
+std::string RegimeReason(roofline::Regime regime, const roofline::Roof& roof, double flops, double bytes,
                          double measured_seconds) {
   const double intensity = bytes > 0 ? flops / bytes : 0;
   const double memory = bytes / roof.bandwidth, compute = flops / roof.peak_flops;
   std::ostringstream s;
   switch (regime) {
-    case Regime::kOverhead:
+    case roofline::Regime::kOverhead:
       s << "took " << Duration(measured_seconds) << ", "
         << Fixed(measured_seconds / std::max(memory, compute), 0) << "× its roofline bound of "
         << Duration(std::max(memory, compute))
         << ": too little work to hide thread start-up and loop overhead.";
       break;
-    case Regime::kCompute:
+    case roofline::Regime::kCompute:
       s << Fixed(intensity, 1) << " FLOP/B is above the ridge of " << Fixed(roof.Ridge(), 1)
         << ": its arithmetic (" << Duration(compute) << " at peak) outlasts its memory traffic ("
         << Duration(memory) << " at full bandwidth).";
       break;
-    case Regime::kBandwidth:
+    case roofline::Regime::kBandwidth:
       s << Fixed(intensity, 2) << " FLOP/B is below the ridge of " << Fixed(roof.Ridge(), 1)
         << ": moving its " << Bytes(bytes) << " (" << Duration(memory)
         << " at full bandwidth) outlasts its FLOPs (" << Duration(compute) << " at peak).";

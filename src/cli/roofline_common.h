@@ -8,6 +8,7 @@
 
 #include "plumb/cli/flags.h"
 #include "plumb/roofline/presets.h"
+#include "plumb/roofline/regime.h"
 
 namespace plumb::cli {
 
@@ -86,14 +87,8 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
 // A short name of how a loaded model stores its layer matrices: "Q4_1", "F32", "fp8-e4m3", "int4-sym-g32".
 std::string StoredDtypeName(const Model& model);
 
-// Why a kernel took the time it did, judged against the roofline (docs/roofline.md "Regimes").
-enum class Regime { kCompute, kBandwidth, kOverhead };
-// Overhead-bound: measured over 4× its bound and under 50 µs (too little work to amortise thread fork and
-// join, loop set-up and the observer's clock); otherwise the ceiling its intensity puts it under.
-Regime Classify(const roofline::Roof& roof, double flops, double bytes, double measured_seconds);
-const char* RegimeName(Regime regime);  // "compute-bound", "bandwidth-bound", "overhead-bound"
-// One sentence: why, with the numbers.
-std::string RegimeReason(Regime regime, const roofline::Roof& roof, double flops, double bytes,
+// One sentence: why a kernel is in its regime (roofline/regime.h), with the numbers.
+std::string RegimeReason(roofline::Regime regime, const roofline::Roof& roof, double flops, double bytes,
                          double measured_seconds);
 
 }  // namespace plumb::cli
