@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "plumb/core/error.h"
+#include "plumb/model/model.h"
+#include "plumb/model/pack.h"
 #include "plumb/roofline/host_probe.h"
 
 namespace plumb::cli {
@@ -181,16 +183,6 @@ void ApplyHardwareOverrides(const Flags& flags, roofline::Hardware& hw) {
   }
 }
 
-}  // namespace plumb::cli
-
-#include <filesystem>
-
-#include "plumb/core/write_file.h"
-#include "plumb/model/model.h"
-#include "plumb/model/pack.h"
-
-namespace plumb::cli {
-
 Model LoadModelAs(const std::string& path, const std::string& dtype, int threads, std::ostream& err) {
   if (dtype.empty()) return Model::Load(path);
   const std::optional<PackFormat> format = ParsePackFormat(dtype);
@@ -206,22 +198,7 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
   PackOptions options;
   options.format = *format;
   options.threads = threads;
-  PackedCheckpoint packed = PackModel(source.config(), source.weights(), options);
-  char dir_template[] = "/tmp/plumb-roofline-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) throw MakeError("--dtype: cannot make a temporary directory");
-  const std::filesystem::path dir(dir_template);
-  try {
-    WriteSafetensors((dir / "model.safetensors").string(), std::move(packed.tensors), {{"format", "pt"}});
-    const std::string config = ConfigToJson(packed.config);
-    WriteFileBytes((dir / "config.json").string(),
-                   {reinterpret_cast<const std::uint8_t*>(config.data()), config.size()});
-    Model model = Model::Load(dir.string());
-    std::filesystem::remove_all(dir);
-    return model;
-  } catch (...) {
-    std::filesystem::remove_all(dir);
-    throw;
-  }
+  return RepackModel(source, options);
 }
 
 std::string StoredDtypeName(const Model& model) {

@@ -81,7 +81,7 @@ class Model;
 namespace plumb::cli {
 
 // Loads `path`; with a `dtype` other than "" repacks its weights first (model/pack.h: f32, f16, bf16,
-// fp8-*, int4-*), through a temporary checkpoint that is removed once loaded (its mapping stays valid).
+// fp8-*, int4-*) in memory (model/pack.h, RepackModel).
 Model LoadModelAs(const std::string& path, const std::string& dtype, int threads, std::ostream& err);
 
 // A short name of how a loaded model stores its layer matrices: "Q4_1", "F32", "fp8-e4m3", "int4-sym-g32".

@@ -12,6 +12,7 @@
 #include "plumb/core/error.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/kernels.h"
+#include "plumb/model/model.h"
 
 namespace plumb {
 namespace {
@@ -216,6 +217,15 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
   if (untied_head) packer.Matrix("lm_head", weights.lm_head, embedding);
   out.tensors = packer.Take();
   return out;
+}
+
+Model RepackModel(const Model& source, const PackOptions& options) {
+  PackedCheckpoint packed = PackModel(source.config(), source.weights(), options);
+  auto file = std::make_shared<const SafetensorsFile>(
+      SafetensorsFile::FromBytes(SerializeSafetensors(std::move(packed.tensors), {{"format", "pt"}}),
+                                 "repacked " + options.format.Name()));
+  ModelWeights weights = LoadSafetensorsWeights(packed.config, {file});
+  return Model(std::move(packed.config), std::move(weights));
 }
 
 }  // namespace plumb

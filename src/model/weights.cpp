@@ -37,14 +37,14 @@ struct Owners {
 // Finds each tensor name in whichever shard holds it.
 class ShardSet {
  public:
-  explicit ShardSet(const std::vector<std::string>& files) {
-    if (files.empty()) throw MakeError("no .safetensors files given");
-    for (const std::string& path : files) {
-      shards_.push_back(std::make_shared<const SafetensorsFile>(SafetensorsFile::Open(path)));
-      for (const TensorInfo& info : shards_.back()->tensors()) {
-        auto [it, inserted] = owner_.emplace(info.name, shards_.size() - 1);
+  explicit ShardSet(std::vector<std::shared_ptr<const SafetensorsFile>> shards) : shards_(std::move(shards)) {
+    if (shards_.empty()) throw MakeError("no .safetensors files given");
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      for (const TensorInfo& info : shards_[s]->tensors()) {
+        auto [it, inserted] = owner_.emplace(info.name, s);
         if (!inserted) {
-          throw MakeError(path, ": tensor \"", info.name, "\" also appears in ", shards_[it->second]->path());
+          throw MakeError(shards_[s]->path(), ": tensor \"", info.name, "\" also appears in ",
+                          shards_[it->second]->path());
         }
       }
     }
@@ -187,7 +187,16 @@ std::size_t ModelWeights::BytesReadPerDecodeStep() const {
   return Bytes() - token_embedding.Bytes() + token_embedding.row_bytes;
 }
 
-ModelWeights LoadSafetensorsWeights(const ModelConfig& c, const std::vector<std::string>& files) {
+ModelWeights LoadSafetensorsWeights(const ModelConfig& config, const std::vector<std::string>& files) {
+  std::vector<std::shared_ptr<const SafetensorsFile>> shards;
+  for (const std::string& path : files) {
+    shards.push_back(std::make_shared<const SafetensorsFile>(SafetensorsFile::Open(path)));
+  }
+  return LoadSafetensorsWeights(config, std::move(shards));
+}
+
+ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
+                                    std::vector<std::shared_ptr<const SafetensorsFile>> files) {
   const ShardSet shards(files);
   const int d = c.hidden_size;
   // Linear weights follow quantization_config; the embedding and LM head too unless it says "f16".
@@ -220,7 +229,7 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c, const std::vector<std:
   if (has_head) {
     w.lm_head = shards.Matrix("lm_head", c.vocab_size, d, embedding);
   } else if (!c.tie_word_embeddings) {
-    throw MakeError(files.front(),
+    throw MakeError(files.front()->path(),
                     ": missing tensor \"lm_head.weight\" (config says tie_word_embeddings = false)");
   }
   return w;

@@ -236,6 +236,21 @@ TEST(PackedModel, F32PackGivesBitwiseTheOriginalLogits) {
   EXPECT_EQ(packed.config().packing.has_value(), false);
 }
 
+// RepackModel packs in memory: the same model, bit for bit, as writing the checkpoint and loading it.
+TEST(PackedModel, RepackingInMemoryIsLoadingTheWrittenCheckpoint) {
+  const Model original = Model::Load(kTiny);
+  for (const char* name : {"f16", "fp8-e4m3", "int4-asym-g32"}) {
+    const PackOptions options{Format(name), false, 1};
+    const TempDir dir(std::string("repack-") + name);
+    Model written = PackAndLoad(original, options, dir);
+    Model in_memory = RepackModel(original, options);
+    EXPECT_EQ(in_memory.config().packing.has_value(), written.config().packing.has_value()) << name;
+    const Logits expected = RunLogits(written), actual = RunLogits(in_memory);
+    EXPECT_TRUE(BitwiseEqual(actual.prefill, expected.prefill)) << name;
+    EXPECT_TRUE(BitwiseEqual(actual.decode, expected.decode)) << name;
+  }
+}
+
 // The untied tiny-llama and the tied, biased tiny-qwen2: a tied head must not be written, biases must.
 TEST(PackedModel, TiedHeadAndBiasesSurviveAnF32Pack) {
   Model original = Model::Load(testing::FixtureDir("tiny-qwen2"));

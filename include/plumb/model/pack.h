@@ -41,4 +41,10 @@ struct PackedCheckpoint {
 PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weights, const PackOptions& options,
                            const std::function<void(const PackProgress&)>& progress = {});
 
+class Model;
+// `source` with its weights packed as `options` says, in memory: PackModel's tensors read back as a packed
+// checkpoint would be (LoadSafetensorsWeights over SafetensorsFile::FromBytes), with nothing written to disk.
+// What `plumb roofline --dtype` and `plumb bench --dtype` measure.
+Model RepackModel(const Model& source, const PackOptions& options);
+
 }  // namespace plumb

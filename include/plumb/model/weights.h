@@ -47,6 +47,11 @@ struct ModelWeights {
 // FP8 or INT4 as docs/formats.md ("Packed checkpoints") defines; their scales and zeros are copied into
 // aligned storage. Vectors (norms, biases) are converted to FP32.
 ModelWeights LoadSafetensorsWeights(const ModelConfig& config, const std::vector<std::string>& files);
+class SafetensorsFile;
+// The same from files already open (or built in memory with SafetensorsFile::FromBytes), which the returned
+// matrices keep alive.
+ModelWeights LoadSafetensorsWeights(const ModelConfig& config,
+                                    std::vector<std::shared_ptr<const SafetensorsFile>> files);
 
 class GgufFile;
 // Reads llama.cpp's tensor names (token_embd, blk.N.attn_q, ..., output) from a GGUF file, checking every
