@@ -2,70 +2,25 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iomanip>
-#include <random>
-#include <sstream>
 
 #include "plumb/cli/batch_flags.h"
 #include "plumb/core/error.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kv/contiguous_kv_cache.h"
 #include "plumb/kv/paged_kv_cache.h"
+#include "plumb/roofline/measure.h"
+#include "roofline_common.h"
 
 namespace plumb::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Gives `kv` `length` committed positions of random keys and values without running the model: a decode
-// step's cost does not depend on what the cache holds, and filling 64 sequences of 4096 positions by
-// prefill would take far longer than the measurement. Token ids are distinct per sequence (salt), so no
-// prefix is shared and every sequence reads its own blocks, as independent requests do.
-void FillSynthetic(KvSequence& kv, int length, int salt) {
-  const int width = kv.n_kv_heads() * kv.head_dim();
-  std::vector<float> k(static_cast<std::size_t>(width)), v(k.size());  // [n_kv_heads · head_dim]
-  std::mt19937 rng(static_cast<unsigned>(salt));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& x : k) x = normal(rng);
-  for (float& x : v) x = normal(rng);
-  kv.Reserve(length);
-  for (int l = 0; l < kv.n_layers(); ++l) {
-    for (int p = 0; p < length; ++p) kv.Write(l, kv.length() + p, k.data(), v.data());
-  }
-  std::vector<int> tokens(static_cast<std::size_t>(length));
-  for (int p = 0; p < length; ++p) tokens[p] = (salt * 7919 + p) % 32000;
-  kv.Commit(tokens);
-}
+using roofline::FillSynthetic;
+using roofline::Median;
+using roofline::ShuffleFreeBlocks;
 
 // Rounds of the paged-against-contiguous comparison (each: decode-steps steps of each layout).
 constexpr int kLayoutRounds = 5;
-
-// Adds a sequence to a fresh `pool` whose blocks, once it holds `positions`, come in a random order rather
-// than in address order: one block is first handed to each of as many placeholder sequences, which are
-// then freed in a shuffled order (the free list gives back the last freed block first). Returns its id.
-SeqId ShuffleFreeBlocks(PagedKvCache& pool, int positions, int block_size) {
-  const int blocks = (positions + block_size - 1) / block_size;
-  std::vector<SeqId> placeholders;
-  for (int b = 0; b < blocks; ++b) {
-    placeholders.push_back(pool.Add());
-    pool.Sequence(placeholders.back()).Reserve(1);
-  }
-  std::shuffle(placeholders.begin(), placeholders.end(), std::mt19937(12345));
-  for (SeqId id : placeholders) pool.Free(id);
-  return pool.Add();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-std::string Fixed(double value, int precision) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(precision) << value;
-  return text.str();
-}
 
 }  // namespace
 

@@ -1,8 +1,10 @@
 // Timed decode steps and prefills (include/plumb/roofline/measure.h).
 #include "plumb/roofline/measure.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <random>
 #include <span>
 
 #include "plumb/core/error.h"
@@ -79,6 +81,41 @@ double TimePrefill(Model& model, KvDtype kv, int prompt, int runs, ForwardObserv
     model.Prefill(tokens, cache);
   }
   return std::chrono::duration<double>(Clock::now() - start).count() / runs;
+}
+
+void FillSynthetic(KvSequence& kv, int length, int salt) {
+  const int width = kv.n_kv_heads() * kv.head_dim();
+  std::vector<float> k(static_cast<std::size_t>(width)), v(k.size());  // [n_kv_heads · head_dim]
+  std::mt19937 rng(static_cast<unsigned>(salt));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : k) x = normal(rng);
+  for (float& x : v) x = normal(rng);
+  kv.Reserve(length);
+  for (int l = 0; l < kv.n_layers(); ++l) {
+    for (int p = 0; p < length; ++p) kv.Write(l, kv.length() + p, k.data(), v.data());
+  }
+  std::vector<int> tokens(static_cast<std::size_t>(length));
+  for (int p = 0; p < length; ++p) tokens[p] = (salt * 7919 + p) % 32000;
+  kv.Commit(tokens);
+}
+
+SeqId ShuffleFreeBlocks(PagedKvCache& pool, int positions, int block_size) {
+  const int blocks = (positions + block_size - 1) / block_size;
+  std::vector<SeqId> placeholders;
+  for (int b = 0; b < blocks; ++b) {
+    placeholders.push_back(pool.Add());
+    pool.Sequence(placeholders.back()).Reserve(1);
+  }
+  std::shuffle(placeholders.begin(), placeholders.end(), std::mt19937(12345));
+  for (SeqId id : placeholders) pool.Free(id);
+  return pool.Add();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) throw MakeError("Median of no values");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace plumb::roofline

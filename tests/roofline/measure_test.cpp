@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "plumb/core/error.h"
+#include "plumb/kv/paged_kv_cache.h"
 #include "plumb/roofline/regime.h"
 #include "support/golden.h"
 
@@ -48,6 +50,40 @@ TEST(Measure, TheObserverSeesOnlyTheTimedPassesOfTheRightShape) {
   EXPECT_EQ(prefill.passes.size(), 2u);
   EXPECT_THROW(roofline::TimeDecodeStep(model, KvDtype::kF32, 0, 5, 1, nullptr), Error);
   EXPECT_THROW(roofline::TimePrefill(model, KvDtype::kF32, 0, 1, nullptr), Error);
+}
+
+TEST(BenchSetup, SyntheticFillCommitsTheSameRowAtEveryPositionAndShuffledBlocksAreOutOfOrder) {
+  PagedKvConfig c;
+  c.n_layers = 2;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.block_size = 4;
+  c.num_blocks = 32;
+  c.max_positions = 64;
+  PagedKvCache pool(c);
+  const SeqId id = roofline::ShuffleFreeBlocks(pool, 40, c.block_size);
+  KvSequence& seq = pool.Sequence(id);
+  roofline::FillSynthetic(seq, 40, 3);
+  EXPECT_EQ(seq.length(), 40);
+  const std::span<const int> table = pool.BlockTable(id);
+  ASSERT_EQ(table.size(), 10u);
+  EXPECT_FALSE(std::is_sorted(table.begin(), table.end()));
+  EXPECT_EQ(std::set<int>(table.begin(), table.end()).size(), 10u);
+  // Every position of every layer holds the row of salt 3, so the keys are the same bits everywhere.
+  const KvLayerView view = seq.Layer(1);
+  const auto* keys = static_cast<const float*>(view.keys);
+  for (int p = 1; p < 40; ++p) {
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      for (int j = 0; j < c.head_dim; ++j) {
+        ASSERT_EQ(keys[view.Element(p, h) + j], keys[view.Element(0, h) + j]) << p << " " << h << " " << j;
+      }
+    }
+  }
+  EXPECT_THROW(roofline::FillSynthetic(seq, 100, 3), Error);  // past max_positions
+
+  EXPECT_EQ(roofline::Median({3, 1, 2}), 2);
+  EXPECT_EQ(roofline::Median({4, 1, 2, 3}), 2.5);
+  EXPECT_THROW(roofline::Median({}), Error);
 }
 
 TEST(Regime, BoundByTheLongerCeilingUnlessTinyAndFarAboveIt) {

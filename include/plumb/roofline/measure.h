@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "plumb/formats/kv_dtype.h"
+#include "plumb/kv/kv_sequence.h"
+#include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/forward_observer.h"
 #include "plumb/model/model.h"
 
@@ -24,5 +26,23 @@ double TimeDecodeStep(Model& model, KvDtype kv, int batch, int context, int step
 // Mean seconds of a `prompt`-token Model::Prefill into an empty cache of dtype `kv`, over `runs` timed runs
 // after one warm-up; `observer` (may be null) sees the timed runs only.
 double TimePrefill(Model& model, KvDtype kv, int prompt, int runs, ForwardObserver* observer);
+
+// Setting up a batched-decode measurement (`plumb bench --batch`) without running the model.
+
+// Gives `kv` `length` more committed positions of random (normal, seeded by `salt`) keys and values, the
+// same row at every position: a decode step's cost does not depend on what the cache holds, and filling 64
+// sequences of 4096 positions by prefill would take far longer than the measurement. The committed token
+// ids differ per salt, so sequences of different salts share no prefix and read their own blocks, as
+// independent requests do. Throws what Reserve throws (a full cache or pool).
+void FillSynthetic(KvSequence& kv, int length, int salt);
+
+// Adds a sequence to a fresh `pool` whose blocks, once it holds `positions`, come in a shuffled order
+// rather than in address order, as after requests have come and gone: one block is first handed to each of
+// as many placeholder sequences, which are then freed in a fixed shuffled order (the free list gives back
+// the last freed block first). Returns the new sequence's id.
+SeqId ShuffleFreeBlocks(PagedKvCache& pool, int positions, int block_size);
+
+// The median of `values` (the mean of the middle two for an even count); values must not be empty.
+double Median(std::vector<double> values);
 
 }  // namespace plumb::roofline
