@@ -3,10 +3,6 @@
 // definition for the contiguous and the paged KV layout (docs/kv-cache.md, "How attention reads the cache").
 #include <omp.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -14,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "attention_score.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kernels.h"
@@ -137,30 +134,6 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
   }
 }
 
-// The scores of one run: s[h · s_stride + i] = Dot(q_h, k_{i, h / group}) · scale for every query head h
-// (q: [n_kv · group][head_dim]) and the count positions i of the run, where the FP32 key row of position i
-// and KV head c starts at rows + i · position_stride + c · head_stride (bytes).
-// next: the next run of a paged (NHD) f32 cache, whose position i (all its KV heads, next_bytes bytes) the
-// vector code asks for while it computes position i of this one (nullptr: none, or not that layout).
-// ahead: a contiguous (one stream per KV head) f32 cache, whose rows 16 positions on the vector code asks
-// for as it goes: the hardware prefetchers alone left each new chunk of the three streams cold.
-struct KeyRun {
-  const std::uint8_t* rows;
-  std::size_t position_stride, head_stride;
-  int count;
-  const std::uint8_t* next = nullptr;
-  int next_bytes = 0;
-  bool ahead = false;
-};
-
-// Asks for the `bytes` bytes at `at` to be brought into cache. The hardware prefetchers follow a stream
-// within a page but not across a jump to another block, so paged runs ask for their next block a position
-// (or a KV head of eight positions) at a time: a burst of a whole block's requests measured no faster than
-// none. The hint is T1 (to L2): measured ~5% faster than T0 at context 4096 (the requests then leave L1's
-// miss buffers to the loads), and NTA twice as slow.
-inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
-  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b, 0, 2);
-}
 using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
                             float* s, int s_stride);
 // Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
@@ -173,91 +146,9 @@ void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const Ke
     for (int i = 0; i < run.count; ++i) sh[i] *= scale;
   }
 }
-#if defined(__x86_64__)
-// scalar::Dot's reduction of eight 8-lane accumulators at once: a[p] holds the lanes of position p's dot,
-// and the result holds dot p in element p, each ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the additions of the
-// one-at-a-time reduction, on the same operands in the same order, arranged by shuffles (three adds and a
-// few permutes for eight dots instead of three adds and three shuffles for each).
-[[gnu::target("avx2")]] inline __m256 ReduceEightDots(const __m256 (&a)[8]) {
-  __m256 half[4];  // half[p]: [l_j + l_(j+4) of position p | the same of position p + 4], j = 0..3
-  for (int p = 0; p < 4; ++p) {
-    half[p] = _mm256_add_ps(_mm256_permute2f128_ps(a[p], a[p + 4], 0x20),
-                            _mm256_permute2f128_ps(a[p], a[p + 4], 0x31));
-  }
-  // Per 128-bit half: [(x0+x2), (x1+x3)] of two positions side by side.
-  const __m256 quarter01 = _mm256_add_ps(_mm256_shuffle_ps(half[0], half[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                         _mm256_shuffle_ps(half[0], half[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m256 quarter23 = _mm256_add_ps(_mm256_shuffle_ps(half[2], half[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                         _mm256_shuffle_ps(half[2], half[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm256_add_ps(_mm256_shuffle_ps(quarter01, quarter23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm256_shuffle_ps(quarter01, quarter23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// The same for a head_dim that is a multiple of 8, inline, eight positions at a time: for each KV head of
-// those positions and each query head sharing it, eight dots side by side (eight independent chains of adds,
-// where one dot's chain would leave the adders waiting), reduced together by ReduceEightDots. A paged block
-// is read front to back (a call per head and run cost as much as the dots with 16-position blocks); the
-// next block (run.next) or the rows ahead (run.ahead) are requested one KV head of eight positions at a
-// time, spread between the dots: all eight positions' requests at once measured 8% slower over a paged
-// cache at context 4096, the miss queue full while the dots waited. One 8-lane accumulator is scalar::Dot's
-// lanes; mul and add stay separate (no FMA), so the bits are Dot's. A run's last count mod 8 positions are
-// dotted one at a time with the same arithmetic.
-[[gnu::target("avx2")]] void ScoreRunAvx2(const float* q, int n_kv, int group, int head_dim,
-                                          const KeyRun& run, float scale, float* s, int s_stride) {
-  const __m256 scale8 = _mm256_set1_ps(scale);
-  int i = 0;
-  for (; i + 8 <= run.count; i += 8) {
-    for (int c = 0; c < n_kv; ++c) {
-      const std::uint8_t* k = run.rows + i * run.position_stride + c * run.head_stride;
-      if (run.next) {
-        for (int p = 0; p < 8; ++p) {
-          PrefetchBytes(run.next + (i + p) * run.position_stride + c * run.head_stride,
-                        head_dim * static_cast<int>(sizeof(float)));
-        }
-      } else if (run.ahead && i + 24 <= run.count) {
-        for (int p = 16; p < 24; ++p) {
-          PrefetchBytes(k + p * run.position_stride, head_dim * static_cast<int>(sizeof(float)));
-        }
-      }
-      for (int h = c * group; h < (c + 1) * group; ++h) {
-        const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
-        __m256 acc[8];
-        for (__m256& a : acc) a = _mm256_setzero_ps();
-        for (int d = 0; d < head_dim; d += 8) {
-          const __m256 qd = _mm256_loadu_ps(qh + d);
-          for (int p = 0; p < 8; ++p) {
-            const auto* kp = reinterpret_cast<const float*>(k + p * run.position_stride) + d;
-            acc[p] = _mm256_add_ps(acc[p], _mm256_mul_ps(qd, _mm256_loadu_ps(kp)));
-          }
-        }
-        _mm256_storeu_ps(s + static_cast<std::int64_t>(h) * s_stride + i,
-                         _mm256_mul_ps(ReduceEightDots(acc), scale8));
-      }
-    }
-  }
-  for (; i < run.count; ++i) {
-    for (int c = 0; c < n_kv; ++c) {
-      const auto* k =
-          reinterpret_cast<const float*>(run.rows + i * run.position_stride + c * run.head_stride);
-      for (int h = c * group; h < (c + 1) * group; ++h) {
-        const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
-        __m256 acc = _mm256_setzero_ps();
-        for (int d = 0; d < head_dim; d += 8) {
-          acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(qh + d), _mm256_loadu_ps(k + d)));
-        }
-        const __m128 s4 =
-            _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // l_j + l_j+4
-        const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));  // (l0+l4)+(l2+l6), (l1+l5)+(l3+l7)
-        const float dot = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-        s[static_cast<std::int64_t>(h) * s_stride + i] = dot * scale;
-      }
-    }
-  }
-}
-#endif
 ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
 #if defined(__x86_64__)
-  if (head_dim % 8 == 0 && ActiveIsa() != Isa::kScalar) return ScoreRunAvx2;
+  if (head_dim % 8 == 0 && ActiveIsa() != Isa::kScalar) return avx2::ScoreRun;
 #endif
   return ScoreRunRowDots;
 }
