@@ -50,6 +50,8 @@ using avx2_packed::CanScaleX;
 using avx2_packed::Finish;
 using avx2_packed::Int4Group;
 using avx2_packed::Int4Groups8;
+template <Int4Scheme S>
+using Int4RowParams = Int4Groups8<S>;  // packed_dot_int4_body.h
 using avx2_packed::Int4Weight;
 
 // ---- FP8 --------------------------------------------------------------------------------------------
@@ -124,42 +126,9 @@ PLUMB_AVX2 void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y)
 
 // ---- INT4 -------------------------------------------------------------------------------------------
 
-template <Int4Scheme S, int R>
-PLUMB_AVX2 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
-  const int cols = W.cols;
-  const int G = W.int4.group_size;
-  const int groups = Int4Groups(cols, G);
-  const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
-  const int full = cols - cols % 8;
-  const std::uint8_t* row[R];
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) {
-    row[r] = W.Row(r0 + r);
-    acc[r] = _mm256_setzero_ps();
-  }
-  for (int g8 = 0; g8 * G < full; g8 += 8) {
-    Int4Groups8<S> params[R];
-    for (int r = 0; r < R; ++r) params[r].Load(W, r0 + r, g8, groups, zero_row);
-    for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
-      Int4Group<S> group[R];
-      const int begin = (g8 + j) * G;
-      for (int r = 0; r < R; ++r) {
-        group[r] = params[r].Select(j);
-        Prefetch(row[r], R * W.row_bytes + begin / 2);
-      }
-      const int end = begin + G < full ? begin + G : full;
-      for (int c = begin; c < end; c += 8) {
-        const __m256 xv = _mm256_loadu_ps(x + c);
-        for (int r = 0; r < R; ++r) {
-          acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(group[r].Decode(row[r] + c / 2), xv));
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    y[r0 + r] = Finish(acc[r], full, cols, x, [&](int c) { return Int4Weight(W, r0 + r, c); });
-  }
-}
+#define PLUMB_PD_TARGET PLUMB_AVX2
+#include "packed_dot_int4_body.h"
+#undef PLUMB_PD_TARGET
 
 // ---- rows decoded for GEMM tiles ----------------------------------------------------------------------
 
@@ -200,7 +169,7 @@ PLUMB_AVX2 void DecodeInt4Row(const WeightMatrix& W, int r, float* out) {
     Int4Groups8<S> params;
     params.Load(W, r, g8, groups, zero_row);
     for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
-      const Int4Group<S> group = params.Select(j);
+      const Int4Group<S> group = params.Group(j);
       const int begin = (g8 + j) * G;
       const int end = begin + G < full ? begin + G : full;
       for (int c = begin; c < end; c += 8) _mm256_storeu_ps(out + c, group.Decode(row + c / 2));

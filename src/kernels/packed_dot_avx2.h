@@ -167,7 +167,8 @@ struct Int4Groups8 {
     }
   }
 
-  PLUMB_AVX2 Int4Group<S> Select(int j) const {
+  using Decoder = Int4Group<S>;
+  PLUMB_AVX2 Int4Group<S> Group(int j) const {
     const __m256i index = _mm256_set1_epi32(j);
     Int4Group<S> group;
     group.scale = _mm256_permutevar8x32_ps(scales, index);

@@ -80,7 +80,8 @@ struct Int4Params8 {
   }
 
   // Group j (0..7) as the definition's 16 weights (formats/int4.h), by its own expressions.
-  PLUMB_AVX512 Table16 Table(int j) const {
+  using Decoder = Table16;
+  PLUMB_AVX512 Table16 Group(int j) const {
     const __m256 s = _mm256_set1_ps(scale[j]);
     if constexpr (S == Int4Scheme::kSymmetric) {
       // q = the nibble as two's complement: n = 0..7 is q = n, n = 8..15 is q = n − 16.
@@ -95,42 +96,11 @@ struct Int4Params8 {
   }
 };
 
-template <Int4Scheme S, int R>
-PLUMB_AVX512 void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
-  const int cols = W.cols;
-  const int G = W.int4.group_size;
-  const int groups = Int4Groups(cols, G);
-  const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
-  const int full = cols - cols % 8;
-  const std::uint8_t* row[R];
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) {
-    row[r] = W.Row(r0 + r);
-    acc[r] = _mm256_setzero_ps();
-  }
-  for (int g8 = 0; g8 * G < full; g8 += 8) {
-    Int4Params8<S> params[R];
-    for (int r = 0; r < R; ++r) params[r].Load(W, r0 + r, g8, groups, zero_row);
-    for (int j = 0; j < 8 && (g8 + j) * G < full; ++j) {
-      Table16 table[R];
-      const int begin = (g8 + j) * G;
-      for (int r = 0; r < R; ++r) {
-        table[r] = params[r].Table(j);
-        Prefetch(row[r], R * W.row_bytes + begin / 2);
-      }
-      const int end = begin + G < full ? begin + G : full;
-      for (int c = begin; c < end; c += 8) {
-        const __m256 xv = _mm256_loadu_ps(x + c);
-        for (int r = 0; r < R; ++r) {
-          acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(table[r].Decode(row[r] + c / 2), xv));
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    y[r0 + r] = Finish(acc[r], full, cols, x, [&](int c) { return Int4Weight(W, r0 + r, c); });
-  }
-}
+template <Int4Scheme S>
+using Int4RowParams = Int4Params8<S>;  // packed_dot_int4_body.h
+#define PLUMB_PD_TARGET PLUMB_AVX512
+#include "packed_dot_int4_body.h"
+#undef PLUMB_PD_TARGET
 
 // ---- FP8 E4M3 ---------------------------------------------------------------------------------------
 
