@@ -14,9 +14,10 @@
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/generator.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
-#include "plumb/kernels/row_dot.h"
 #include "plumb/roofline/host_probe.h"
+#include "plumb/roofline/measure.h"
 
 namespace plumb::cli {
 namespace {
@@ -76,15 +77,6 @@ Settings ReadSettings(const Flags& flags) {
   return s;
 }
 
-// Fixed, spread-out ids in [0, vocab): the timing does not depend on which tokens they are.
-std::vector<int> BenchPrompt(int length, int vocab) {
-  std::vector<int> ids(static_cast<std::size_t>(length));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int>((i * 2654435761u + 12345u) % static_cast<std::uint64_t>(vocab));
-  }
-  return ids;
-}
-
 struct MeanStd {
   double mean = 0;
   double stddev = 0;  // sample standard deviation (÷ (n − 1)), as llama-bench reports; 0 for one run
@@ -131,7 +123,7 @@ struct Row {
 
 Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream& err) {
   kernels::SetNumThreads(threads);
-  const std::vector<int> prompt = BenchPrompt(s.prompt_tokens, model.config().vocab_size);
+  const std::vector<int> prompt = roofline::SpreadTokens(s.prompt_tokens, model.config().vocab_size, 0);
   GenerationOptions options;
   options.max_new_tokens = s.gen_tokens + 1;  // the first token comes from the prefill, the others each from
                                               // one decode step

@@ -59,10 +59,10 @@ class TraceRecorder final : public ForwardObserver {
     if (next_) next_->OnKernel(timing);
   }
   void OnActivation(ActivationPoint point, int layer, const float* data, int rows, int cols) override {
-    const std::vector<float> values(data, data + static_cast<std::size_t>(rows) * cols);
-    if (point == ActivationPoint::kLayerInput && layer == 0) trace_.embedding = values;
-    if (point == ActivationPoint::kAfterMlp) trace_.layer_outputs.push_back(values);
-    if (point == ActivationPoint::kFinalNorm) trace_.final_norm = values;
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    if (point == ActivationPoint::kLayerInput && layer == 0) trace_.embedding.assign(data, data + n);
+    if (point == ActivationPoint::kAfterMlp) trace_.layer_outputs.emplace_back(data, data + n);
+    if (point == ActivationPoint::kFinalNorm) trace_.final_norm.assign(data, data + n);
     if (next_) next_->OnActivation(point, layer, data, rows, cols);
   }
   void OnPassEnd() override {
