@@ -1,13 +1,15 @@
 # PLUMB_KERNELS_ONLY: the formats and kernel layers alone, with no OpenBLAS, OpenMP, JSON or Eigen, and the
 # kernel tests that need nothing else. This is the aarch64 cross build (cmake/aarch64-linux-gnu.cmake), whose
 # tests run under qemu-user; Debian has no cross-built OpenBLAS or JSON to link, and the kernels that differ
-# between ISAs (row_dot*, packed_dot*) need none of them. Included by CMakeLists.txt, which stops after it.
+# between ISAs (the weight formats' row dots: src/kernels/ggml, fp8, int4) need none of them. Included by CMakeLists.txt, which stops after it.
 
-# Every source of the kernel layer that is plain C++ (the ISA variants compile to nothing on other targets).
+# Every source of the kernel layer that is plain C++ (the ISA variants compile to nothing on other targets):
+# the scalar definitions and every weight format's folder (src/kernels/<format>/).
 file(GLOB PLUMB_KERNELS_ONLY_SOURCES CONFIGURE_DEPENDS
      src/formats/dtype.cpp src/formats/fp8.cpp src/formats/int4.cpp src/formats/ggml_types.cpp
-     src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/isa.cpp src/kernels/row_dot*.cpp
-     src/kernels/packed_dot*.cpp src/kernels/kv_decode*.cpp src/kernels/weight_matrix.cpp src/kernels/scalar/*.cpp)
+     src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/isa.cpp
+     src/kernels/*/*.cpp src/kernels/weight_format.cpp src/kernels/packed_dot.cpp src/kernels/kv_decode*.cpp
+     src/kernels/weight_matrix.cpp)
 add_library(plumb_kernels STATIC ${PLUMB_KERNELS_ONLY_SOURCES})
 target_include_directories(plumb_kernels PUBLIC include)
 target_link_libraries(plumb_kernels PRIVATE plumb_flags)
@@ -34,7 +36,8 @@ if(PLUMB_BUILD_TESTS)
   endif()
 
   # The kernel tests that use only the sources above; the *neon_test.cpp ones exist only on aarch64.
-  set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp tests/kernels/kv_decode_test.cpp)
+  set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp tests/kernels/weight_format_test.cpp
+                               tests/kernels/kv_decode_test.cpp)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     file(GLOB PLUMB_NEON_TESTS CONFIGURE_DEPENDS tests/kernels/*neon_test.cpp)
     list(APPEND PLUMB_KERNELS_ONLY_TESTS ${PLUMB_NEON_TESTS})

@@ -203,15 +203,7 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
 
 std::string StoredDtypeName(const Model& model) {
   const WeightMatrix& w = model.weights().layers.at(0).wq;
-  switch (w.encoding) {
-    case WeightEncoding::kGgml:
-      return std::string(GgmlTypeName(w.type));
-    case WeightEncoding::kFp8:
-      return w.fp8_format == Fp8Format::kE4M3 ? "fp8-e4m3" : "fp8-e5m2";
-    case WeightEncoding::kInt4:
-      return std::string("int4-") + Int4SchemeName(w.int4.scheme) + "-g" + std::to_string(w.int4.group_size);
-  }
-  return "?";
+  return w.format->describe(w);
 }
 
 std::string RegimeReason(roofline::Regime regime, const roofline::Roof& roof, double flops, double bytes,

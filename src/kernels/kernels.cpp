@@ -8,10 +8,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "plumb/formats/gguf_blocks.h"
-#include "plumb/kernels/packed_dot.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "plumb/kernels/weight_format.h"
 #include "small_gemm.h"
 
 namespace plumb::kernels {
@@ -89,40 +88,26 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
   GemmF32(X, m, W.values.data(), W.rows, W.cols, Y);
 }
 
-namespace {
-
-bool IsPacked(const WeightMatrix& W) {
-  return W.encoding == WeightEncoding::kFp8 || W.encoding == WeightEncoding::kInt4;
-}
-
-}  // namespace
-
+// Each thread's rows through W's format's row dots (the FP32 path above for plain FP32 rows, as MatrixF32's
+// Gemv).
 void Gemv(const WeightMatrix& W, const float* x, float* y) {
-  if (IsPacked(W)) {
-#pragma omp parallel
-    {
-      int begin = 0, end = 0;
-      ThreadRows(W.rows, begin, end);
-      PackedRowDots(W, begin, end, x, y);
-    }
-    return;
-  }
-  if (W.type == GgmlType::F32) {
+  if (W.IsF32()) {
     GemvF32(reinterpret_cast<const float*>(W.data), W.rows, W.cols, x, y);
     return;
   }
+  const RowDotsFn row_dots = KernelsFor(*W.format, ActiveIsa()).row_dots;
 #pragma omp parallel
   {
     int begin = 0, end = 0;
     ThreadRows(W.rows, begin, end);
-    if (end > begin) RowDots(W.type, W.Row(begin), W.row_bytes, end - begin, x, W.cols, y + begin);
+    if (end > begin) row_dots(W, begin, end, x, y);
   }
 }
 
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   const int n = W.rows;
   const int k = W.cols;
-  const bool f32 = W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32;
+  const bool f32 = W.IsF32();
   if (m <= 0 || n <= 0) return;
   if (m == 1 && !f32) {  // one row: the GEMV's fused decode and dot beat decoding a tile first
     Gemv(W, X, Y);
@@ -149,7 +134,7 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
       std::max(16, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 16 * 16);
   static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
   (void)blas_single_threaded;
-  const small_gemm::DecodeFn decode = small_gemm::PickDecode();
+  const DecodeRowsFn decode = KernelsFor(*W.format, ActiveIsa()).decode_rows;
 #pragma omp parallel
   {
     int begin = 0, end = 0;
@@ -166,13 +151,8 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
       decode(W, r0, tile_rows, tile.data());
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, tile_rows, k, 1.0f, X, k, tile.data(), k, 0.0f,
                   Y + r0, n);
-      if (W.encoding == WeightEncoding::kFp8) {
-        // The FP8 scale multiplies each finished dot product, as in the GEMV (and a GPU epilogue).
-        for (int i = 0; i < m; ++i) {
-          float* y = Y + static_cast<std::size_t>(i) * n;
-          for (int r = r0; r < r0 + tile_rows; ++r) y[r] = W.fp8_scales[W.fp8_per_row ? r : 0] * y[r];
-        }
-      }
+      // The row scale (FP8's) multiplies each finished dot product, as in the GEMV (and a GPU epilogue).
+      ApplyRowScales(W, r0, tile_rows, Y, m, static_cast<std::size_t>(n));
     }
   }
 }
@@ -190,14 +170,10 @@ void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
 }
 
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {
-  if (W.encoding == WeightEncoding::kGgml) {
-    DequantizeRow(W.type, W.Row(r), out, W.cols);
-    return;
-  }
-  DecodePackedRow(W, r, out);
-  if (W.encoding == WeightEncoding::kFp8) {
-    // An FP8 row as a vector of its own (the token embedding): each element q·scale, rounded to FP32 once.
-    const float scale = W.fp8_scales[W.fp8_per_row ? r : 0];
+  DecodeRowsOf(W, r, 1, out);
+  if (W.format->row_scale != nullptr) {
+    // A row as a vector of its own (the token embedding): each element q·scale, rounded to FP32 once.
+    const float scale = W.format->row_scale(W, r);
     for (int c = 0; c < W.cols; ++c) out[c] = out[c] * scale;
   }
 }

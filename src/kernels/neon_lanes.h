@@ -1,4 +1,4 @@
-// Building blocks shared by the NEON kernels (row_dot_neon.cpp, packed_dot_neon.cpp): scalar::Dot's eight
+// Building blocks shared by the NEON kernels (ggml/, fp8/, int4/ *_neon.cpp, kv_decode): scalar::Dot's eight
 // lanes held in two float32x4_t registers, and the exact conversions that feed them. Internal to
 // src/kernels/; aarch64 only.
 //
@@ -76,6 +76,16 @@ inline void Store8(Lanes8 v, float* lane) {
 // scalar::Dot's reduction tree.
 inline float ReduceLanes(const float* lane) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+// Adds w[t]·x[t] for t < count (< 8) to lanes 0.. of acc, in scalar code: scalar::Dot's tail.
+inline void AddTail(Lanes8& acc, Lanes8 w, const float* x, int count) {
+  float lane[8];
+  float weight[8];
+  Store8(acc, lane);
+  Store8(w, weight);
+  for (int t = 0; t < count; ++t) lane[t] += weight[t] * x[t];
+  acc = {vld1q_f32(lane), vld1q_f32(lane + 4)};
 }
 
 }  // namespace plumb::kernels::neon_lanes

@@ -10,10 +10,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "plumb/formats/gguf_blocks.h"
-#include "plumb/kernels/packed_dot.h"
-#include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::small_gemm {
 
@@ -41,57 +39,39 @@ void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int 
   }
 }
 
-void Decode(const WeightMatrix& W, int r0, int count, float* tile) {
-  for (int r = 0; r < count; ++r) {
-    float* out = tile + static_cast<std::size_t>(r) * W.cols;
-    if (W.encoding == WeightEncoding::kGgml) {
-      DequantizeRow(W.type, W.Row(r0 + r), out, W.cols);
-    } else {
-      DecodePackedRow(W, r0 + r, out);  // FP8: the codes only; the scale multiplies the finished dot
-    }
-  }
-}
-
 }  // namespace scalar
 
 namespace {
 
-struct Variant {
-  TileFn tile;
-  DecodeFn decode;
-};
-
 // The variant for ActiveIsa(): the vector ones also need FMA for the fused order (every AVX2 CPU
 // plumb has met has it, but the instruction set does not promise it).
-Variant PickVariant() {
+TileFn PickTile() {
 #if defined(__x86_64__)
   static const bool fma = __builtin_cpu_supports("fma");
   switch (ActiveIsa()) {
     case Isa::kAvx512:
-      if (fma) return {avx512::Tile, avx512::Decode};
+      if (fma) return avx512::Tile;
       break;
     case Isa::kAvx2:
-      if (fma) return {avx2::Tile, avx2::Decode};
+      if (fma) return avx2::Tile;
       break;
     default:
       break;
   }
 #endif
-  return {scalar::Tile, scalar::Decode};
+  return scalar::Tile;
 }
 
 }  // namespace
-
-DecodeFn PickDecode() {
-  return PickVariant().decode;
-}
 
 void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order order) {
   const int n = W.rows;
   const int k = W.cols;
   if (m <= 0 || n <= 0) return;
-  const Variant variant = PickVariant();
-  const bool f32 = W.encoding == WeightEncoding::kGgml && W.type == GgmlType::F32;
+  const TileFn tile_product = PickTile();
+  // The tile's rows decoded by W's format (exactly: its definition's values, without the row scale).
+  const DecodeRowsFn decode = KernelsFor(*W.format, ActiveIsa()).decode_rows;
+  const bool f32 = W.IsF32();
   // Tiles of ~16 KiB (4 rows at k = 576 or 1536), decoded just before they are used: the decode's stores stay
   // in L1 and the weights' DRAM reads are spread over the call (with the decoders' prefetch) instead of
   // coming in long bursts; with 128 KiB tiles SmolLM2's batch-2 projections took 1.5x the CPU time (decode
@@ -116,18 +96,13 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
       const int rows = std::min(tile_max, end - r0);
       const float* weights = reinterpret_cast<const float*>(W.Row(r0));
       if (!f32) {
-        variant.decode(W, r0, rows, tile.data());
+        decode(W, r0, rows, tile.data());
         weights = tile.data();
       }
-      variant.tile(X, m, k, weights, static_cast<std::size_t>(k), rows, Y + r0, static_cast<std::size_t>(n),
+      tile_product(X, m, k, weights, static_cast<std::size_t>(k), rows, Y + r0, static_cast<std::size_t>(n),
                    order);
-      if (W.encoding == WeightEncoding::kFp8) {
-        // PackedRowDots's definition: the scale multiplies the finished dot, one rounding.
-        for (int i = 0; i < m; ++i) {
-          float* y = Y + static_cast<std::size_t>(i) * n;
-          for (int r = r0; r < r0 + rows; ++r) y[r] = W.fp8_scales[W.fp8_per_row ? r : 0] * y[r];
-        }
-      }
+      // The format's definition: the row scale multiplies the finished dot, one rounding.
+      ApplyRowScales(W, r0, rows, Y, m, static_cast<std::size_t>(n));
     }
   }
 }

@@ -35,33 +35,25 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
 // pays for itself (prefill).
 constexpr int kMaxRows = 64;
 
-// Variant entry points (small_gemm_avx2.cpp, small_gemm_avx512.cpp, and the scalar one in small_gemm.cpp).
-// Tile: Y[i][r] (row stride ldy) = product of X row i (row stride k) and tile row r (row stride ldw floats),
-// i < m, r < rows, in `order`. Decode: rows [r0, r0 + count) of W into tile rows (stride W.cols floats),
-// exactly DequantizeRow / DecodePackedRow.
+// Variant entry points (small_gemm_avx2.cpp, small_gemm_avx512.cpp, and the scalar one in small_gemm.cpp):
+// Y[i][r] (row stride ldy) = product of X row i (row stride k) and tile row r (row stride ldw floats),
+// i < m, r < rows, in `order`. The tiles are decoded by W's format (kernels/weight_format.h, decode_rows).
 using TileFn = void (*)(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows, float* Y,
                         std::size_t ldy, Order order);
-using DecodeFn = void (*)(const WeightMatrix& W, int r0, int count, float* tile);
-
-// The decoder of the variant Multiply uses (the prefill GEMM's tiles are decoded by it too).
-DecodeFn PickDecode();
 
 namespace scalar {
 void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows, float* Y,
           std::size_t ldy, Order order);
-void Decode(const WeightMatrix& W, int r0, int count, float* tile);
 }  // namespace scalar
 
 #if defined(__x86_64__)
 namespace avx2 {
 void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows, float* Y,
           std::size_t ldy, Order order);
-void Decode(const WeightMatrix& W, int r0, int count, float* tile);
 }  // namespace avx2
 namespace avx512 {
 void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows, float* Y,
           std::size_t ldy, Order order);
-void Decode(const WeightMatrix& W, int r0, int count, float* tile);
 }  // namespace avx512
 #endif
 

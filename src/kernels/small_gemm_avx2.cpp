@@ -14,8 +14,6 @@
 #include <utility>
 
 #include "avx2_common.h"
-#include "plumb/formats/gguf_blocks.h"
-#include "plumb/kernels/packed_dot.h"
 
 namespace plumb::kernels::small_gemm::avx2 {
 

@@ -6,13 +6,7 @@
 namespace plumb {
 
 std::size_t WeightMatrix::Bytes() const {
-  std::size_t bytes = static_cast<std::size_t>(rows) * row_bytes;
-  if (encoding == WeightEncoding::kFp8) bytes += (fp8_per_row ? rows : 1) * sizeof(float);
-  if (encoding == WeightEncoding::kInt4) {
-    const std::size_t groups = static_cast<std::size_t>(Int4Groups(cols, int4.group_size));
-    bytes += static_cast<std::size_t>(rows) * (groups * sizeof(std::uint16_t) + Int4ZeroRowBytes(int4, cols));
-  }
-  return bytes;
+  return static_cast<std::size_t>(rows) * row_bytes + format->side_bytes(*this);
 }
 
 WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
@@ -39,6 +33,13 @@ WeightMatrix WeightMatrix::FromBytes(GgmlType type, int rows, int cols, std::vec
 
 WeightMatrix WeightMatrix::View(GgmlType type, int rows, int cols, const std::uint8_t* data,
                                 std::shared_ptr<const void> owner) {
+  // A matrix that exists can be computed with: the kernels check nothing per call.
+  if (!CanDequantize(type)) {
+    throw MakeError(
+        "a ", rows, " x ", cols, " ", GgmlTypeName(type),
+        " matrix: plumb has no kernels for this type (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+        "Q8_0, Q2_K .. Q6_K)");
+  }
   WeightMatrix w;
   w.type = type;
   w.rows = rows;
@@ -49,17 +50,17 @@ WeightMatrix WeightMatrix::View(GgmlType type, int rows, int cols, const std::ui
   return w;
 }
 
-WeightMatrix WeightMatrix::Fp8View(Fp8Format format, int rows, int cols, const std::uint8_t* codes,
+WeightMatrix WeightMatrix::Fp8View(Fp8Format fp8, int rows, int cols, const std::uint8_t* codes,
                                    const float* scales, bool per_row, std::shared_ptr<const void> owner) {
   WeightMatrix w;
-  w.encoding = WeightEncoding::kFp8;
+  w.format = &kernels::kFp8Format;
   w.type = GgmlType::I8;  // not a ggml matrix; a type no kernel accepts, so a mix-up fails loudly
   w.rows = rows;
   w.cols = cols;
   w.row_bytes = static_cast<std::size_t>(cols);
   w.data = codes;
   w.owner = std::move(owner);
-  w.fp8_format = format;
+  w.fp8_format = fp8;
   w.fp8_per_row = per_row;
   w.fp8_scales = scales;
   return w;
@@ -76,7 +77,7 @@ WeightMatrix WeightMatrix::Int4View(Int4Params params, int rows, int cols, const
                     zeros == nullptr ? "needs zero points" : "has zero points it cannot use");
   }
   WeightMatrix w;
-  w.encoding = WeightEncoding::kInt4;
+  w.format = &kernels::kInt4Format;
   w.type = GgmlType::I8;  // see Fp8View
   w.rows = rows;
   w.cols = cols;

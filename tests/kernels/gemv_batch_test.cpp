@@ -165,11 +165,11 @@ TEST_P(GemvBatchTypes, EveryRowIsBitwiseGemvOfThatRowAlone) {
 std::vector<float> DecodedRow(const WeightMatrix& W, int r, float& scale) {
   std::vector<float> row(static_cast<std::size_t>(W.cols));
   scale = 1.0f;
-  if (W.encoding == WeightEncoding::kGgml) {
+  if (W.Is(kernels::kGgmlFormat)) {
     DequantizeRow(W.type, W.Row(r), row.data(), W.cols);
   } else {
     kernels::DecodePackedRow(W, r, row.data());
-    if (W.encoding == WeightEncoding::kFp8) scale = W.fp8_scales[W.fp8_per_row ? r : 0];
+    if (W.Is(kernels::kFp8Format)) scale = W.fp8_scales[W.fp8_per_row ? r : 0];
   }
   return row;
 }

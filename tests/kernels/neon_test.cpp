@@ -70,6 +70,11 @@ std::vector<float> RandomX(int n, bool wide, std::mt19937& rng) {
   return x;
 }
 
+// The FP8 or INT4 format's own NEON row dots (kernels/weight_format.h), called directly.
+void NeonRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  W.format->kernels[static_cast<int>(kernels::Isa::kNeon)].row_dots(W, row_begin, row_end, x, y);
+}
+
 // The kernel's y[row_begin, row_end) for the whole matrix, with x at an odd address, checked bit for bit
 // against `expected` (NaN against NaN), and y outside the range left alone.
 void ExpectRowsMatch(const WeightMatrix& W, const std::vector<float>& x, const std::vector<float>& expected,
@@ -77,7 +82,7 @@ void ExpectRowsMatch(const WeightMatrix& W, const std::vector<float>& x, const s
   std::vector<float> x_storage(x.size() + 1);
   std::memcpy(x_storage.data() + 1, x.data(), x.size() * sizeof(float));
   std::vector<float> y(W.rows, kUntouched);
-  kernels::neon::PackedRowDots(W, row_begin, W.rows, x_storage.data() + 1, y.data());
+  NeonRowDots(W, row_begin, W.rows, x_storage.data() + 1, y.data());
   for (int r = 0; r < W.rows; ++r) {
     if (r < row_begin) {
       EXPECT_EQ(Bits(y[r]), Bits(kUntouched)) << what << ": row " << r << " is outside the range";
@@ -238,7 +243,7 @@ TEST(NeonPackedRowDots, Fp8DecodesEveryCodeIncludingNanInfAndSubnormals) {
     // What the special codes must give, so that the comparison above is not of two wrong decodings.
     std::vector<float> y(rows);
     const std::vector<float> x(cols, 1.0f);
-    kernels::neon::PackedRowDots(W, 0, rows, x.data(), y.data());
+    NeonRowDots(W, 0, rows, x.data(), y.data());
     if (format == Fp8Format::kE4M3) {
       EXPECT_TRUE(std::isnan(y[0x7F]) && std::isnan(y[0xFF]));
       EXPECT_EQ(y[0x7E], 0.75f * 448.0f * 9);            // exact: 3024 = 0x1.7Cp11
@@ -332,10 +337,12 @@ TEST(NeonPackedRowDots, Int4NanAndInfinityInXPropagate) {
   }
 }
 
-TEST(NeonPackedRowDots, GgmlMatrixIsAnError) {
-  std::vector<float> x(8), y(1);
-  const WeightMatrix W = WeightMatrix::FromF32(MatrixF32{1, 8, std::vector<float>(8)});
-  EXPECT_THROW(kernels::neon::PackedRowDots(W, 0, 1, x.data(), y.data()), Error);
+TEST(NeonPackedRowDots, FormatsRegisterTheirNeonKernels) {
+  // The tests above reach the NEON kernels through the descriptors; a format that lost its entry would
+  // silently fall back to the scalar definition and pass them.
+  for (const kernels::WeightFormat* format : {&kernels::kFp8Format, &kernels::kInt4Format}) {
+    EXPECT_NE(format->kernels[static_cast<int>(kernels::Isa::kNeon)].row_dots, nullptr) << format->name;
+  }
 }
 
 // ---- the run-time choice -----------------------------------------------------------------------------

@@ -30,13 +30,21 @@
 #include "plumb/kernels/row_dot.h"
 #include "support/isa_variants.h"
 #include "support/naive.h"
+#include "support/weight_samples.h"
 
 namespace plumb {
 namespace {
 
 using kernels::Isa;
+using testing::Bits;
+using testing::Fp8IsSpecial;
 using testing::Gamma;
+using testing::RandomFiniteF16;
+using testing::RandomFp8;
+using testing::RandomInt4;
 using testing::RandomVector;
+using testing::SameBits;
+using testing::Storage;
 
 // ---- independent decoders (from docs/formats.md, in double) ---------------------------------------------
 
@@ -56,94 +64,11 @@ double NaiveFp8(std::uint8_t c, Fp8Format format) {
   return (c & 0x80) ? -magnitude : magnitude;
 }
 
-bool Fp8IsSpecial(std::uint8_t c, Fp8Format format) {
-  return format == Fp8Format::kE4M3 ? (c & 0x7F) == 0x7F : (c & 0x7C) == 0x7C;
-}
-
-std::uint16_t RandomFiniteF16(std::mt19937& rng) {
-  for (;;) {
-    const auto h = static_cast<std::uint16_t>(rng());
-    if ((h & 0x7C00) != 0x7C00) return h;
-  }
-}
-
-std::uint32_t Bits(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-
-// Bitwise equality, except that any NaN equals any NaN: NaN payloads are not part of the definition.
-::testing::AssertionResult SameBits(float got, float expected) {
-  if ((std::isnan(got) && std::isnan(expected)) || Bits(got) == Bits(expected))
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << got << " (0x" << std::hex << Bits(got) << "), expected "
-                                       << expected << " (0x" << Bits(expected) << ")";
-}
-
-// ---- random matrices ------------------------------------------------------------------------------------
-
-struct Storage {
-  std::vector<std::uint8_t> codes;
-  std::vector<float> fp8_scales;
-  std::vector<std::uint16_t> scales;
-  std::vector<std::uint8_t> zeros;
-};
-
-// `misalign` bytes of padding before the codes (and an FP16 zero array), so rows start at odd addresses.
-WeightMatrix RandomFp8(Fp8Format format, int rows, int cols, bool per_row, std::uint32_t seed,
-                       bool specials = false, int misalign = 0) {
-  std::mt19937 rng(seed);
-  auto s = std::make_shared<Storage>();
-  s->codes.resize(static_cast<std::size_t>(rows) * cols + misalign);
-  for (auto& c : s->codes) {
-    do {
-      c = static_cast<std::uint8_t>(rng());
-    } while (!specials && Fp8IsSpecial(c, format));
-  }
-  std::uniform_real_distribution<float> scale(0.001f, 4.0f);
-  s->fp8_scales.resize(per_row ? rows : 1);
-  for (float& v : s->fp8_scales) v = scale(rng);
-  return WeightMatrix::Fp8View(format, rows, cols, s->codes.data() + misalign, s->fp8_scales.data(), per_row,
-                               s);
-}
-
-WeightMatrix RandomInt4(Int4Params params, int rows, int cols, std::uint32_t seed, int misalign = 0) {
-  std::mt19937 rng(seed);
-  auto s = std::make_shared<Storage>();
-  const std::size_t row_bytes = Int4RowBytes(cols);
-  s->codes.resize(rows * row_bytes + misalign);
-  for (auto& c : s->codes) c = static_cast<std::uint8_t>(rng());
-  if (cols % 2 == 1) {  // the layout's unused high nibble of an odd row's last byte is 0
-    for (int r = 0; r < rows; ++r) s->codes[misalign + r * row_bytes + row_bytes - 1] &= 0x0F;
-  }
-  const int groups = Int4Groups(cols, params.group_size);
-  s->scales.resize(static_cast<std::size_t>(rows) * groups);
-  for (auto& h : s->scales) h = RandomFiniteF16(rng);
-  const std::uint8_t* zeros = nullptr;
-  if (params.scheme != Int4Scheme::kSymmetric) {
-    const std::size_t zero_bytes = rows * Int4ZeroRowBytes(params, cols);
-    s->zeros.resize(zero_bytes + misalign);
-    if (params.scheme == Int4Scheme::kAsymmetric) {
-      for (std::size_t i = 0; i < zero_bytes; ++i) s->zeros[misalign + i] = static_cast<std::uint8_t>(rng());
-    } else {
-      // Zero points within the codes' range, as a quantizer makes them (any finite value is valid).
-      std::uniform_real_distribution<float> zero(0.0f, 15.0f);
-      for (std::size_t i = 0; i < zero_bytes; i += 2) {
-        const std::uint16_t z = F32ToF16(zero(rng));
-        std::memcpy(&s->zeros[misalign + i], &z, sizeof z);
-      }
-    }
-    zeros = s->zeros.data() + misalign;
-  }
-  return WeightMatrix::Int4View(params, rows, cols, s->codes.data() + misalign, s->scales.data(), zeros, s);
-}
-
 // Row r of W, decoded in double straight from the layout; for FP8 the scale is included.
 std::vector<double> NaiveRow(const WeightMatrix& W, int r) {
   std::vector<double> w(W.cols);
   const std::uint8_t* row = W.Row(r);
-  if (W.encoding == WeightEncoding::kFp8) {
+  if (W.Is(kernels::kFp8Format)) {
     const double scale = W.fp8_scales[W.fp8_per_row ? r : 0];
     for (int c = 0; c < W.cols; ++c) w[c] = scale * NaiveFp8(row[c], W.fp8_format);
     return w;
@@ -188,7 +113,7 @@ void ExpectNearNaive(const WeightMatrix& W, const float* x, const float* y, cons
 
 std::string Describe(const WeightMatrix& W) {
   std::string s = std::to_string(W.rows) + "x" + std::to_string(W.cols) + " ";
-  if (W.encoding == WeightEncoding::kFp8) {
+  if (W.Is(kernels::kFp8Format)) {
     return s + Fp8FormatName(W.fp8_format) + (W.fp8_per_row ? " per-row" : " per-tensor");
   }
   return s + Int4SchemeName(W.int4.scheme) + " g" + std::to_string(W.int4.group_size);
@@ -396,7 +321,7 @@ TEST_P(PackedRowDotsIsa, DecodePackedRowIsTheDefinitionsRow) {
       std::vector<float> got(cols), expected(cols);
       for (int r = 0; r < W.rows; ++r) {
         kernels::DecodePackedRow(W, r, got.data());
-        if (W.encoding == WeightEncoding::kFp8) {
+        if (W.Is(kernels::kFp8Format)) {
           for (int c = 0; c < cols; ++c) expected[c] = Fp8ToF32(W.Row(r)[c], W.fp8_format);
         } else {
           const int groups = Int4Groups(cols, W.int4.group_size);
@@ -463,10 +388,10 @@ TEST_F(PackedKernels, DequantizeRowOfIsTheDecodedRowTimesTheScale) {
     for (int r = 0; r < W.rows; ++r) {
       kernels::DequantizeRowOf(W, r, row.data());
       kernels::DecodePackedRow(W, r, decoded.data());
-      const float scale = W.encoding == WeightEncoding::kFp8 ? W.fp8_scales[W.fp8_per_row ? r : 0] : 1.0f;
+      const float scale = W.Is(kernels::kFp8Format) ? W.fp8_scales[W.fp8_per_row ? r : 0] : 1.0f;
       const std::vector<double> naive = NaiveRow(W, r);
       for (int c = 0; c < W.cols; ++c) {
-        const float expected = W.encoding == WeightEncoding::kFp8 ? decoded[c] * scale : decoded[c];
+        const float expected = W.Is(kernels::kFp8Format) ? decoded[c] * scale : decoded[c];
         ASSERT_TRUE(SameBits(row[c], expected)) << Describe(W) << " " << r << "," << c;
         // And within the ≤ 2 roundings of the naive value.
         ASSERT_NEAR(row[c], naive[c], Gamma(2) * std::fabs(naive[c])) << Describe(W) << " " << r << "," << c;

@@ -329,13 +329,13 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
         const std::vector<float> values = RowsOf(o);
         const bool embedding = name == "embed_tokens" || name == "lm_head";
         if (embedding && q.keep_embedding) {
-          ASSERT_EQ(p.encoding, WeightEncoding::kGgml);
+          ASSERT_TRUE(p.Is(kernels::kGgmlFormat));
           EXPECT_EQ(p.type, GgmlType::F16);
           return;
         }
         std::vector<float> expected(values.size());
         if (format.kind == PackKind::kFp8) {
-          ASSERT_EQ(p.encoding, WeightEncoding::kFp8);
+          ASSERT_TRUE(p.Is(kernels::kFp8Format));
           const Fp8Matrix ref = QuantizeFp8(values.data(), o.rows, o.cols, format.fp8, format.fp8_per_row);
           ASSERT_EQ(p.fp8_per_row, format.fp8_per_row);
           ASSERT_EQ(0, std::memcmp(p.data, ref.codes.data(), ref.codes.size()));
@@ -346,7 +346,7 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
             expected[i] = Fp8ToF32(ref.codes[i], format.fp8) * ref.scales[format.fp8_per_row ? row : 0];
           }
         } else {
-          ASSERT_EQ(p.encoding, WeightEncoding::kInt4);
+          ASSERT_TRUE(p.Is(kernels::kInt4Format));
           const Int4Matrix ref = QuantizeInt4(values.data(), o.rows, o.cols, format.int4);
           ASSERT_EQ(0, std::memcmp(p.data, ref.codes.data(), ref.codes.size()));
           ASSERT_EQ(0, std::memcmp(p.int4_scales, ref.scales.data(), ref.scales.size() * 2));

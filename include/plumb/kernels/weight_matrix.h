@@ -1,14 +1,17 @@
-// WeightMatrix: a weight matrix as stored, in any of the element types the kernels compute with.
+// WeightMatrix: a weight matrix as stored, in any of the formats the kernels compute with.
 //
 // A Linear layer y = W·x stores W as [rows = out_features][cols = in_features], row-major. A row is
-// `row_bytes` bytes, encoded one of three ways (`encoding`):
-//   kGgml  `type` elements: plain FP32/FP16/BF16 values, or GGUF blocks (Q8_0, Q4_0, Q4_1, ...;
-//          docs/formats.md "GGUF blocks"), always whole blocks, since a block never straddles two rows.
-//   kFp8   one FP8 code per element (`fp8_format`, formats/fp8.h), and an FP32 scale per row or one for the
-//          whole matrix (`fp8_scales`, `fp8_per_row`). The scale is applied to the dot product, as GPU
-//          epilogues do: y[r] = scale_r · Dot(decoded row r, x) (docs/formats.md "FP8").
-//   kInt4  4-bit codes with FP16 group scales (and zero points), `int4` says which (formats/int4.h).
-// Model code hands these to kernels::Gemv / kernels::Gemm and never decodes a row itself.
+// `row_bytes` bytes in the format `format` names (kernels/weight_format.h: its codec, i.e. its kernels,
+// size and scale rules):
+//   kGgmlFormat  `type` elements: plain FP32/FP16/BF16 values, or GGUF blocks (Q8_0, Q4_0, Q4_1, ...;
+//                docs/formats.md "GGUF blocks"), always whole blocks, since a block never straddles two rows.
+//   kFp8Format   one FP8 code per element (`fp8_format`, formats/fp8.h), and an FP32 scale per row or one for
+//                the whole matrix (`fp8_scales`, `fp8_per_row`). The scale is applied to the dot product, as
+//                GPU epilogues do: y[r] = scale_r · Dot(decoded row r, x) (docs/formats.md "FP8").
+//   kInt4Format  4-bit codes with FP16 group scales (and zero points), `int4` says which (formats/int4.h).
+// `type` and the fields below `owner` are the parameters and side arrays of one format each; the others
+// leave them at their defaults. Model code hands these matrices to kernels::Gemv / kernels::Gemm and never
+// decodes a row itself.
 //
 // The bytes are either the matrix's own (FromF32, FromBytes) or a view into a mapped model file that
 // `owner` keeps alive, so a GGUF model's quantized weights are used in place, never expanded to FP32.
@@ -23,44 +26,47 @@
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/int4.h"
 #include "plumb/kernels/matrix.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb {
 
-enum class WeightEncoding : std::uint8_t { kGgml, kFp8, kInt4 };
-
 struct WeightMatrix {
-  WeightEncoding encoding = WeightEncoding::kGgml;
-  GgmlType type = GgmlType::F32;  // kGgml only
+  const kernels::WeightFormat* format = &kernels::kGgmlFormat;  // never null
+  GgmlType type = GgmlType::F32;                                // kGgmlFormat only
   int rows = 0;
   int cols = 0;
   std::size_t row_bytes = 0;
   const std::uint8_t* data = nullptr;  // rows × row_bytes
   std::shared_ptr<const void> owner;   // keeps `data` and the arrays below alive
 
-  // kFp8 only.
+  // kFp8Format only.
   Fp8Format fp8_format = Fp8Format::kE4M3;
   bool fp8_per_row = true;
   const float* fp8_scales = nullptr;  // [rows] when fp8_per_row, else [1]
 
-  // kInt4 only (formats/int4.h): data holds the codes.
+  // kInt4Format only (formats/int4.h): data holds the codes.
   Int4Params int4;
   const std::uint16_t* int4_scales = nullptr;  // [rows][Int4Groups(cols, group_size)] FP16
   const std::uint8_t* int4_zeros = nullptr;    // [rows][Int4ZeroRowBytes(int4, cols)]; null for kSymmetric
 
   const std::uint8_t* Row(int r) const { return data + static_cast<std::size_t>(r) * row_bytes; }
-  // Every byte the matrix is stored in: the rows, and the FP8 scales or INT4 scales and zeros.
+  // Every byte the matrix is stored in: the rows and the format's side arrays (scales, zero points).
   std::size_t Bytes() const;
+  bool Is(const kernels::WeightFormat& f) const { return format == &f; }
+  // Plain FP32 rows, which the GEMMs hand to sgemm as they lie.
+  bool IsF32() const { return format == &kernels::kGgmlFormat && type == GgmlType::F32; }
 
   // Takes ownership of an FP32 matrix.
   static WeightMatrix FromF32(MatrixF32 matrix);
   // Copies `bytes` (rows × GgmlRowBytes(type, cols)) into a matrix that owns them. Throws plumb::Error if
   // cols is not a whole number of blocks or the size does not match.
   static WeightMatrix FromBytes(GgmlType type, int rows, int cols, std::vector<std::uint8_t> bytes);
-  // A view of rows × cols elements at `data`, kept alive by `owner`.
+  // A view of rows × cols elements at `data`, kept alive by `owner`. Throws plumb::Error for a type without
+  // kernels (CanDequantize false) or cols not a whole number of blocks.
   static WeightMatrix View(GgmlType type, int rows, int cols, const std::uint8_t* data,
                            std::shared_ptr<const void> owner);
   // A view of an FP8 matrix: rows × cols codes, and `scales` ([rows] when per_row, else [1]).
-  static WeightMatrix Fp8View(Fp8Format format, int rows, int cols, const std::uint8_t* codes,
+  static WeightMatrix Fp8View(Fp8Format fp8, int rows, int cols, const std::uint8_t* codes,
                               const float* scales, bool per_row, std::shared_ptr<const void> owner);
   // A view of an INT4 matrix laid out as formats/int4.h defines (zeros null for kSymmetric). Throws
   // plumb::Error for a group size other than 32, 64 or 128, or zeros missing / present against the scheme.

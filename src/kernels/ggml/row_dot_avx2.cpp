@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "avx2_common.h"
+#include "../avx2_common.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::avx2 {

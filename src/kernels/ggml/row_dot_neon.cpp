@@ -15,7 +15,7 @@
 
 #include <cstring>
 
-#include "neon_lanes.h"
+#include "../neon_lanes.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::neon {

@@ -8,7 +8,7 @@
 // The products and adds are AVX2's (_mm256_mul_ps then _mm256_add_ps into one 8-lane accumulator, element i
 // in lane i mod 8; no FMA) and the lanes are reduced by the definition's expression, so the bits match.
 // Vectors are 256-bit: on Zen 4 a 512-bit op takes a 256-bit pipe for two cycles, so width buys nothing here
-// that instruction count does not (see packed_dot_avx512.cpp).
+// that instruction count does not (see int4/int4_avx512.cpp).
 #include "plumb/kernels/row_dot.h"
 
 #if defined(__x86_64__)
@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "avx2_common.h"
+#include "../avx2_common.h"
 
 namespace plumb::kernels::avx512 {
 namespace {

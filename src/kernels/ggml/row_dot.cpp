@@ -5,20 +5,12 @@
 #include <optional>
 #include <string>
 
+#include "../chunked_dot.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf_blocks.h"
 
 namespace plumb::kernels {
 namespace {
-
-// Elements dequantized at a time by the definition: a multiple of every block size (1, 32, 256) and of 8,
-// so each chunk starts in lane 0; 1 KiB of stack.
-constexpr std::int64_t kChunk = 256;
-
-// scalar::Dot's reduction tree (kernels/scalar.h).
-float ReduceLanes(const float* lane) {
-  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-}
 
 // Block size of a type RowDot handles, 0 for any other; a switch, because RowDot checks it per row.
 int BlockElements(GgmlType type) {
@@ -62,16 +54,11 @@ void CheckArgs(const char* what, GgmlType type, std::int64_t n) {
 
 float ScalarRowDotUnchecked(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
   const GgmlTypeTraits traits = GgmlTraits(type);
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  float w[kChunk];  // the chunk's weights, dequantized
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    const std::int64_t count = std::min(kChunk, n - begin);
+  // Chunks are whole blocks (kDecodeChunk is a multiple of every block size), each dequantized just before
+  // its products are summed.
+  return ChunkedDot(n, x, [&](std::int64_t begin, std::int64_t count, float* w) {
     DequantizeRow(type, row + begin / traits.block_elements * traits.block_bytes, w, count);
-    // begin is a multiple of 8, so element begin + i belongs to lane i mod 8, as in scalar::Dot (including
-    // a last, partial group of an F16 / BF16 / F32 row, whose element full + t goes to lane t).
-    for (std::int64_t i = 0; i < count; ++i) lane[i % 8] += w[i] * x[begin + i];
-  }
-  return ReduceLanes(lane);
+  });
 }
 
 }  // namespace

@@ -1,20 +1,15 @@
-// PackedRowDots with NEON: FP8 and INT4 rows times x, bit for bit the definition in kernels/packed_dot.h
-// (scalar::Dot of the decoded row, eight lanes in two float32x4_t; neon_lanes.h says why the bits match).
+// The INT4 row dots with NEON: bit for bit the definition (int4_format.cpp): scalar::Dot of the decoded row,
+// eight lanes in two float32x4_t (neon_lanes.h says why the bits match).
 //
-// FP8 decoding goes through FP16, whose conversion to float is exact: an E5M2 code is the top byte of the
-// FP16 with the same value; an E4M3 code's exponent and mantissa, moved 7 bits up, are an FP16 of 2^-8
-// times its value (bias 15 instead of 7), and the multiply by 2^8 is exact. NaN codes are replaced by the
-// FP16 quiet NaN of their sign, which gives exactly Fp8ToF32's ±quiet NaN.
-//
-// INT4 follows DequantizeInt4Row (formats/int4.h, docs/formats.md "INT4") operation for operation: the
-// nibbles (low = even column) are interleaved back into column order, made into small integers (q − 8 for
-// the two's complement of sym, q − z for asym, both exact) and then into float: float(q)·scale, or
+// The kernels follow DequantizeInt4Row (formats/int4.h, docs/formats.md "INT4") operation for operation:
+// the nibbles (low = even column) are interleaved back into column order, made into small integers (q − 8
+// for the two's complement of sym, q − z for asym, both exact) and then into float: float(q)·scale, or
 // (float(q) − z)·scale for an FP16 zero (two roundings, kept as two instructions).
 //
 // Groups are multiples of 8 columns, so they start in lane 0; only a row's last group can be partial, and
 // only its last eight columns can be short of a full vector. Those are decoded from a zero-padded copy (so
 // nothing past the row is read) and summed in scalar code, lane by lane, as scalar::Dot's tail loop does.
-#include "plumb/kernels/packed_dot.h"
+#include "int4_kernels.h"
 
 #if defined(__aarch64__)
 
@@ -23,76 +18,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "neon_lanes.h"
-#include "plumb/core/error.h"
+#include "../neon_lanes.h"
 
-namespace plumb::kernels::neon {
+namespace plumb::kernels::int4::neon {
 namespace {
 
+using neon_lanes::AddTail;
 using neon_lanes::Lanes8;
 
 constexpr int kRows = 4;
 
-// Adds w[t]·x[t] for t < count (< 8) to lanes 0.. of acc, in scalar code: scalar::Dot's tail.
-void AddTail(Lanes8& acc, Lanes8 w, const float* x, int count) {
-  float lane[8];
-  float weight[8];
-  neon_lanes::Store8(acc, lane);
-  neon_lanes::Store8(w, weight);
-  for (int t = 0; t < count; ++t) lane[t] += weight[t] * x[t];
-  acc = {vld1q_f32(lane), vld1q_f32(lane + 4)};
-}
-
-// ---- FP8 ---------------------------------------------------------------------------------------------
-
-template <Fp8Format kFormat>
-Lanes8 DecodeFp8(uint8x8_t codes) {
-  const uint16x8_t c = vmovl_u8(codes);
-  const uint16x8_t sign = vshlq_n_u16(vandq_u16(c, vdupq_n_u16(0x80)), 8);
-  const uint16x8_t magnitude = vandq_u16(c, vdupq_n_u16(0x7F));
-  uint16x8_t half;
-  uint16x8_t nan;
-  if constexpr (kFormat == Fp8Format::kE4M3) {
-    half = vorrq_u16(sign, vshlq_n_u16(magnitude, 7));
-    nan = vceqq_u16(magnitude, vdupq_n_u16(0x7F));  // S.1111.111
-  } else {
-    half = vshlq_n_u16(c, 8);
-    nan = vcgtq_u16(magnitude, vdupq_n_u16(0x7C));  // S.11111.{01,10,11}
-  }
-  half = vbslq_u16(nan, vorrq_u16(sign, vdupq_n_u16(0x7E00)), half);
-  const Lanes8 w = neon_lanes::HalvesToFloat(half);
-  if constexpr (kFormat == Fp8Format::kE4M3) return neon_lanes::Mul8(w, vdupq_n_f32(256.0f));
-  return w;
-}
-
-template <Fp8Format kFormat, int R>
-void Fp8Dots(const WeightMatrix& W, int row0, const float* x, float* y) {
-  const int cols = W.cols;
-  Lanes8 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = neon_lanes::Zero8();
-  int c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    const Lanes8 xv = neon_lanes::Load8(x + c);
-    for (int r = 0; r < R; ++r) {
-      neon_lanes::MulAdd(acc[r], DecodeFp8<kFormat>(vld1_u8(W.Row(row0 + r) + c)), xv);
-    }
-  }
-  if (c < cols) {
-    for (int r = 0; r < R; ++r) {
-      std::uint8_t padded[8] = {};
-      std::memcpy(padded, W.Row(row0 + r) + c, static_cast<std::size_t>(cols - c));
-      AddTail(acc[r], DecodeFp8<kFormat>(vld1_u8(padded)), x + c, cols - c);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    float lane[8];
-    neon_lanes::Store8(acc[r], lane);
-    const float scale = W.fp8_per_row ? W.fp8_scales[row0 + r] : W.fp8_scales[0];
-    y[r] = scale * neon_lanes::ReduceLanes(lane);  // the epilogue: one rounded multiply after the dot
-  }
-}
-
-// ---- INT4: a decoder holds one group's scale (and zero) and turns 8 codes, in column order, into weights --
+// A decoder holds one group's scale (and zero) and turns 8 codes, in column order, into weights.
 
 // Where one row's scales and zeros start, and the group in hand.
 struct Int4Group {
@@ -212,19 +148,7 @@ void RunRows(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 
 }  // namespace
 
-void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  if (W.encoding == WeightEncoding::kFp8) {
-    if (W.fp8_format == Fp8Format::kE4M3) {
-      return RunRows<Fp8Dots<Fp8Format::kE4M3, kRows>, Fp8Dots<Fp8Format::kE4M3, 1>>(W, row_begin, row_end, x,
-                                                                                     y);
-    }
-    return RunRows<Fp8Dots<Fp8Format::kE5M2, kRows>, Fp8Dots<Fp8Format::kE5M2, 1>>(W, row_begin, row_end, x,
-                                                                                   y);
-  }
-  if (W.encoding != WeightEncoding::kInt4) {
-    throw MakeError(
-        "neon::PackedRowDots: the matrix is not FP8 or INT4 (a GGUF-type matrix goes to RowDots)");
-  }
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
   switch (W.int4.scheme) {
     case Int4Scheme::kSymmetric:
       return RunRows<Int4Dots<SymDecoder, kRows>, Int4Dots<SymDecoder, 1>>(W, row_begin, row_end, x, y);
@@ -236,6 +160,6 @@ void PackedRowDots(const WeightMatrix& W, int row_begin, int row_end, const floa
   }
 }
 
-}  // namespace plumb::kernels::neon
+}  // namespace plumb::kernels::int4::neon
 
 #endif  // defined(__aarch64__)

@@ -1,5 +1,5 @@
-// The INT4 row dots' loop (kernels/packed_dot.h), written once and compiled by packed_dot_avx2.cpp and
-// packed_dot_avx512.cpp, which differ only in how one group's nibbles become its weights. The including
+// The INT4 row dots' loop (int4_format.cpp's definition), written once and compiled by int4_avx2.cpp and
+// int4_avx512.cpp, which differ only in how one group's nibbles become its weights. The including
 // file defines PLUMB_PD_TARGET (the function target: the loop must be compiled for the decoder's instruction
 // set, or the decoder could not be inlined into it) and, in the namespace it includes this in,
 // Int4RowParams<S>: Load(W, r, g8, groups, zero_row) reads the scales (and zero points) of groups
@@ -7,7 +7,7 @@
 // bytes at p, the definition's values (formats/int4.h). R rows at a time share each load of x; the products
 // are added to each row's 8 lanes in column order (scalar::Dot's), and Finish adds the tail and reduces.
 #if !defined(PLUMB_PD_TARGET)
-#error "define PLUMB_PD_TARGET before including packed_dot_int4_body.h"
+#error "define PLUMB_PD_TARGET before including int4_dots_x86_body.h"
 #endif
 
 template <Int4Scheme S, int R>

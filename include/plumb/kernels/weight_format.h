@@ -1,0 +1,92 @@
+// WeightFormat: one weight format's codec, everything the kernels need to compute with a matrix stored in
+// it, in one descriptor. A WeightMatrix (kernels/weight_matrix.h) holds a pointer to its format's descriptor
+// and the data; Gemv, Gemm, GemvBatch and DequantizeRowOf look their kernels up in it and never ask which
+// format they hold.
+//
+// The formats (docs/formats.md has every bit of each):
+//   kGgmlFormat  plain FP32/FP16/BF16 rows and GGUF blocks (Q8_0, Q4_0, Q4_1, ... Q6_K); W.type says which.
+//                src/kernels/ggml/.
+//   kFp8Format   one FP8 code per element and an FP32 scale per row or per matrix. src/kernels/fp8/.
+//   kInt4Format  4-bit codes in groups with FP16 scales (and zero points). src/kernels/int4/.
+// WeightFormats() lists them; a new format is a folder of its own and one line there
+// (docs/architecture.md, "How to add a weight format").
+//
+// The exact family. Every format's kernels compute its definition bit for bit, on every ISA:
+//   row_dots     y[r] = RowScale(W, r) · scalar::Dot(row r decoded, x, W.cols), r in [row_begin, row_end)
+//                (RowScale is 1 where the format has no row_scale; kernels/scalar.h gives Dot's order)
+//   decode_rows  rows [r0, r0 + count) decoded exactly, without the row scale, at out + i · W.cols: the
+//                tiles of the batched GEMMs (small_gemm.h, kernels::Gemm), which then apply the row scale
+//                to the finished dots as row_dots does.
+// kernels[Isa::kScalar] is the definition, written as plain C++ and always complete; an ISA's entry may be
+// null, and KernelsFor then takes the next one down (avx512 → avx2 → scalar, neon → scalar).
+//
+// The fast family (int8_row_dots: x quantized to int8 once per GEMV, integer dot products; issue 17) is a
+// second set of kernels in the same descriptor, judged against the exact family by the fixture suite's
+// tolerances, not bit for bit. No format fills it yet.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "plumb/kernels/isa.h"
+
+namespace plumb {
+struct WeightMatrix;
+}  // namespace plumb
+
+namespace plumb::kernels {
+
+using RowDotsFn = void (*)(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+using DecodeRowsFn = void (*)(const WeightMatrix& W, int r0, int count, float* out);
+
+struct Int8Activations;  // the fast family's quantized x (issue 17)
+using Int8RowDotsFn = void (*)(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
+                               float* y);
+
+// One ISA's kernels for one format. Null: not written for this ISA (see KernelsFor).
+struct FormatKernels {
+  RowDotsFn row_dots = nullptr;
+  DecodeRowsFn decode_rows = nullptr;
+  Int8RowDotsFn int8_row_dots = nullptr;  // the fast family; null everywhere today
+};
+
+constexpr int kIsaCount = 4;  // the values of Isa
+
+struct WeightFormat {
+  const char* name;  // the family: "ggml", "fp8", "int4"
+  // This matrix's element format as `plumb pack --dtype` and the roofline spell it: "Q4_1", "F16",
+  // "fp8-e4m3", "int4-asym-g128".
+  std::string (*describe)(const WeightMatrix& W);
+  // Bytes the matrix keeps besides its rows (rows × row_bytes): scales and zero points.
+  std::size_t (*side_bytes)(const WeightMatrix& W);
+  // The factor row_dots multiplies row r's finished dot by (FP8's scale); null where there is none.
+  float (*row_scale)(const WeightMatrix& W, int r);
+  // Indexed by Isa. [Isa::kScalar] is the definition: every member set.
+  std::array<FormatKernels, kIsaCount> kernels;
+};
+
+// Every weight format plumb computes with, in one table.
+extern const WeightFormat kGgmlFormat;
+extern const WeightFormat kFp8Format;
+extern const WeightFormat kInt4Format;
+std::span<const WeightFormat* const> WeightFormats();
+
+// The kernels `format` runs with on `isa`: each member the ISA's own, or the next one down that has it
+// (avx512 → avx2 → scalar; neon → scalar).
+FormatKernels KernelsFor(const WeightFormat& format, Isa isa);
+
+// W's row_dots on ActiveIsa(): y[row_begin .. row_end) written, as defined above. Throws plumb::Error for a
+// row range outside the matrix.
+void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+// W's decode_rows on ActiveIsa(). Throws plumb::Error for rows outside the matrix.
+void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
+// Row r's factor (1 for formats without a row_scale).
+float RowScaleOf(const WeightMatrix& W, int r);
+// The batched GEMMs' epilogue: Y[i][r] = row_scale(W, r) · Y[i][r] for i < m and r in [r0, r0 + count)
+// (row stride ldy), one rounded multiply each; nothing for a format without a row_scale. Each row's scale is
+// looked up once, not once per Y row.
+void ApplyRowScales(const WeightMatrix& W, int r0, int count, float* Y, int m, std::size_t ldy);
+
+}  // namespace plumb::kernels

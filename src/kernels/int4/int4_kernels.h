@@ -1,0 +1,48 @@
+// The INT4 format's kernels, one namespace per ISA (internal to src/kernels/; int4_format.cpp registers
+// them in kInt4Format). Each computes int4_format.cpp's definition bit for bit; the contracts are
+// kernels/weight_format.h's row_dots and decode_rows.
+#pragma once
+
+#include <type_traits>
+
+#include "plumb/kernels/weight_matrix.h"
+
+namespace plumb::kernels::int4 {
+
+// fn(std::integral_constant<Int4Scheme, S>{}) for S = scheme: how the vector kernels, templates on the
+// scheme, are picked at run time.
+template <class Fn>
+decltype(auto) WithScheme(Int4Scheme scheme, Fn fn) {
+  switch (scheme) {
+    case Int4Scheme::kSymmetric:
+      return fn(std::integral_constant<Int4Scheme, Int4Scheme::kSymmetric>{});
+    case Int4Scheme::kAsymmetric:
+      return fn(std::integral_constant<Int4Scheme, Int4Scheme::kAsymmetric>{});
+    case Int4Scheme::kAsymmetricF16Zero:
+      break;
+  }
+  return fn(std::integral_constant<Int4Scheme, Int4Scheme::kAsymmetricF16Zero>{});
+}
+
+namespace scalar {
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+}  // namespace scalar
+
+#if defined(__x86_64__)
+namespace avx2 {  // AVX2 + F16C
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+}  // namespace avx2
+namespace avx512 {  // AVX-512 F, BW, VL: 16-entry lookup tables
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+}  // namespace avx512
+#endif
+
+#if defined(__aarch64__)
+namespace neon {
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+}  // namespace neon
+#endif
+
+}  // namespace plumb::kernels::int4

@@ -1,0 +1,79 @@
+// The table of weight formats, the ISA fallback, and running a matrix's kernels (kernels/weight_format.h).
+// Each format's descriptor lives in its own folder (ggml/, fp8/, int4/).
+#include "plumb/kernels/weight_format.h"
+
+#include <algorithm>
+#include <array>
+
+#include "plumb/core/error.h"
+#include "plumb/kernels/weight_matrix.h"
+
+namespace plumb::kernels {
+
+std::span<const WeightFormat* const> WeightFormats() {
+  static constexpr std::array<const WeightFormat*, 3> kAll = {&kGgmlFormat, &kFp8Format, &kInt4Format};
+  return kAll;
+}
+
+namespace {
+
+// The ISA whose kernels stand in for a missing one: AVX-512 builds on AVX2, everything on the definition.
+Isa NextDown(Isa isa) {
+  return isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kScalar;
+}
+
+template <class Fn>
+Fn Pick(const WeightFormat& format, Isa isa, Fn FormatKernels::*member) {
+  for (;; isa = NextDown(isa)) {
+    const Fn fn = format.kernels[static_cast<int>(isa)].*member;
+    if (fn != nullptr || isa == Isa::kScalar) return fn;
+  }
+}
+
+void CheckRows(const char* what, const WeightMatrix& W, int row_begin, int row_end) {
+  if (row_begin < 0 || row_end > W.rows || row_begin > row_end) {
+    throw MakeError(what, ": rows [", row_begin, ", ", row_end, ") outside the ", W.format->describe(W),
+                    " matrix's ", W.rows, " rows");
+  }
+}
+
+}  // namespace
+
+FormatKernels KernelsFor(const WeightFormat& format, Isa isa) {
+  FormatKernels k;
+  k.row_dots = Pick(format, isa, &FormatKernels::row_dots);
+  k.decode_rows = Pick(format, isa, &FormatKernels::decode_rows);
+  k.int8_row_dots = Pick(format, isa, &FormatKernels::int8_row_dots);
+  return k;
+}
+
+void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  CheckRows("RowDotsOf", W, row_begin, row_end);
+  if (row_end > row_begin)
+    Pick(*W.format, ActiveIsa(), &FormatKernels::row_dots)(W, row_begin, row_end, x, y);
+}
+
+void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
+  CheckRows("DecodeRowsOf", W, r0, r0 + count);
+  if (count > 0) Pick(*W.format, ActiveIsa(), &FormatKernels::decode_rows)(W, r0, count, out);
+}
+
+float RowScaleOf(const WeightMatrix& W, int r) {
+  return W.format->row_scale == nullptr ? 1.0f : W.format->row_scale(W, r);
+}
+
+void ApplyRowScales(const WeightMatrix& W, int r0, int count, float* Y, int m, std::size_t ldy) {
+  if (W.format->row_scale == nullptr) return;
+  constexpr int kBlock = 64;  // scales gathered per block of rows: one call each, not one per element
+  float scale[kBlock];
+  for (int b0 = 0; b0 < count; b0 += kBlock) {
+    const int rows = std::min(kBlock, count - b0);
+    for (int j = 0; j < rows; ++j) scale[j] = W.format->row_scale(W, r0 + b0 + j);
+    for (int i = 0; i < m; ++i) {
+      float* y = Y + static_cast<std::size_t>(i) * ldy + r0 + b0;
+      for (int j = 0; j < rows; ++j) y[j] = scale[j] * y[j];
+    }
+  }
+}
+
+}  // namespace plumb::kernels

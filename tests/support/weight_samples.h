@@ -1,0 +1,138 @@
+// Random weight matrices of every format (kernels/weight_format.h), made straight from random codes, scales
+// and zero points (no quantizer involved), so every value a file could hold is reachable; and the bitwise
+// comparison the kernel tests judge variants by. Shared by tests/kernels/*_test.cpp.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "plumb/formats/dtype.h"
+#include "plumb/formats/gguf_blocks.h"
+#include "plumb/kernels/weight_matrix.h"
+
+namespace plumb::testing {
+
+inline bool Fp8IsSpecial(std::uint8_t c, Fp8Format format) {
+  return format == Fp8Format::kE4M3 ? (c & 0x7F) == 0x7F : (c & 0x7C) == 0x7C;
+}
+
+inline std::uint16_t RandomFiniteF16(std::mt19937& rng) {
+  for (;;) {
+    const auto h = static_cast<std::uint16_t>(rng());
+    if ((h & 0x7C00) != 0x7C00) return h;
+  }
+}
+
+inline std::uint32_t Bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// Bitwise equality, except that any NaN equals any NaN: NaN payloads are not part of the definition.
+inline ::testing::AssertionResult SameBits(float got, float expected) {
+  if ((std::isnan(got) && std::isnan(expected)) || Bits(got) == Bits(expected))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << " (0x" << std::hex << Bits(got) << "), expected "
+                                       << expected << " (0x" << Bits(expected) << ")";
+}
+
+// ---- random matrices ------------------------------------------------------------------------------------
+
+struct Storage {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> fp8_scales;
+  std::vector<std::uint16_t> scales;
+  std::vector<std::uint8_t> zeros;
+};
+
+// `misalign` bytes of padding before the codes (and an FP16 zero array), so rows start at odd addresses.
+inline WeightMatrix RandomFp8(Fp8Format format, int rows, int cols, bool per_row, std::uint32_t seed,
+                              bool specials = false, int misalign = 0) {
+  std::mt19937 rng(seed);
+  auto s = std::make_shared<Storage>();
+  s->codes.resize(static_cast<std::size_t>(rows) * cols + misalign);
+  for (auto& c : s->codes) {
+    do {
+      c = static_cast<std::uint8_t>(rng());
+    } while (!specials && Fp8IsSpecial(c, format));
+  }
+  std::uniform_real_distribution<float> scale(0.001f, 4.0f);
+  s->fp8_scales.resize(per_row ? rows : 1);
+  for (float& v : s->fp8_scales) v = scale(rng);
+  return WeightMatrix::Fp8View(format, rows, cols, s->codes.data() + misalign, s->fp8_scales.data(), per_row,
+                               s);
+}
+
+inline WeightMatrix RandomInt4(Int4Params params, int rows, int cols, std::uint32_t seed, int misalign = 0) {
+  std::mt19937 rng(seed);
+  auto s = std::make_shared<Storage>();
+  const std::size_t row_bytes = Int4RowBytes(cols);
+  s->codes.resize(rows * row_bytes + misalign);
+  for (auto& c : s->codes) c = static_cast<std::uint8_t>(rng());
+  if (cols % 2 == 1) {  // the layout's unused high nibble of an odd row's last byte is 0
+    for (int r = 0; r < rows; ++r) s->codes[misalign + r * row_bytes + row_bytes - 1] &= 0x0F;
+  }
+  const int groups = Int4Groups(cols, params.group_size);
+  s->scales.resize(static_cast<std::size_t>(rows) * groups);
+  for (auto& h : s->scales) h = RandomFiniteF16(rng);
+  const std::uint8_t* zeros = nullptr;
+  if (params.scheme != Int4Scheme::kSymmetric) {
+    const std::size_t zero_bytes = rows * Int4ZeroRowBytes(params, cols);
+    s->zeros.resize(zero_bytes + misalign);
+    if (params.scheme == Int4Scheme::kAsymmetric) {
+      for (std::size_t i = 0; i < zero_bytes; ++i) s->zeros[misalign + i] = static_cast<std::uint8_t>(rng());
+    } else {
+      // Zero points within the codes' range, as a quantizer makes them (any finite value is valid).
+      std::uniform_real_distribution<float> zero(0.0f, 15.0f);
+      for (std::size_t i = 0; i < zero_bytes; i += 2) {
+        const std::uint16_t z = F32ToF16(zero(rng));
+        std::memcpy(&s->zeros[misalign + i], &z, sizeof z);
+      }
+    }
+    zeros = s->zeros.data() + misalign;
+  }
+  return WeightMatrix::Int4View(params, rows, cols, s->codes.data() + misalign, s->scales.data(), zeros, s);
+}
+
+// A GGUF-type matrix of random rows whose every element is finite (so a row's dot is finite where x is):
+// F32 uniform values; F16 and BF16 random bits with the exponent's top bit clear; blocks of random bytes,
+// a block redrawn with bit 6 of every byte clear (every FP16 scale and minimum then finite) when its first
+// draw decodes to a non-finite value.
+inline WeightMatrix RandomGgml(GgmlType type, int rows, int cols, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::size_t row_bytes = GgmlRowBytes(type, cols);
+  std::vector<std::uint8_t> bytes(row_bytes * static_cast<std::size_t>(rows));
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+  if (type == GgmlType::F32) {
+    std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+    for (std::size_t i = 0; i < bytes.size(); i += 4) {
+      const float v = value(rng);
+      std::memcpy(&bytes[i], &v, sizeof v);
+    }
+  } else if (type == GgmlType::F16 || type == GgmlType::BF16) {
+    for (std::size_t i = 1; i < bytes.size(); i += 2) bytes[i] &= 0xBF;  // exponent's top bit clear: finite
+  } else {
+    const GgmlTypeTraits traits = GgmlTraits(type);
+    std::vector<float> probe(traits.block_elements);
+    for (std::size_t b = 0; b < bytes.size(); b += traits.block_bytes) {
+      for (;;) {
+        DequantizeRow(type, &bytes[b], probe.data(), traits.block_elements);
+        bool finite = true;
+        for (float v : probe) finite = finite && std::isfinite(v);
+        if (finite) break;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(traits.block_bytes); ++i)
+          bytes[b + i] = static_cast<std::uint8_t>(rng() & 0xBF);
+      }
+    }
+  }
+  return WeightMatrix::FromBytes(type, rows, cols, std::move(bytes));
+}
+
+}  // namespace plumb::testing
