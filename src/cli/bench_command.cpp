@@ -34,7 +34,6 @@ Flags BenchFlags() {
   f.AddValue("probe-mib", "MiB",
              "buffer the bandwidth probe streams; keep it far beyond the last-level cache", "1024");
   AddBatchBenchFlags(f);
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -183,11 +182,7 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
 
 int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = BenchFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kBenchUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kBenchUsage, out)) return 0;
   const Settings settings = ReadSettings(flags);
   Model model = Model::Load(settings.model_path);
   if (flags.IsSet("batch")) {

@@ -32,7 +32,6 @@ Flags ChatFlags() {
   f.AddValue("max-tokens", "N", "maximum length of one reply, in tokens", "1024");
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -47,11 +46,7 @@ constexpr const char* kChatUsage =
 
 int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& out, std::ostream& err) {
   Flags flags = ChatFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kChatUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kChatUsage, out)) return 0;
   const std::string model_path = flags.String("model");
   GenerationOptions options;
   options.max_new_tokens = flags.Int("max-tokens", 1, std::numeric_limits<int>::max());

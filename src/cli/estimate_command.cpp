@@ -40,7 +40,6 @@ Flags EstimateFlags() {
   AddHardwareOverrideFlags(f);
   AddHostProbeFlags(f, "1024");
   f.AddSwitch("json", "print JSON (docs/roofline.md \"JSON\") instead of tables");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -166,11 +165,7 @@ void PrintTables(std::ostream& out, const Flags& flags, const roofline::Estimate
 
 int RunEstimate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = EstimateFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kEstimateUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kEstimateUsage, out)) return 0;
   const roofline::EstimateSettings settings = ReadSettings(flags, err);
   const roofline::Estimate estimate = roofline::MakeEstimate(settings);
   if (flags.Switch("json")) {

@@ -44,7 +44,6 @@ Flags ExplainFlags() {
              "run the prefill and the steps R times (fresh cache each); each kernel's fastest time counts",
              "3");
   AddHostProbeFlags(f, "256");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -121,11 +120,7 @@ std::string Piece(const TextModel& tm, int id) {
 
 int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = ExplainFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kExplainUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kExplainUsage, out)) return 0;
   if (flags.IsSet("prompt") == flags.IsSet("prompt-ids")) {
     throw MakeError("give exactly one of --prompt TEXT and --prompt-ids IDS");
   }

@@ -25,12 +25,7 @@ int Generate(std::span<const std::string> args, std::ostream& out, std::ostream&
   f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none", fixtures::kDefaultModel);
   f.AddValue("size", "S", "small (committed in fixtures/suite) or medium", "small");
   f.AddValue("seed", "S", "the seed of every op case's inputs", std::to_string(fixtures::kDefaultSeed));
-  f.AddSwitch("help", "show this help");
-  f.Parse(args);
-  if (f.Switch("help")) {
-    out << kFixturesUsage << "\nflags of generate:\n" << f.Help();
-    return 0;
-  }
+  if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of generate:\n", out)) return 0;
   fixtures::GenerateOptions o;
   o.model = f.String("model");
   o.size = f.String("size");
@@ -44,12 +39,7 @@ int Verify(std::span<const std::string> args, std::ostream& out) {
   f.AddValue("suite", "DIR", "the suite (manifest.json and the cases)");
   f.AddValue("results", "DIR", "the engine's results, one <case>.safetensors per case");
   f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
-  f.AddSwitch("help", "show this help");
-  f.Parse(args);
-  if (f.Switch("help")) {
-    out << kFixturesUsage << "\nflags of verify:\n" << f.Help();
-    return 0;
-  }
+  if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
   const auto rows = fixtures::Verify(suite, f.String("results"), f.String("cases"));
   return fixtures::PrintVerifyTable(rows, out) ? 0 : 1;
@@ -62,12 +52,7 @@ int RunReference(std::span<const std::string> args, std::ostream& out, std::ostr
   f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none (skips them)",
              fixtures::kDefaultModel);
   f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
-  f.AddSwitch("help", "show this help");
-  f.Parse(args);
-  if (f.Switch("help")) {
-    out << kFixturesUsage << "\nflags of run-reference:\n" << f.Help();
-    return 0;
-  }
+  if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of run-reference:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
   fixtures::RunReference(suite, f.String("out"), f.String("model"), f.String("cases"), err);
   return 0;

@@ -132,6 +132,14 @@ std::vector<int> Flags::IntList(const std::string& name) const {
   return values;
 }
 
+bool Flags::ParseUnlessHelp(std::span<const std::string> args, std::string_view usage, std::ostream& out) {
+  if (!specs_.contains("help")) AddSwitch("help", "show this help");
+  Parse(args);
+  if (!Switch("help")) return true;
+  out << usage << Help();
+  return false;
+}
+
 std::string Flags::Help() const {
   std::size_t width = 0;
   for (const std::string& name : order_) {

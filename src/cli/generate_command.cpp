@@ -26,7 +26,6 @@ Flags GenerateFlags() {
   f.AddSwitch("ignore-eos", "do not stop at the model's end-of-generation tokens");
   AddPagedKvFlags(f);
   AddSchedulerFlags(f);
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -44,11 +43,7 @@ constexpr const char* kGenerateUsage =
 
 int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = GenerateFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kGenerateUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kGenerateUsage, out)) return 0;
   // Read and check every flag before the (slow) model load, so a typo fails at once.
   const std::string model_path = flags.String("model");
   const int prompt_sources = flags.IsSet("prompt") + flags.IsSet("prompt-ids") + flags.IsSet("prompts-file") +

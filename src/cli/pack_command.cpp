@@ -36,7 +36,6 @@ Flags PackFlags() {
   f.AddSwitch("keep-embedding", "fp8/int4: store the token embedding and LM head as f16, not packed");
   f.AddValue("threads", "N", "threads for quantizing; 0 = all cores", "0");
   f.AddSwitch("force", "write into a non-empty --out, replacing what plumb pack writes there");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -58,11 +57,7 @@ std::string Megabytes(std::size_t bytes) {
 
 int RunPack(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = PackFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kPackUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kPackUsage, out)) return 0;
   const std::string model_path = flags.String("model");
   const std::string dtype = flags.String("dtype");
   const std::string out_dir = flags.String("out");

@@ -25,7 +25,6 @@ Flags PerplexityFlags() {
       "kl-base", "PATH",
       "a base model (e.g. FP32) of the same vocabulary: also report its PPL, the mean KL(base || model) "
       "of the next-token distributions and the top-1 agreement");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -89,11 +88,7 @@ int RunKlDivergence(const std::string& base_path, TextModel& loaded, const std::
 
 int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = PerplexityFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kPerplexityUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kPerplexityUsage, out)) return 0;
   const std::string model_path = flags.String("model");
   const std::string text = ReadTextFile(flags.String("file"));
   const int n_ctx = flags.Int("ctx", 4, 1 << 30);

@@ -56,7 +56,6 @@ Flags RooflineFlags() {
   AddHostProbeFlags(f, "256");
   f.AddSwitch("json", "print JSON (docs/roofline.md \"JSON\") instead of tables");
   f.AddValue("svg", "FILE", "also write the roofline chart (decode tok/s against batch and context)");
-  f.AddSwitch("help", "show this help");
   return f;
 }
 
@@ -358,11 +357,7 @@ std::string Svg(const Report& r, const Settings& s) {
 
 int RunRoofline(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = RooflineFlags();
-  flags.Parse(args);
-  if (flags.Switch("help")) {
-    out << kRooflineUsage << flags.Help();
-    return 0;
-  }
+  if (!flags.ParseUnlessHelp(args, kRooflineUsage, out)) return 0;
   const int threads = flags.Int("threads", 1, 4096);
   kernels::SetNumThreads(threads);
   Model model =

@@ -164,5 +164,26 @@ TEST(Flags, ParsesValuesSwitchesAndDefaults) {
   EXPECT_THROW(cli::ParseInteger("12abc", 0, 100, "n"), Error);
 }
 
+TEST(Flags, ParseUnlessHelpPrintsTheUsageAndFlagsOnlyForHelp) {
+  cli::Flags flags;
+  flags.AddValue("n", "N", "a number", "4");
+  std::ostringstream out;
+  const std::vector<std::string> help = {"--n", "2", "--help"};
+  EXPECT_FALSE(flags.ParseUnlessHelp(help, "usage: plumb thing [--n N]\nflags:\n", out));
+  EXPECT_EQ(out.str().rfind("usage: plumb thing [--n N]\nflags:\n  --n N", 0), 0u) << out.str();
+  EXPECT_NE(out.str().find("--help"), std::string::npos) << out.str();
+
+  cli::Flags run;
+  run.AddValue("n", "N", "a number", "4");
+  std::ostringstream quiet;
+  const std::vector<std::string> args = {"--n", "2"};
+  EXPECT_TRUE(run.ParseUnlessHelp(args, "usage", quiet));
+  EXPECT_EQ(quiet.str(), "");
+  EXPECT_EQ(run.Int("n", 0, 10), 2);
+  cli::Flags bad;
+  const std::vector<std::string> unknown = {"--m", "1"};
+  EXPECT_THROW((void)bad.ParseUnlessHelp(unknown, "usage", quiet), Error);
+}
+
 }  // namespace
 }  // namespace plumb

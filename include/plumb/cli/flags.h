@@ -4,8 +4,10 @@
 
 #include <map>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace plumb::cli {
@@ -20,6 +22,10 @@ class Flags {
 
   // Parses args (without the program and command names). Throws plumb::Error on any mistake.
   void Parse(std::span<const std::string> args);
+  // A command's parse: adds --help, parses args, and on --help prints `usage` and the flags to `out` and
+  // returns false (the command then returns 0 without running); true otherwise.
+  [[nodiscard]] bool ParseUnlessHelp(std::span<const std::string> args, std::string_view usage,
+                                     std::ostream& out);
 
   bool IsSet(const std::string& name) const;  // given on the command line
   bool Switch(const std::string& name) const;
