@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 
 namespace plumb {
 namespace {
@@ -42,7 +43,7 @@ class Windows {
     count_ = static_cast<int>(tokens.size() / n_ctx);
     if (max_windows > 0) count_ = std::min(count_, max_windows);
     // Only the windows evaluated are checked against the vocabulary.
-    tokens_ = tokens_.first(static_cast<std::size_t>(count_) * n_ctx);
+    tokens_ = tokens_.first(Extent(count_, n_ctx));
   }
 
   // The checks that depend on the model: its context length and vocabulary.
@@ -79,7 +80,7 @@ std::vector<float> WindowLogits(Model& model, ContiguousKvCache& cache, const st
 }
 
 std::span<const float> Row(const std::vector<float>& logits, int j, int vocab) {
-  return std::span<const float>(logits).subspan(static_cast<std::size_t>(j) * vocab, vocab);
+  return std::span<const float>(logits).subspan(Extent(j, vocab), vocab);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 
 namespace plumb {
 
@@ -120,7 +121,7 @@ Fp8Matrix QuantizeFp8(const float* w, int rows, int cols, Fp8Format format, bool
   m.rows = rows;
   m.cols = cols;
   m.per_row = per_row;
-  const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const auto count = Extent(rows, cols);
   m.codes.resize(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (!std::isfinite(w[i])) {
@@ -148,7 +149,7 @@ Fp8Matrix QuantizeFp8(const float* w, int rows, int cols, Fp8Format format, bool
   if (per_row) {
     m.scales.resize(static_cast<std::size_t>(rows));
     for (int r = 0; r < rows; ++r) {
-      const std::size_t begin = static_cast<std::size_t>(r) * static_cast<std::size_t>(cols);
+      const std::size_t begin = Extent(r, cols);
       const std::size_t end = begin + static_cast<std::size_t>(cols);
       m.scales[static_cast<std::size_t>(r)] = scale_of(amax_of(begin, end));
       encode(begin, end, m.scales[static_cast<std::size_t>(r)]);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb {
@@ -31,7 +32,7 @@ float Half(const std::uint8_t* p) {
 // ---- plain types: one element per "block" -----------------------------------------------------------
 
 void RowF32(const std::uint8_t* src, float* dst, std::int64_t n) {
-  if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));  // src may be unaligned
+  if (n > 0) std::memcpy(dst, src, Extent(n, sizeof(float)));  // src may be unaligned
 }
 void RowF16(const std::uint8_t* src, float* dst, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(ReadU16(src + 2 * i));

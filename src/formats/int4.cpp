@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb {
@@ -31,7 +32,7 @@ std::size_t Int4ZeroRowBytes(Int4Params params, int cols) {
     case Int4Scheme::kAsymmetric:
       return Int4RowBytes(groups);
     case Int4Scheme::kAsymmetricF16Zero:
-      return static_cast<std::size_t>(groups) * sizeof(std::uint16_t);
+      return Extent(groups, sizeof(std::uint16_t));
   }
   return 0;
 }
@@ -103,15 +104,15 @@ Int4Matrix QuantizeInt4(const float* w, int rows, int cols, Int4Params params) {
   const int groups = Int4Groups(cols, G);
   const std::size_t code_row = Int4RowBytes(cols);
   const std::size_t zero_row = Int4ZeroRowBytes(params, cols);
-  m.codes.assign(static_cast<std::size_t>(rows) * code_row, 0);
-  m.scales.assign(static_cast<std::size_t>(rows) * static_cast<std::size_t>(groups), 0);
-  m.zeros.assign(static_cast<std::size_t>(rows) * zero_row, 0);
+  m.codes.assign(Extent(rows, code_row), 0);
+  m.scales.assign(Extent(rows, groups), 0);
+  m.zeros.assign(Extent(rows, zero_row), 0);
 
   for (int r = 0; r < rows; ++r) {
-    const float* row = w + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols);
-    std::uint8_t* codes = m.codes.data() + static_cast<std::size_t>(r) * code_row;
-    std::uint16_t* scales = m.scales.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(groups);
-    std::uint8_t* zeros = m.zeros.data() + static_cast<std::size_t>(r) * zero_row;
+    const float* row = w + Extent(r, cols);
+    std::uint8_t* codes = m.codes.data() + Extent(r, code_row);
+    std::uint16_t* scales = m.scales.data() + Extent(r, groups);
+    std::uint8_t* zeros = m.zeros.data() + Extent(r, zero_row);
     for (int g = 0; g < groups; ++g) {
       const int begin = g * G;
       const int end = std::min(cols, begin + G);

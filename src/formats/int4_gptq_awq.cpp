@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb {
@@ -93,16 +94,16 @@ void Pack(const Packing& p, const Int4Matrix& m, Int4PackedWords& out) {
                     n_rows * code_row, ", ", n_rows * static_cast<std::size_t>(groups), " and ",
                     n_rows * zero_row);
   }
-  out.qweight.assign(static_cast<std::size_t>(K) * n_rows / 8, 0);
-  out.qzeros.assign(static_cast<std::size_t>(groups) * n_rows / 8, 0);
-  out.scales.assign(static_cast<std::size_t>(groups) * n_rows, 0);
+  out.qweight.assign(Extent(K, n_rows) / 8, 0);
+  out.qzeros.assign(Extent(groups, n_rows) / 8, 0);
+  out.scales.assign(Extent(groups, n_rows), 0);
   const bool symmetric = m.params.scheme == Int4Scheme::kSymmetric;
   for (int n = 0; n < N; ++n) {
-    const std::uint8_t* codes = m.codes.data() + static_cast<std::size_t>(n) * code_row;
-    const std::uint8_t* zeros = m.zeros.data() + static_cast<std::size_t>(n) * zero_row;
+    const std::uint8_t* codes = m.codes.data() + Extent(n, code_row);
+    const std::uint8_t* zeros = m.zeros.data() + Extent(n, zero_row);
     for (int g = 0; g < groups; ++g) {
-      const std::uint16_t scale = m.scales[static_cast<std::size_t>(n) * groups + g];
-      out.scales[static_cast<std::size_t>(g) * n_rows + n] = scale;
+      const std::uint16_t scale = m.scales[Extent(n, groups) + g];
+      out.scales[Extent(g, n_rows) + n] = scale;
       // The zero as a real number; symmetric codes are stored offset by 8 with zero 8.
       float zero = 8.0f;
       if (m.params.scheme == Int4Scheme::kAsymmetric) {
@@ -141,10 +142,9 @@ Int4Matrix Unpack(const Packing& p, const Int4PackedWords& in, Int4Scheme scheme
   CheckShape(p, K, N, G);
   const int groups = K / G;
   const auto n_rows = static_cast<std::size_t>(N);
-  CheckSize(p, "qweight", in.qweight.size(), static_cast<std::size_t>(K) * n_rows / 8,
-            p.along_k ? "[K/8][N]" : "[K][N/8]");
-  CheckSize(p, "qzeros", in.qzeros.size(), static_cast<std::size_t>(groups) * n_rows / 8, "[K/G][N/8]");
-  CheckSize(p, "scales", in.scales.size(), static_cast<std::size_t>(groups) * n_rows, "[K/G][N]");
+  CheckSize(p, "qweight", in.qweight.size(), Extent(K, n_rows) / 8, p.along_k ? "[K/8][N]" : "[K][N/8]");
+  CheckSize(p, "qzeros", in.qzeros.size(), Extent(groups, n_rows) / 8, "[K/G][N/8]");
+  CheckSize(p, "scales", in.scales.size(), Extent(groups, n_rows), "[K/G][N]");
 
   Int4Matrix m;
   m.params = {scheme, G};
@@ -156,11 +156,11 @@ Int4Matrix Unpack(const Packing& p, const Int4PackedWords& in, Int4Scheme scheme
   m.scales.assign(n_rows * static_cast<std::size_t>(groups), 0);
   m.zeros.assign(n_rows * zero_row, 0);
   for (int n = 0; n < N; ++n) {
-    std::uint8_t* codes = m.codes.data() + static_cast<std::size_t>(n) * code_row;
-    std::uint8_t* zeros = m.zeros.data() + static_cast<std::size_t>(n) * zero_row;
+    std::uint8_t* codes = m.codes.data() + Extent(n, code_row);
+    std::uint8_t* zeros = m.zeros.data() + Extent(n, zero_row);
     for (int g = 0; g < groups; ++g) {
-      const std::uint16_t scale = in.scales[static_cast<std::size_t>(g) * n_rows + n];
-      m.scales[static_cast<std::size_t>(n) * groups + g] = scale;
+      const std::uint16_t scale = in.scales[Extent(g, n_rows) + n];
+      m.scales[Extent(n, groups) + g] = scale;
       const int zero = static_cast<int>(GetNibble(in.qzeros, ZeroSlot(p, g, n, N))) + p.zero_offset;
       switch (scheme) {
         case Int4Scheme::kSymmetric:

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/fp8.h"
 
@@ -60,7 +61,7 @@ bool IsFp8(KvDtype dtype) {
 void EncodeKv(KvDtype dtype, const float* src, int n, float scale, void* dst) {
   switch (dtype) {
     case KvDtype::kF32:
-      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+      std::memcpy(dst, src, Extent(n, sizeof(float)));
       return;
     case KvDtype::kF16:
     case KvDtype::kBF16: {
@@ -83,7 +84,7 @@ void EncodeKv(KvDtype dtype, const float* src, int n, float scale, void* dst) {
 void DecodeKv(KvDtype dtype, const void* src, int n, float scale, float* dst) {
   switch (dtype) {
     case KvDtype::kF32:
-      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+      std::memcpy(dst, src, Extent(n, sizeof(float)));
       return;
     case KvDtype::kF16:
     case KvDtype::kBF16: {

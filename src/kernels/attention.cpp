@@ -12,6 +12,7 @@
 
 #include "attention_score.h"
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/kv_decode.h"
@@ -189,7 +190,7 @@ void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, 
     if (merged) {  // the unit's columns of a position are one stretch of memory
       if (t_ahead < n_ctx) PrefetchBytes(ahead, static_cast<int>(width * element_bytes));
       if (kv.dtype == KvDtype::kF32) {
-        std::memcpy(to, from, static_cast<std::size_t>(width) * sizeof(float));
+        std::memcpy(to, from, Extent(width, sizeof(float)));
       } else {
         decode(kv.dtype, from, width, 1.0f, to);
       }
@@ -202,7 +203,7 @@ void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, 
       const std::int64_t offset = ((c - c_first) * kv.head_stride + j0 - j_first) * element_bytes;
       if (t_ahead < n_ctx) PrefetchBytes(ahead + offset, static_cast<int>((j1 - j0) * element_bytes));
       if (kv.dtype == KvDtype::kF32) {
-        std::memcpy(to, from + offset, static_cast<std::size_t>(j1 - j0) * sizeof(float));
+        std::memcpy(to, from + offset, Extent(j1 - j0, sizeof(float)));
       } else {
         decode(kv.dtype, from + offset, j1 - j0, values ? kv.VScale(c) : kv.KScale(c), to);
       }
@@ -235,8 +236,8 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
     if (kv.dtype != KvDtype::kF32) {
       const std::int64_t kv_dim = static_cast<std::int64_t>(kv.n_kv_heads) * head_dim;
       StageColumns(kv, kv.keys, false, t0, count, end, 0, static_cast<int>(kv_dim), decoded);
-      run = {reinterpret_cast<const std::uint8_t*>(decoded), static_cast<std::size_t>(kv_dim) * sizeof(float),
-             static_cast<std::size_t>(head_dim) * sizeof(float), count};
+      run = {reinterpret_cast<const std::uint8_t*>(decoded), Extent(kv_dim, sizeof(float)),
+             Extent(head_dim, sizeof(float)), count};
     }
     score_run(q, kv.n_kv_heads, group, head_dim, run, scale, scores + t0, w.n_ctx);
   });
@@ -336,7 +337,7 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   const int col_end = (piece_end - 1) / pieces_per_head * head_dim +
                       std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
   const int staged_width = col_end - col_begin;
-  const auto run_stride = static_cast<std::size_t>(staged_width) * sizeof(float);
+  const auto run_stride = Extent(staged_width, sizeof(float));
   for (int t0 = 0; t0 < w.n_ctx; t0 += kScoreChunk) {
     const int count = std::min(kScoreChunk, w.n_ctx - t0);
     StageColumns(kv, kv.values, true, t0, count, w.n_ctx, col_begin, col_end, staging);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "plumb/core/extent.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
 #include "plumb/kernels/weight_format.h"
@@ -44,7 +45,7 @@ void ThreadRows(int n, int& begin, int& end) {
 // keep up with DRAM.
 void GemvF32(const float* w, int n, int k, const float* x, float* y) {
   const bool vector = ActiveIsa() != Isa::kScalar;
-  const std::size_t row_bytes = static_cast<std::size_t>(k) * sizeof(float);
+  const std::size_t row_bytes = Extent(k, sizeof(float));
 #pragma omp parallel
   {
     int begin = 0, end = 0;
@@ -52,8 +53,8 @@ void GemvF32(const float* w, int n, int k, const float* x, float* y) {
     if (!vector) {
       scalar::GemvRows(w, x, y, k, begin, end);
     } else if (end > begin) {
-      RowDots(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(w + static_cast<std::size_t>(begin) * k),
-              row_bytes, end - begin, x, k, y + begin);
+      RowDots(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(w + Extent(begin, k)), row_bytes,
+              end - begin, x, k, y + begin);
     }
   }
 }
@@ -73,7 +74,7 @@ void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
     const int end = std::min(n, begin + per_thread);
     if (end > begin) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k,
-                  w + static_cast<std::size_t>(begin) * k, k, 0.0f, Y + begin, n);
+                  w + Extent(begin, k), k, 0.0f, Y + begin, n);
     }
   }
 }
@@ -144,7 +145,7 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     // page-faulted on every projection of every layer); grown only when a larger tile is first needed.
     thread_local std::vector<float> tile;
     if (tile.size() < static_cast<std::size_t>(std::max(tile_capacity, 0)) * k) {
-      tile.resize(static_cast<std::size_t>(tile_capacity) * k);
+      tile.resize(Extent(tile_capacity, k));
     }
     for (int r0 = begin; r0 < end; r0 += tile_capacity) {
       const int tile_rows = std::min(tile_capacity, end - r0);
@@ -181,7 +182,7 @@ void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
 #pragma omp parallel for schedule(static) if (rows > 1)
   for (int r = 0; r < rows; ++r) {
-    const std::size_t offset = static_cast<std::size_t>(r) * n;
+    const std::size_t offset = Extent(r, n);
     scalar::RmsNorm(x + offset, weight, out + offset, n, eps);
   }
 }
@@ -189,8 +190,7 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
 void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta) {
 #pragma omp parallel for schedule(static) if (rows > 1)
   for (int r = 0; r < rows; ++r) {
-    scalar::RopeRotateHalf(x + static_cast<std::size_t>(r) * n_heads * head_dim, n_heads, head_dim,
-                           first_pos + r, theta);
+    scalar::RopeRotateHalf(x + Extent(r, n_heads, head_dim), n_heads, head_dim, first_pos + r, theta);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "plumb/core/extent.h"
 #include "plumb/kernels/scalar.h"
 #include "plumb/kernels/weight_format.h"
 
@@ -31,7 +32,7 @@ float DotFused(const float* a, const float* b, int n) {
 void Tile(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows, float* Y,
           std::size_t ldy, Order order) {
   for (int i = 0; i < m; ++i) {
-    const float* x = X + static_cast<std::size_t>(i) * k;
+    const float* x = X + Extent(i, k);
     for (int r = 0; r < rows; ++r) {
       const float* w = tile + r * ldw;
       Y[i * ldy + r] = order == Order::kFused ? DotFused(w, x, k) : kernels::scalar::Dot(w, x, k);
@@ -89,8 +90,8 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
     const int end = static_cast<int>(static_cast<std::int64_t>(n) * (t + 1) / threads);
     // [tile_max][k] decoded weight rows; per thread, grown only when a larger tile is first needed.
     thread_local std::vector<float> tile;
-    if (!f32 && tile.size() < static_cast<std::size_t>(tile_max) * k) {
-      tile.resize(static_cast<std::size_t>(tile_max) * k);
+    if (!f32 && tile.size() < Extent(tile_max, k)) {
+      tile.resize(Extent(tile_max, k));
     }
     for (int r0 = begin; r0 < end; r0 += tile_max) {
       const int rows = std::min(tile_max, end - r0);

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/kernels/weight_matrix.h"
 
 namespace plumb::kernels {
@@ -70,7 +71,7 @@ void ApplyRowScales(const WeightMatrix& W, int r0, int count, float* Y, int m, s
     const int rows = std::min(kBlock, count - b0);
     for (int j = 0; j < rows; ++j) scale[j] = W.format->row_scale(W, r0 + b0 + j);
     for (int i = 0; i < m; ++i) {
-      float* y = Y + static_cast<std::size_t>(i) * ldy + r0 + b0;
+      float* y = Y + Extent(i, ldy) + r0 + b0;
       for (int j = 0; j < rows; ++j) y[j] = scale[j] * y[j];
     }
   }

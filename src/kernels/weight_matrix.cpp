@@ -1,12 +1,13 @@
 #include "plumb/kernels/weight_matrix.h"
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
 
 namespace plumb {
 
 std::size_t WeightMatrix::Bytes() const {
-  return static_cast<std::size_t>(rows) * row_bytes + format->side_bytes(*this);
+  return Extent(rows, row_bytes) + format->side_bytes(*this);
 }
 
 WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
@@ -15,7 +16,7 @@ WeightMatrix WeightMatrix::FromF32(MatrixF32 matrix) {
   w.type = GgmlType::F32;
   w.rows = matrix.rows;
   w.cols = matrix.cols;
-  w.row_bytes = static_cast<std::size_t>(matrix.cols) * sizeof(float);
+  w.row_bytes = Extent(matrix.cols, sizeof(float));
   w.data = reinterpret_cast<const std::uint8_t*>(values->data());
   w.owner = std::move(values);
   return w;

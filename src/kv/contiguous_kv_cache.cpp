@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 
 namespace plumb {
 namespace {
@@ -40,7 +41,7 @@ ContiguousKvCache::ContiguousKvCache(int n_layers, int n_kv_heads, int max_posit
     throw MakeError("KV cache: every dimension must be positive (layers ", n_layers, ", kv_heads ",
                     n_kv_heads, ", positions ", max_positions, ", head_dim ", head_dim, ")");
   }
-  const std::size_t heads = static_cast<std::size_t>(n_layers) * n_kv_heads;
+  const std::size_t heads = Extent(n_layers, n_kv_heads);
   CheckScales(k_scales_, "k_scales", heads);
   CheckScales(v_scales_, "v_scales", heads);
   const std::size_t bytes = heads * max_positions * head_dim * KvDtypeBytes(dtype);
@@ -64,11 +65,11 @@ void ContiguousKvCache::Write(int layer, int pos, const float* k, const float* v
   }
   const std::size_t element_bytes = KvDtypeBytes(dtype_);
   for (int h = 0; h < n_kv_heads_; ++h) {
-    const std::size_t head = static_cast<std::size_t>(layer) * n_kv_heads_ + h;
+    const std::size_t head = Extent(layer, n_kv_heads_) + h;
     const float k_scale = k_scales_.empty() ? 1.0f : k_scales_[head];
     const float v_scale = v_scales_.empty() ? 1.0f : v_scales_[head];
     const std::size_t at = Offset(layer, h, pos) * element_bytes;
-    const std::size_t src = static_cast<std::size_t>(h) * head_dim_;
+    const std::size_t src = Extent(h, head_dim_);
     EncodeKv(dtype_, k + src, head_dim_, k_scale, keys_.data() + at);
     EncodeKv(dtype_, v + src, head_dim_, v_scale, values_.data() + at);
   }
@@ -78,7 +79,7 @@ KvLayerView ContiguousKvCache::Layer(int layer) const {
   if (layer < 0 || layer >= n_layers_)
     throw MakeError("KV cache: layer ", layer, " outside [0, ", n_layers_, ")");
   const std::size_t element_bytes = KvDtypeBytes(dtype_);
-  const std::size_t heads = static_cast<std::size_t>(layer) * n_kv_heads_;
+  const std::size_t heads = Extent(layer, n_kv_heads_);
   KvLayerView view;
   view.dtype = dtype_;
   view.keys = keys_.data() + Offset(layer, 0, 0) * element_bytes;

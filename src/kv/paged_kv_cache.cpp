@@ -10,6 +10,7 @@
 
 #include "block_allocator.h"
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "prefix_cache.h"
 
 namespace plumb {
@@ -35,7 +36,7 @@ void CheckShape(const PagedKvConfig& c) {
 }
 
 void CheckScales(const PagedKvConfig& c, const std::vector<float>& scales, const char* name) {
-  const std::size_t want = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(c.n_kv_heads);
+  const std::size_t want = Extent(c.n_layers, c.n_kv_heads);
   if (!scales.empty() && scales.size() != want) {
     throw MakeError("paged KV cache: ", name, " has ", scales.size(),
                     " values, want 0 or n_layers · n_kv_heads = ", want);
@@ -67,8 +68,7 @@ int CeilDiv(int a, int b) {
 }  // namespace
 
 std::size_t PagedKvConfig::BytesPerToken() const {
-  return 2 * static_cast<std::size_t>(n_layers) * static_cast<std::size_t>(n_kv_heads) *
-         static_cast<std::size_t>(head_dim) * KvDtypeBytes(dtype);
+  return 2 * Extent(n_layers, n_kv_heads) * static_cast<std::size_t>(head_dim) * KvDtypeBytes(dtype);
 }
 
 int PagedKvConfig::BlocksForBudget(std::size_t bytes) const {
@@ -95,7 +95,7 @@ struct PagedKvCache::State {
   void Release(std::span<const int> table);
   Seq& Get(SeqId id) const;
   // Byte offset of slot `slot` (= block · block_size + offset) in one layer's keys or values.
-  std::size_t SlotBytes(std::int64_t slot) const { return static_cast<std::size_t>(slot) * slot_bytes; }
+  std::size_t SlotBytes(std::int64_t slot) const { return Extent(slot, slot_bytes); }
 
   const PagedKvConfig& config;
   std::size_t elem_bytes;
@@ -155,14 +155,13 @@ class PagedKvCache::State::Seq final : public KvSequence {
 PagedKvCache::State::State(const PagedKvConfig& c)
     : config(c),
       elem_bytes(KvDtypeBytes(c.dtype)),
-      slot_bytes(static_cast<std::size_t>(c.n_kv_heads) * static_cast<std::size_t>(c.head_dim) * elem_bytes),
+      slot_bytes(Extent(c.n_kv_heads, c.head_dim, elem_bytes)),
       blocks(c.num_blocks),
       prefix(c.num_blocks, c.block_size) {
-  const std::size_t layer_bytes =
-      static_cast<std::size_t>(c.num_blocks) * static_cast<std::size_t>(c.block_size) * slot_bytes;
+  const std::size_t layer_bytes = Extent(c.num_blocks, c.block_size, slot_bytes);
   keys.assign(static_cast<std::size_t>(c.n_layers), std::vector<std::uint8_t>(layer_bytes));
   values.assign(static_cast<std::size_t>(c.n_layers), std::vector<std::uint8_t>(layer_bytes));
-  const std::size_t n_scales = static_cast<std::size_t>(c.n_layers) * static_cast<std::size_t>(c.n_kv_heads);
+  const std::size_t n_scales = Extent(c.n_layers, c.n_kv_heads);
   k_scales = c.k_scales.empty() ? std::vector<float>(n_scales, 1.0f) : c.k_scales;
   v_scales = c.v_scales.empty() ? std::vector<float>(n_scales, 1.0f) : c.v_scales;
 }
@@ -254,7 +253,7 @@ void PagedKvCache::State::Seq::Write(int layer, int pos, const float* k, const f
   const auto l = static_cast<std::size_t>(layer);
   const int hd = config().head_dim;
   for (int h = 0; h < config().n_kv_heads; ++h) {
-    const std::size_t head = static_cast<std::size_t>(h) * static_cast<std::size_t>(hd);
+    const std::size_t head = Extent(h, hd);
     const std::size_t scale = l * static_cast<std::size_t>(config().n_kv_heads) + static_cast<std::size_t>(h);
     EncodeKv(config().dtype, k + head, hd, state_->k_scales[scale],
              state_->keys[l].data() + offset + head * state_->elem_bytes);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "plumb/core/extent.h"
+
 namespace plumb::kv_detail {
 namespace {
 
@@ -33,10 +35,10 @@ PrefixCache::PrefixCache(int num_blocks, int block_size, BlockHashFn hash)
       hash_(static_cast<std::size_t>(num_blocks), 0),
       id_(static_cast<std::size_t>(num_blocks), 0),
       parent_id_(static_cast<std::size_t>(num_blocks), 0),
-      tokens_(static_cast<std::size_t>(num_blocks) * static_cast<std::size_t>(block_size), 0) {}
+      tokens_(Extent(num_blocks, block_size), 0) {}
 
 std::span<const int> PrefixCache::TokensOf(int block) const {
-  return std::span<const int>(tokens_).subspan(static_cast<std::size_t>(block) * block_size_,
+  return std::span<const int>(tokens_).subspan(Extent(block, block_size_),
                                                static_cast<std::size_t>(block_size_));
 }
 

@@ -1,6 +1,8 @@
 // The kernels of one forward pass, each reported as it finishes (src/model/forward_pass.h).
 #include "forward_pass.h"
 
+#include "plumb/core/extent.h"
+
 namespace plumb::detail {
 namespace {
 
@@ -27,7 +29,7 @@ void GrowTo(std::vector<T>& v, std::size_t n) {
 void Activations::Grow(const ModelConfig& c, int new_rows, int logit_rows, std::size_t chunks) {
   if (new_rows > rows) {
     const auto grow = [new_rows](std::vector<float>& buffer, int width) {
-      buffer.resize(static_cast<std::size_t>(new_rows) * width);
+      buffer.resize(Extent(new_rows, width));
     };
     grow(x, c.hidden_size);
     grow(x_norm, c.hidden_size);
@@ -40,8 +42,8 @@ void Activations::Grow(const ModelConfig& c, int new_rows, int logit_rows, std::
     grow(up, c.intermediate_size);
     rows = new_rows;
   }
-  GrowTo(head_input, static_cast<std::size_t>(logit_rows) * c.hidden_size);
-  GrowTo(logits, static_cast<std::size_t>(logit_rows) * c.vocab_size);
+  GrowTo(head_input, Extent(logit_rows, c.hidden_size));
+  GrowTo(logits, Extent(logit_rows, c.vocab_size));
   GrowTo(items, chunks);
 }
 
@@ -115,7 +117,7 @@ void ForwardPass::Project(ForwardKernel kernel, int layer, const WeightMatrix& W
 void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W,
                                 const std::vector<float>& in) {
   Multiply(W, in.data(), rows_, a_.projected.data());
-  AddInPlace(a_.x.data(), a_.projected.data(), static_cast<std::size_t>(rows_) * c_.hidden_size);
+  AddInPlace(a_.x.data(), a_.projected.data(), Extent(rows_, c_.hidden_size));
   Done(kernel, layer);
 }
 
@@ -183,7 +185,7 @@ std::span<const float> ForwardPass::Logits(const std::vector<float>& final_norm,
   }
   Multiply(lm_head, a_.head_input.data(), logit_rows_, a_.logits.data());
   Done(ForwardKernel::kLmHead, -1, logit_rows_);
-  return {a_.logits.data(), static_cast<std::size_t>(logit_rows_) * c_.vocab_size};
+  return {a_.logits.data(), Extent(logit_rows_, c_.vocab_size)};
 }
 
 }  // namespace plumb::detail

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/gguf.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/model/config.h"
@@ -87,8 +88,7 @@ int GgufRowOf(int hf_row, int head_dim) {
 WeightMatrix UnpermuteRopeRows(const WeightMatrix& gguf, int head_dim) {
   std::vector<std::uint8_t> bytes(gguf.Bytes());
   for (int r = 0; r < gguf.rows; ++r) {
-    std::memcpy(bytes.data() + static_cast<std::size_t>(r) * gguf.row_bytes, gguf.Row(GgufRowOf(r, head_dim)),
-                gguf.row_bytes);
+    std::memcpy(bytes.data() + Extent(r, gguf.row_bytes), gguf.Row(GgufRowOf(r, head_dim)), gguf.row_bytes);
   }
   return WeightMatrix::FromBytes(gguf.type, gguf.rows, gguf.cols, std::move(bytes));
 }

@@ -15,6 +15,7 @@
 
 #include "forward_pass.h"
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/kernels/kernels.h"
 
 namespace plumb {
@@ -59,7 +60,7 @@ class TraceRecorder final : public ForwardObserver {
     if (next_) next_->OnKernel(timing);
   }
   void OnActivation(ActivationPoint point, int layer, const float* data, int rows, int cols) override {
-    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    const std::size_t n = Extent(rows, cols);
     if (point == ActivationPoint::kLayerInput && layer == 0) trace_.embedding.assign(data, data + n);
     if (point == ActivationPoint::kAfterMlp) trace_.layer_outputs.emplace_back(data, data + n);
     if (point == ActivationPoint::kFinalNorm) trace_.final_norm.assign(data, data + n);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/model/model.h"
@@ -53,9 +54,8 @@ void ForRowBlocks(int rows, int threads, Fn fn) {
 }
 
 std::vector<float> DequantizedMatrix(const WeightMatrix& w) {
-  std::vector<float> values(static_cast<std::size_t>(w.rows) * w.cols);
-  for (int r = 0; r < w.rows; ++r)
-    kernels::DequantizeRowOf(w, r, values.data() + static_cast<std::size_t>(r) * w.cols);
+  std::vector<float> values(Extent(w.rows, w.cols));
+  for (int r = 0; r < w.rows; ++r) kernels::DequantizeRowOf(w, r, values.data() + Extent(r, w.cols));
   return values;
 }
 
@@ -122,12 +122,12 @@ class Packer {
                   rows,
                   cols,
                   true,
-                  std::vector<std::uint8_t>(static_cast<std::size_t>(rows) * cols),
+                  std::vector<std::uint8_t>(Extent(rows, cols)),
                   std::vector<float>(rows)};
     ForRowBlocks(rows, options_.threads, [&](int begin, int end) {
-      const Fp8Matrix q = QuantizeFp8(values.data() + static_cast<std::size_t>(begin) * cols, end - begin,
-                                      cols, format.fp8, true);
-      std::copy(q.codes.begin(), q.codes.end(), out.codes.begin() + static_cast<std::size_t>(begin) * cols);
+      const Fp8Matrix q =
+          QuantizeFp8(values.data() + Extent(begin, cols), end - begin, cols, format.fp8, true);
+      std::copy(q.codes.begin(), q.codes.end(), out.codes.begin() + Extent(begin, cols));
       std::copy(q.scales.begin(), q.scales.end(), out.scales.begin() + begin);
     });
     return out;
@@ -139,12 +139,11 @@ class Packer {
     const int groups = Int4Groups(cols, params.group_size);
     const std::size_t code_row = Int4RowBytes(cols), zero_row = Int4ZeroRowBytes(params, cols);
     std::vector<std::uint8_t> codes(code_row * rows), zeros(zero_row * rows);
-    std::vector<std::uint16_t> scales(static_cast<std::size_t>(groups) * rows);
+    std::vector<std::uint16_t> scales(Extent(groups, rows));
     ForRowBlocks(rows, options_.threads, [&](int begin, int end) {
-      const Int4Matrix q =
-          QuantizeInt4(values.data() + static_cast<std::size_t>(begin) * cols, end - begin, cols, params);
+      const Int4Matrix q = QuantizeInt4(values.data() + Extent(begin, cols), end - begin, cols, params);
       std::copy(q.codes.begin(), q.codes.end(), codes.begin() + code_row * begin);
-      std::copy(q.scales.begin(), q.scales.end(), scales.begin() + static_cast<std::size_t>(groups) * begin);
+      std::copy(q.scales.begin(), q.scales.end(), scales.begin() + Extent(groups, begin));
       std::copy(q.zeros.begin(), q.zeros.end(), zeros.begin() + zero_row * begin);
     });
     Add(prefix + ".qweight", DType::U8, {rows, static_cast<std::int64_t>(code_row)}, std::move(codes));

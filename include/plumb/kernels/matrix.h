@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "plumb/core/extent.h"
+
 namespace plumb {
 
 struct MatrixF32 {
@@ -16,7 +18,7 @@ struct MatrixF32 {
   int cols = 0;               // in_features
   std::vector<float> values;  // [rows][cols]
 
-  const float* Row(int r) const { return values.data() + static_cast<std::size_t>(r) * cols; }
+  const float* Row(int r) const { return values.data() + Extent(r, cols); }
   std::size_t Bytes() const { return values.size() * sizeof(float); }
 };
 

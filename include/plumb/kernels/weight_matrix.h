@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "plumb/core/extent.h"
 #include "plumb/formats/fp8.h"
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/int4.h"
@@ -49,7 +50,7 @@ struct WeightMatrix {
   const std::uint16_t* int4_scales = nullptr;  // [rows][Int4Groups(cols, group_size)] FP16
   const std::uint8_t* int4_zeros = nullptr;    // [rows][Int4ZeroRowBytes(int4, cols)]; null for kSymmetric
 
-  const std::uint8_t* Row(int r) const { return data + static_cast<std::size_t>(r) * row_bytes; }
+  const std::uint8_t* Row(int r) const { return data + Extent(r, row_bytes); }
   // Every byte the matrix is stored in: the rows and the format's side arrays (scales, zero points).
   std::size_t Bytes() const;
   bool Is(const kernels::WeightFormat& f) const { return format == &f; }

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "plumb/core/extent.h"
 #include "plumb/kv/kv_sequence.h"
 
 namespace plumb {
@@ -53,7 +54,7 @@ class ContiguousKvCache final : public KvSequence {
 
  private:
   std::size_t Offset(int layer, int kv_head, int pos) const {  // in elements
-    return ((static_cast<std::size_t>(layer) * n_kv_heads_ + kv_head) * max_positions_ + pos) * head_dim_;
+    return ((Extent(layer, n_kv_heads_) + kv_head) * max_positions_ + pos) * head_dim_;
   }
   const float* F32At(const std::vector<std::uint8_t>& data, int layer, int kv_head, int pos) const;
 

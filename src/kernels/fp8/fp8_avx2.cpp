@@ -70,6 +70,8 @@ PLUMB_AVX2 inline void Fp8Weights32(const std::uint8_t* p, E4M3NanTracker& nan, 
 
 #define PLUMB_FP8_TARGET PLUMB_AVX2
 #include "fp8_dots_x86_body.h"
+
+#include "plumb/core/extent.h"
 #undef PLUMB_FP8_TARGET
 
 template <Fp8Format F>
@@ -113,7 +115,7 @@ void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
   for (int i = 0; i < count; ++i) {
-    float* row = out + static_cast<std::size_t>(i) * W.cols;
+    float* row = out + Extent(i, W.cols);
     if (W.fp8_format == Fp8Format::kE5M2) {
       DecodeRow<Fp8Format::kE5M2>(W, r0 + i, row);
     } else {

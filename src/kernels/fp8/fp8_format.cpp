@@ -10,6 +10,7 @@
 
 #include "../chunked_dot.h"
 #include "fp8_kernels.h"
+#include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels {
@@ -47,7 +48,7 @@ void DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
   const float* table = Fp8DecodeTable(W.fp8_format);
   for (int i = 0; i < count; ++i) {
     const std::uint8_t* codes = W.Row(r0 + i);
-    float* row = out + static_cast<std::size_t>(i) * W.cols;
+    float* row = out + Extent(i, W.cols);
     for (int c = 0; c < W.cols; ++c) row[c] = table[codes[c]];
   }
 }

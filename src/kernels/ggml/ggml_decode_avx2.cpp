@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
 
 namespace plumb::kernels::ggml::avx2 {
@@ -79,7 +80,7 @@ void DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
   const int k = W.cols;
   for (int i = 0; i < count; ++i) {
     const std::uint8_t* row = W.Row(r0 + i);
-    float* decoded = out + static_cast<std::size_t>(i) * k;
+    float* decoded = out + Extent(i, k);
     switch (W.type) {
       case GgmlType::Q4_0:
         DecodeBlocks<GgmlType::Q4_0>(row, k / 32, decoded);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ggml_kernels.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/weight_format.h"
@@ -27,7 +28,7 @@ void RowDotsScalar(const WeightMatrix& W, int row_begin, int row_end, const floa
 
 void DecodeRowsScalar(const WeightMatrix& W, int r0, int count, float* out) {
   for (int i = 0; i < count; ++i) {
-    DequantizeRow(W.type, W.Row(r0 + i), out + static_cast<std::size_t>(i) * W.cols, W.cols);
+    DequantizeRow(W.type, W.Row(r0 + i), out + Extent(i, W.cols), W.cols);
   }
 }
 

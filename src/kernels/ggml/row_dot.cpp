@@ -7,6 +7,7 @@
 
 #include "../chunked_dot.h"
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
 
 namespace plumb::kernels {
@@ -91,7 +92,7 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
   if (ActiveIsa() == Isa::kNeon) return neon::RowDots(type, rows, row_stride, n_rows, x, n, y);
 #endif
   for (std::int64_t r = 0; r < n_rows; ++r) {
-    y[r] = ScalarRowDotUnchecked(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);
+    y[r] = ScalarRowDotUnchecked(type, rows + Extent(r, row_stride), x, n);
   }
 }
 

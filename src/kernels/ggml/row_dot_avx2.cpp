@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "../avx2_common.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::avx2 {
@@ -158,9 +159,8 @@ template <void (*Group)(const std::uint8_t*, std::size_t, const float*, std::int
 void RunRows(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
              std::int64_t n, float* y) {
   std::int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows)
-    Group(rows + static_cast<std::size_t>(r) * stride, stride, x, n, y + r);
-  for (; r < n_rows; ++r) Single(rows + static_cast<std::size_t>(r) * stride, stride, x, n, y + r);
+  for (; r + kRows <= n_rows; r += kRows) Group(rows + Extent(r, stride), stride, x, n, y + r);
+  for (; r < n_rows; ++r) Single(rows + Extent(r, stride), stride, x, n, y + r);
 }
 
 template <class Plain>
@@ -194,7 +194,7 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
       return RunBlocks<BlockQ8_0>(rows, row_stride, n_rows, x, n, y);
     default:
       for (std::int64_t r = 0; r < n_rows; ++r) {
-        y[r] = scalar::RowDot(type, rows + static_cast<std::size_t>(r) * row_stride, x, n);
+        y[r] = scalar::RowDot(type, rows + Extent(r, row_stride), x, n);
       }
   }
 }

@@ -19,6 +19,8 @@
 
 #include "../avx2_common.h"
 
+#include "plumb/core/extent.h"
+
 namespace plumb::kernels::avx512 {
 namespace {
 
@@ -93,9 +95,8 @@ void RunBlocks(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows
                std::int64_t n, float* y) {
   std::int64_t r = 0;
   for (; r + kRows <= n_rows; r += kRows)
-    BlockDots<Block, kRows>(rows + static_cast<std::size_t>(r) * stride, stride, x, n, y + r);
-  for (; r < n_rows; ++r)
-    BlockDots<Block, 1>(rows + static_cast<std::size_t>(r) * stride, stride, x, n, y + r);
+    BlockDots<Block, kRows>(rows + Extent(r, stride), stride, x, n, y + r);
+  for (; r < n_rows; ++r) BlockDots<Block, 1>(rows + Extent(r, stride), stride, x, n, y + r);
 }
 
 }  // namespace

@@ -38,6 +38,8 @@ using Int4RowParams = Int4Groups8<S>;  // int4_dots_x86_body.h
 
 #define PLUMB_PD_TARGET PLUMB_AVX2
 #include "int4_dots_x86_body.h"
+
+#include "plumb/core/extent.h"
 #undef PLUMB_PD_TARGET
 
 template <Int4Scheme S>
@@ -68,7 +70,7 @@ void Run(const WeightMatrix& W, int row_begin, int row_end, const float* x, floa
 
 template <Int4Scheme S>
 void Decode(const WeightMatrix& W, int r0, int count, float* out) {
-  for (int i = 0; i < count; ++i) DecodeRow<S>(W, r0 + i, out + static_cast<std::size_t>(i) * W.cols);
+  for (int i = 0; i < count; ++i) DecodeRow<S>(W, r0 + i, out + Extent(i, W.cols));
 }
 
 }  // namespace

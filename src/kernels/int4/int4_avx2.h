@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/weight_matrix.h"
 
@@ -65,8 +66,8 @@ struct Int4Groups8 {
 
   // The scales and zero points as stored (float(scale_g), and the zeros as int32 or float).
   PLUMB_AVX2 void LoadExact(const WeightMatrix& W, int r, int g8, int groups, std::size_t zero_row) {
-    const std::uint16_t* s = W.int4_scales + static_cast<std::size_t>(r) * groups + g8;
-    const std::uint8_t* z = W.int4_zeros + static_cast<std::size_t>(r) * zero_row;
+    const std::uint16_t* s = W.int4_scales + Extent(r, groups) + g8;
+    const std::uint8_t* z = W.int4_zeros + Extent(r, zero_row);
     if (g8 + 8 <= groups) {
       scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
       if constexpr (S == Int4Scheme::kAsymmetric) {  // 8 zero nibbles: bytes g8/2 .. g8/2 + 3

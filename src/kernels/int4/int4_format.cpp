@@ -10,6 +10,7 @@
 
 #include "../chunked_dot.h"
 #include "int4_kernels.h"
+#include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels {
@@ -55,7 +56,7 @@ void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
   for (int i = 0; i < count; ++i) {
     DequantizeInt4Row(W.int4, W.Row(r0 + i), Scales(W, r0 + i), Zeros(W, r0 + i), W.cols,
-                      out + static_cast<std::size_t>(i) * W.cols);
+                      out + Extent(i, W.cols));
   }
 }
 

@@ -20,6 +20,8 @@
 
 #include "../neon_lanes.h"
 
+#include "plumb/core/extent.h"
+
 namespace plumb::kernels::int4::neon {
 namespace {
 
@@ -93,8 +95,7 @@ void Int4Dots(const WeightMatrix& W, int row0, const float* x, float* y) {
   for (int r = 0; r < R; ++r) {
     acc[r] = neon_lanes::Zero8();
     scales[r] = W.int4_scales + static_cast<std::size_t>(row0 + r) * Int4Groups(cols, group_size);
-    zeros[r] =
-        W.int4_zeros == nullptr ? nullptr : W.int4_zeros + static_cast<std::size_t>(row0 + r) * zero_bytes;
+    zeros[r] = W.int4_zeros == nullptr ? nullptr : W.int4_zeros + Extent(row0 + r, zero_bytes);
   }
   for (int g = 0, begin = 0; begin < cols; ++g, begin += group_size) {
     const int end = std::min(cols, begin + group_size);

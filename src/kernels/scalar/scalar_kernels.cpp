@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/scalar.h"
 
@@ -21,12 +22,12 @@ float Dot(const float* a, const float* b, int n) {
 }
 
 void GemvRows(const float* W, const float* x, float* y, int k, int row_begin, int row_end) {
-  for (int r = row_begin; r < row_end; ++r) y[r] = Dot(W + static_cast<std::size_t>(r) * k, x, k);
+  for (int r = row_begin; r < row_end; ++r) y[r] = Dot(W + Extent(r, k), x, k);
 }
 
 void Gemm(const float* X, const float* W, float* Y, int m, int n, int k) {
   for (int i = 0; i < m; ++i) {
-    GemvRows(W, X + static_cast<std::size_t>(i) * k, Y + static_cast<std::size_t>(i) * n, k, 0, n);
+    GemvRows(W, X + Extent(i, k), Y + Extent(i, n), k, 0, n);
   }
 }
 
@@ -46,7 +47,7 @@ void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta) {
     const float c = static_cast<float>(std::cos(angle));
     const float s = static_cast<float>(std::sin(angle));
     for (int h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<std::size_t>(h) * head_dim;
+      float* v = x + Extent(h, head_dim);
       const float a = v[i];
       const float b = v[i + half];
       v[i] = a * c - b * s;
