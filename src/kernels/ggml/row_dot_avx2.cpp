@@ -93,10 +93,10 @@ PLUMB_AVX2 void PlainDots(const std::uint8_t* rows, std::size_t stride, const fl
   }
 }
 
-// ---- 32-element blocks: Decode writes the block's 4 vectors of weights --------------------------------
+// ---- 32-element blocks: Decode writes the block's 4 vectors of weights (block_dots_x86_body.h) ---------
 
 struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
-  static constexpr int kElements = 32, kBytes = 18;
+  static constexpr int kBytes = 18;
   PLUMB_AVX2 static void Decode(const std::uint8_t* b, __m256 w[4]) {
     const __m256 d = HalfScale(b);
     __m256i q[4];
@@ -107,7 +107,7 @@ struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
 };
 
 struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
-  static constexpr int kElements = 32, kBytes = 20;
+  static constexpr int kBytes = 20;
   PLUMB_AVX2 static void Decode(const std::uint8_t* b, __m256 w[4]) {
     const __m256 d = HalfScale(b);
     const __m256 m = HalfScale(b + 2);
@@ -118,7 +118,7 @@ struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
 };
 
 struct BlockQ8_0 {  // [d f16][qs 32 × int8]: q·d
-  static constexpr int kElements = 32, kBytes = 34;
+  static constexpr int kBytes = 34;
   PLUMB_AVX2 static void Decode(const std::uint8_t* b, __m256 w[4]) {
     const __m256 d = HalfScale(b);
     for (int v = 0; v < 4; ++v) {
@@ -128,30 +128,9 @@ struct BlockQ8_0 {  // [d f16][qs 32 × int8]: q·d
   }
 };
 
-template <class Block, int R>
-PLUMB_AVX2 void BlockDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
-                          float* y) {
-  constexpr int kVectors = Block::kElements / 8;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const std::int64_t n_blocks = n / Block::kElements;
-  for (std::int64_t b = 0; b < n_blocks; ++b) {
-    const float* xb = x + b * Block::kElements;
-    for (int r = 0; r < R; ++r) {
-      if (b % 2 == 0) Prefetch(rows, (r + R) * stride + b * Block::kBytes);  // blocks are 18-34 bytes
-      __m256 w[kVectors];
-      Block::Decode(rows + r * stride + b * Block::kBytes, w);
-      for (int v = 0; v < kVectors; ++v) {
-        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w[v], _mm256_loadu_ps(xb + 8 * v)));
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    alignas(32) float lane[8];
-    _mm256_store_ps(lane, acc[r]);
-    y[r] = ReduceLanes(lane);
-  }
-}
+#define PLUMB_RD_TARGET PLUMB_AVX2
+#include "block_dots_x86_body.h"
+#undef PLUMB_RD_TARGET
 
 // Rows in groups of kRows, then one at a time.
 template <void (*Group)(const std::uint8_t*, std::size_t, const float*, std::int64_t, float*),
@@ -167,12 +146,6 @@ template <class Plain>
 void RunPlain(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
               std::int64_t n, float* y) {
   RunRows<PlainDots<Plain, kRows>, PlainDots<Plain, 1>>(rows, stride, n_rows, x, n, y);
-}
-
-template <class Block>
-void RunBlocks(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
-               std::int64_t n, float* y) {
-  RunRows<BlockDots<Block, kRows>, BlockDots<Block, 1>>(rows, stride, n_rows, x, n, y);
 }
 
 }  // namespace

@@ -27,8 +27,6 @@ namespace {
 constexpr int kRows = 4;
 
 using avx2_common::HalfBroadcast;
-using avx2_common::Prefetch;
-using avx2_common::ReduceLanes;
 
 // table(n) for the 16 codes n: lo holds n = 0..7, hi n = 8..15.
 struct Table16 {
@@ -36,8 +34,21 @@ struct Table16 {
   PLUMB_AVX512 __m256 Lookup(__m256i index) const { return _mm256_permutex2var_ps(lo, index, hi); }
 };
 
+// A block's weights from its 16-entry table: elements 0..7, 8..15 are the low nibbles of qs[0..8),
+// qs[8..16); elements 16..23, 24..31 their high nibbles. A byte widened to a lane already has its low nibble
+// in bits 0-3 (the permute ignores the bits above), and shifted right by 4 its high nibble.
+PLUMB_AVX512 inline void LookUpBlock(const Table16& table, const std::uint8_t* qs, __m256 w[4]) {
+  const __m256i bytes0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i bytes1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  w[0] = table.Lookup(bytes0);
+  w[1] = table.Lookup(bytes1);
+  w[2] = table.Lookup(_mm256_srli_epi32(bytes0, 4));
+  w[3] = table.Lookup(_mm256_srli_epi32(bytes1, 4));
+}
+
 struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
-  static constexpr int kBytes = 18, kCodes = 2;
+  static constexpr int kBytes = 18;
+  PLUMB_AVX512 static void Decode(const std::uint8_t* b, __m256 w[4]) { LookUpBlock(MakeTable(b), b + 2, w); }
   PLUMB_AVX512 static Table16 MakeTable(const std::uint8_t* b) {
     const __m256 d = HalfBroadcast(b);
     return {_mm256_mul_ps(_mm256_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1), d),
@@ -46,7 +57,8 @@ struct BlockQ4_0 {  // [d f16][qs 16 B]: (q − 8)·d
 };
 
 struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
-  static constexpr int kBytes = 20, kCodes = 4;
+  static constexpr int kBytes = 20;
+  PLUMB_AVX512 static void Decode(const std::uint8_t* b, __m256 w[4]) { LookUpBlock(MakeTable(b), b + 4, w); }
   PLUMB_AVX512 static Table16 MakeTable(const std::uint8_t* b) {
     // d and m converted together: [d, m, 0, 0], then each broadcast.
     const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(avx2_common::ReadU32(b))));
@@ -57,47 +69,9 @@ struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
   }
 };
 
-// Elements 0..7, 8..15 are the low nibbles of qs[0..8), qs[8..16); elements 16..23, 24..31 their high
-// nibbles. A byte widened to a lane already has its low nibble in bits 0-3 (the permute ignores the bits
-// above), and shifted right by 4 its high nibble.
-template <class Block, int R>
-PLUMB_AVX512 void BlockDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
-                            float* y) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const std::int64_t n_blocks = n / 32;
-  for (std::int64_t b = 0; b < n_blocks; ++b) {
-    const float* xb = x + b * 32;
-    const __m256 xv[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
-                          _mm256_loadu_ps(xb + 24)};
-    for (int r = 0; r < R; ++r) {
-      const std::uint8_t* block = rows + r * stride + b * Block::kBytes;
-      if (b % 2 == 0) Prefetch(rows, (r + R) * stride + b * Block::kBytes);  // blocks are 18-20 bytes
-      const Table16 table = Block::MakeTable(block);
-      const std::uint8_t* qs = block + Block::kCodes;
-      const __m256i bytes0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
-      const __m256i bytes1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
-      const __m256 w[4] = {table.Lookup(bytes0), table.Lookup(bytes1),
-                           table.Lookup(_mm256_srli_epi32(bytes0, 4)),
-                           table.Lookup(_mm256_srli_epi32(bytes1, 4))};
-      for (int v = 0; v < 4; ++v) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w[v], xv[v]));
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    alignas(32) float lane[8];
-    _mm256_store_ps(lane, acc[r]);
-    y[r] = ReduceLanes(lane);
-  }
-}
-
-template <class Block>
-void RunBlocks(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, const float* x,
-               std::int64_t n, float* y) {
-  std::int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows)
-    BlockDots<Block, kRows>(rows + Extent(r, stride), stride, x, n, y + r);
-  for (; r < n_rows; ++r) BlockDots<Block, 1>(rows + Extent(r, stride), stride, x, n, y + r);
-}
+#define PLUMB_RD_TARGET PLUMB_AVX512
+#include "block_dots_x86_body.h"
+#undef PLUMB_RD_TARGET
 
 }  // namespace
 
