@@ -1,6 +1,6 @@
 // The scalar reference kernels: the *definition* of every op plumb computes.
 //
-// Plain loops, one thread, FP32 storage. Every faster variant (OpenMP, BLAS, later AVX2/NEON) is tested
+// Plain loops, one thread, FP32 storage. Every faster variant (OpenMP, BLAS, AVX2/AVX-512/NEON) is tested
 // against these on awkward shapes. Where the accumulation order matters it is stated, because a CUDA kernel
 // validated against plumb needs to know what "the same result" means.
 #pragma once
