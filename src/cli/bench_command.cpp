@@ -14,6 +14,7 @@
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/generator.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/roofline/host_probe.h"
@@ -33,6 +34,7 @@ Flags BenchFlags() {
   f.AddValue("repetitions", "R", "timed runs per thread count (after one warm-up run)", "3");
   f.AddValue("probe-mib", "MiB",
              "buffer the bandwidth probe streams; keep it far beyond the last-level cache", "1024");
+  AddKernelsFlag(f);
   AddBatchBenchFlags(f);
   return f;
 }
@@ -157,8 +159,8 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
   const std::string pp = "pp" + std::to_string(s.prompt_tokens);
   const std::string tg = "tg" + std::to_string(s.gen_tokens);
   out << "model: " << s.model_path << " | weights " << Format(model.weights().Bytes() / 1e6, 1) << " MB"
-      << " | row dot: " << kernels::IsaName(kernels::ActiveIsa()) << " | " << s.repetitions
-      << " runs per row after 1 warm-up\n"
+      << " | kernels: " << kernels::FamilyName(kernels::ActiveFamily()) << ", "
+      << kernels::IsaName(kernels::ActiveIsa()) << " | " << s.repetitions << " runs per row after 1 warm-up\n"
       << "weight B/token: ModelWeights::BytesReadPerDecodeStep. KV B/token: keys and values attention reads "
          "per decode step, mean over the "
       << s.gen_tokens << " steps (context " << s.prompt_tokens + 1 << ".." << s.prompt_tokens + s.gen_tokens
@@ -184,6 +186,7 @@ int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream&
   Flags flags = BenchFlags();
   if (!flags.ParseUnlessHelp(args, kBenchUsage, out)) return 0;
   const Settings settings = ReadSettings(flags);
+  ApplyKernelsFlag(flags);
   Model model = Model::Load(settings.model_path);
   if (flags.IsSet("batch")) {
     kernels::SetNumThreads(settings.threads.back());

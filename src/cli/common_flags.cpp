@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
 
 namespace plumb::cli {
@@ -45,10 +46,27 @@ SamplingParams ReadSamplingFlags(const Flags& flags) {
 void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default) {
   flags.AddValue("threads", "N", "threads for every kernel; 0 = all cores", "0");
   flags.AddValue("ctx", "N", ctx_help, ctx_default);
+  AddKernelsFlag(flags);
+}
+
+void AddKernelsFlag(Flags& flags) {
+  flags.AddValue("kernels", "F",
+                 "exact (the definitions, bit for bit) or fast (int8 activations where the weight type has "
+                 "them: Q4_0, Q4_1, Q8_0); default: PLUMB_KERNELS, else exact");
+}
+
+void ApplyKernelsFlag(const Flags& flags) {
+  if (!flags.IsSet("kernels")) return;
+  const std::string family = flags.String("kernels");
+  if (family != "exact" && family != "fast") {
+    throw MakeError("--kernels ", family, ": expected exact or fast");
+  }
+  kernels::SetFamily(family == "fast" ? kernels::KernelFamily::kFast : kernels::KernelFamily::kExact);
 }
 
 int ApplyThreadsFlag(const Flags& flags) {
   kernels::SetNumThreads(flags.Int("threads", 0, 4096));
+  ApplyKernelsFlag(flags);
   return kernels::NumThreads();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "plumb/core/extent.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
 #include "plumb/kernels/weight_format.h"
@@ -92,6 +93,20 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
 // Each thread's rows through W's format's row dots (the FP32 path above for plain FP32 rows, as MatrixF32's
 // Gemv).
 void Gemv(const WeightMatrix& W, const float* x, float* y) {
+  if (UsesInt8RowDots(W)) {
+    // The fast family: x quantized once, on this thread, into its scratch; every thread reads it.
+    thread_local Int8Activations scratch;
+    Int8Activations& xq = scratch;  // a reference, so the OpenMP threads below share this thread's copy
+    QuantizeActivations(x, W.cols, xq);
+    const Int8RowDotsFn int8_row_dots = KernelsFor(*W.format, ActiveIsa()).int8_row_dots;
+#pragma omp parallel
+    {
+      int begin = 0, end = 0;
+      ThreadRows(W.rows, begin, end);
+      if (end > begin) int8_row_dots(W, begin, end, xq, y);
+    }
+    return;
+  }
   if (W.IsF32()) {
     GemvF32(reinterpret_cast<const float*>(W.data), W.rows, W.cols, x, y);
     return;

@@ -7,6 +7,7 @@
 
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/weight_matrix.h"
 
 namespace plumb::kernels {
@@ -57,6 +58,24 @@ void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x
 void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
   CheckRows("DecodeRowsOf", W, r0, r0 + count);
   if (count > 0) Pick(*W.format, ActiveIsa(), &FormatKernels::decode_rows)(W, r0, count, out);
+}
+
+bool UsesInt8RowDots(const WeightMatrix& W) {
+  return ActiveFamily() == KernelFamily::kFast && W.format->has_int8 != nullptr && W.format->has_int8(W);
+}
+
+void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  CheckRows("Int8RowDotsOf", W, row_begin, row_end);
+  if (W.format->has_int8 == nullptr || !W.format->has_int8(W)) {
+    throw MakeError("Int8RowDotsOf: the fast family has no kernels for a ", W.format->describe(W), " matrix");
+  }
+  if (x.n != W.cols) {
+    throw MakeError("Int8RowDotsOf: x has ", x.n, " elements; the ", W.format->describe(W), " matrix has ",
+                    W.cols, " columns");
+  }
+  if (row_end > row_begin) {
+    Pick(*W.format, ActiveIsa(), &FormatKernels::int8_row_dots)(W, row_begin, row_end, x, y);
+  }
 }
 
 float RowScaleOf(const WeightMatrix& W, int r) {

@@ -22,17 +22,7 @@ namespace {
 
 using kernels::Isa;
 
-class KvDecodeTest : public ::testing::TestWithParam<std::tuple<Isa, KvDtype>> {
- protected:
-  void SetUp() override {
-    PLUMB_REQUIRE_ISA(std::get<0>(GetParam()));
-    previous_ = kernels::ActiveIsa();
-    kernels::SetIsa(std::get<0>(GetParam()));
-  }
-  void TearDown() override { kernels::SetIsa(previous_); }
-
-  Isa previous_ = Isa::kScalar;
-};
+using KvDecodeTest = testing::IsaTest<std::tuple<Isa, KvDtype>>;
 
 // Every code of the dtype once, little-endian, then again shifted by one byte (so a 16-bit dtype sees each
 // code at an odd address too).

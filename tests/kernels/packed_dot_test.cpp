@@ -204,17 +204,8 @@ TEST(PackedRowDots, RejectsGgmlMatricesAndRowsOutsideTheMatrix) {
 
 // ---- vector variants against the definition ---------------------------------------------------------
 
-class PackedRowDotsIsa : public ::testing::TestWithParam<Isa> {
+class PackedRowDotsIsa : public testing::IsaTest<> {
  protected:
-  void SetUp() override {
-    PLUMB_REQUIRE_ISA(GetParam());
-    previous_ = kernels::ActiveIsa();
-    kernels::SetIsa(GetParam());
-  }
-  void TearDown() override {
-    if (kernels::IsaSupported(GetParam())) kernels::SetIsa(previous_);
-  }
-
   // The variant under test on rows [begin, end), compared bit for bit with the definition.
   static void ExpectDefinition(const WeightMatrix& W, const float* x, int begin, int end,
                                const std::string& what) {
@@ -229,9 +220,6 @@ class PackedRowDotsIsa : public ::testing::TestWithParam<Isa> {
       }
     }
   }
-
- private:
-  Isa previous_ = Isa::kScalar;
 };
 
 TEST_P(PackedRowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {

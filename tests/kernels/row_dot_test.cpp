@@ -135,21 +135,9 @@ std::vector<std::int64_t> Lengths(GgmlType type) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-class RowDotTest : public ::testing::TestWithParam<std::tuple<Isa, GgmlType>> {
+class RowDotTest : public testing::IsaTest<std::tuple<Isa, GgmlType>> {
  protected:
-  void SetUp() override {
-    const Isa isa = std::get<0>(GetParam());
-    PLUMB_REQUIRE_ISA(isa);
-    previous_ = kernels::ActiveIsa();
-    kernels::SetIsa(isa);
-  }
-  void TearDown() override {
-    if (kernels::IsaSupported(std::get<0>(GetParam()))) kernels::SetIsa(previous_);
-  }
   GgmlType type() const { return std::get<1>(GetParam()); }
-
- private:
-  Isa previous_ = Isa::kScalar;
 };
 
 TEST_P(RowDotTest, IsBitwiseTheDefinitionForEveryLength) {

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "plumb/kernels/isa.h"
 
@@ -35,3 +37,35 @@ inline constexpr kernels::Isa kIsasOfThisBuild[] = {
       GTEST_SKIP() << ::plumb::kernels::IsaName(isa) << ": " << plumb_missing;                         \
     }                                                                                                  \
   } while (false)
+
+namespace plumb::testing {
+
+// Base of a test parametrised by variant (Param = Isa, or a tuple whose first element is the Isa): each test
+// runs with that variant active, or is skipped with the reason when this CPU cannot run it; the variant
+// before it is restored afterwards.
+template <class Param = kernels::Isa>
+class IsaTest : public ::testing::TestWithParam<Param> {
+ protected:
+  kernels::Isa isa() const {
+    if constexpr (std::is_same_v<Param, kernels::Isa>) {
+      return this->GetParam();
+    } else {
+      return std::get<0>(this->GetParam());
+    }
+  }
+  void SetUp() override {
+    PLUMB_REQUIRE_ISA(isa());
+    previous_ = kernels::ActiveIsa();
+    kernels::SetIsa(isa());
+    switched_ = true;
+  }
+  void TearDown() override {
+    if (switched_) kernels::SetIsa(previous_);
+  }
+
+ private:
+  kernels::Isa previous_ = kernels::Isa::kScalar;
+  bool switched_ = false;
+};
+
+}  // namespace plumb::testing

@@ -18,9 +18,13 @@ void AddModelFlag(Flags& flags);
 void AddSamplingFlags(Flags& flags, const SamplingParams& defaults);
 SamplingParams ReadSamplingFlags(const Flags& flags);  // validated
 
-// --threads N and --ctx N.
+// --threads N, --ctx N and --kernels exact|fast.
 void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default);
-// Applies --threads to the kernels; returns the thread count in use.
+// --kernels exact|fast alone (commands with their own --threads).
+void AddKernelsFlag(Flags& flags);
+// Applies --kernels (kernels/int8_activations.h's family; unset leaves PLUMB_KERNELS's choice).
+void ApplyKernelsFlag(const Flags& flags);
+// Applies --threads and --kernels to the kernels; returns the thread count in use.
 int ApplyThreadsFlag(const Flags& flags);
 // --ctx resolved against the model: 0 means `fallback` (clamped to the model's context length); a value
 // above the model's context length is an error.

@@ -20,9 +20,11 @@
 // kernels[Isa::kScalar] is the definition, written as plain C++ and always complete; an ISA's entry may be
 // null, and KernelsFor then takes the next one down (avx512 → avx2 → scalar, neon → scalar).
 //
-// The fast family (int8_row_dots: x quantized to int8 once per GEMV, integer dot products; issue 17) is a
-// second set of kernels in the same descriptor, judged against the exact family by the fixture suite's
-// tolerances, not bit for bit. No format fills it yet.
+// The fast family (int8_row_dots: x quantized to int8 once per GEMV, kernels/int8_activations.h, integer
+// dot products; issue 17) is a second set of kernels in the same descriptor, with a scalar definition of its
+// own that its variants match bit for bit, judged against the exact family by the fixture suite's
+// tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0, Q4_1 and Q8_0 so far); the
+// others run the exact family.
 #pragma once
 
 #include <array>
@@ -63,6 +65,8 @@ struct WeightFormat {
   std::size_t (*side_bytes)(const WeightMatrix& W);
   // The factor row_dots multiplies row r's finished dot by (FP8's scale); null where there is none.
   float (*row_scale)(const WeightMatrix& W, int r);
+  // Whether the fast family's int8_row_dots cover W; null: no matrix of this format.
+  bool (*has_int8)(const WeightMatrix& W);
   // Indexed by Isa. [Isa::kScalar] is the definition: every member set.
   std::array<FormatKernels, kIsaCount> kernels;
 };
@@ -82,6 +86,11 @@ FormatKernels KernelsFor(const WeightFormat& format, Isa isa);
 void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // W's decode_rows on ActiveIsa(). Throws plumb::Error for rows outside the matrix.
 void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
+// Whether W runs the fast family's kernels when ActiveFamily() is kFast.
+bool UsesInt8RowDots(const WeightMatrix& W);
+// W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
+// plumb::Error when W's format has none for W, or for rows outside the matrix.
+void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 // Row r's factor (1 for formats without a row_scale).
 float RowScaleOf(const WeightMatrix& W, int r);
 // The batched GEMMs' epilogue: Y[i][r] = row_scale(W, r) · Y[i][r] for i < m and r in [r0, r0 + count)

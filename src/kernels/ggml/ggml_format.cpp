@@ -58,10 +58,16 @@ constexpr WeightFormat kGgmlFormat = {
     .describe = ggml::Describe,
     .side_bytes = ggml::SideBytes,
     .row_scale = nullptr,
+    .has_int8 = ggml::HasInt8,
     .kernels = {{
-        /* kScalar */ {.row_dots = ggml::RowDotsScalar, .decode_rows = ggml::DecodeRowsScalar},
+        /* kScalar */ {.row_dots = ggml::RowDotsScalar,
+                       .decode_rows = ggml::DecodeRowsScalar,
+                       .int8_row_dots = ggml::scalar::Int8RowDots},
 #if defined(__x86_64__)
-        /* kAvx2 */ {.row_dots = ggml::RowDotsAvx2, .decode_rows = ggml::avx2::DecodeRows},
+        /* kAvx2 */
+        {.row_dots = ggml::RowDotsAvx2,
+         .decode_rows = ggml::avx2::DecodeRows,
+         .int8_row_dots = ggml::avx2::Int8RowDots},
         /* kNeon */ {},
         /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512},
 #elif defined(__aarch64__)

@@ -1,0 +1,44 @@
+// The fast kernel family (issue 17): activations quantized to int8 once per GEMV, weights used as stored,
+// integer dot products per 32-element block, then per-block scaling in float. It is not the exact family's
+// definition (kernels/scalar.h); it has a scalar definition of its own, stated here and in each format's
+// int8 kernels, and every SIMD variant computes that definition's bits (the integer sums are exact, and the
+// float steps are the same operations in the same order), on every CPU and at every thread count. The
+// fixture suite judges it against the exact family as it would judge a GPU engine.
+//
+// Which family runs: ActiveFamily(), the exact one unless PLUMB_KERNELS=fast in the environment, SetFamily,
+// or a command's --kernels flag chose the fast one. A matrix whose format has no fast kernels runs the exact
+// ones in either family.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace plumb::kernels {
+
+enum class KernelFamily { kExact, kFast };
+
+KernelFamily ActiveFamily();
+void SetFamily(KernelFamily family);
+const char* FamilyName(KernelFamily family);  // "exact", "fast"
+
+// x[n] in blocks of 32 (the last one zero-padded), as GGUF's Q8_1 stores them (docs/formats.md "GGUF
+// blocks"). For block b, with amax = max |x[i]| over its elements:
+//   d[b] = amax / 127                         (one float division)
+//   q[i] = round(x[i] · (1 / d[b]))           (1 / d[b] one float division, then the product; round half away
+//                                              from zero; q = 0 when d[b] = 0), so |q[i]| ≤ 127
+//   s[b] = d[b] · float(Σ q[i])               (the integer sum exact, then one float product)
+// s is what a weight format with a minimum (Q4_1: w = q·d + m) needs: Σ m·x = m·s. A block holding an inf
+// or NaN gets d = s = NaN and q = 0, so every dot with it is NaN.
+struct Int8Activations {
+  int n = 0;                   // elements
+  std::vector<std::int8_t> q;  // [Blocks(n) × 32]
+  std::vector<float> d;        // [Blocks(n)]
+  std::vector<float> s;        // [Blocks(n)]
+
+  static int Blocks(int n) { return (n + 31) / 32; }
+};
+
+// Quantizes x[n] into `out` (its vectors grown as needed, never shrunk), as defined above.
+void QuantizeActivations(const float* x, int n, Int8Activations& out);
+
+}  // namespace plumb::kernels

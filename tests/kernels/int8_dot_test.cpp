@@ -1,0 +1,223 @@
+// The fast kernel family (kernels/int8_activations.h): the activation quantizer against its stated
+// definition, the GGUF int8 row dots' scalar definition against double-precision dots (of the quantized
+// activations: only float rounding apart; of the original x: apart by the stated quantization error), every
+// ISA variant bitwise the definition on awkward shapes, and Gemv's choice of family.
+#include "plumb/kernels/int8_activations.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plumb/core/error.h"
+#include "plumb/formats/gguf_blocks.h"
+#include "plumb/kernels/kernels.h"
+#include "plumb/kernels/weight_format.h"
+#include "plumb/kernels/weight_matrix.h"
+#include "support/isa_variants.h"
+#include "support/naive.h"
+#include "support/weight_samples.h"
+
+namespace plumb {
+namespace {
+
+using kernels::Int8Activations;
+using kernels::Isa;
+using kernels::KernelFamily;
+using testing::RandomVector;
+using testing::SameBits;
+
+constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0};
+
+// Restores the family a test changed.
+class FamilyGuard {
+ public:
+  explicit FamilyGuard(KernelFamily family) : previous_(kernels::ActiveFamily()) {
+    kernels::SetFamily(family);
+  }
+  ~FamilyGuard() { kernels::SetFamily(previous_); }
+
+ private:
+  KernelFamily previous_;
+};
+
+TEST(QuantizeActivations, FollowsTheStatedDefinition) {
+  std::vector<float> x(70);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  for (float& v : x) v = value(rng);
+  x[40] = 0.0f;
+  Int8Activations q;
+  kernels::QuantizeActivations(x.data(), 70, q);
+  ASSERT_EQ(q.n, 70);
+  for (int b = 0; b < 3; ++b) {
+    float amax = 0.0f;
+    for (int i = 32 * b; i < std::min(70, 32 * b + 32); ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    EXPECT_EQ(q.d[b], d) << b;
+    int sum = 0;
+    for (int i = 32 * b; i < 32 * b + 32; ++i) {
+      const int expected = i < 70 ? static_cast<int>(std::round(x[i] * (1.0f / d))) : 0;  // padded with 0
+      ASSERT_EQ(q.q[i], expected) << i;
+      ASSERT_LE(std::abs(expected), 127);
+      sum += expected;
+    }
+    EXPECT_EQ(q.s[b], d * static_cast<float>(sum)) << b;
+  }
+  // The element of largest magnitude is ±127, and each q·d is within d/2 of x.
+  for (int i = 0; i < 70; ++i)
+    EXPECT_LE(std::fabs(q.q[i] * q.d[i / 32] - x[i]), 0.5f * q.d[i / 32] * 1.0001f);
+}
+
+TEST(QuantizeActivations, ZeroBlocksAreZeroAndNonFiniteBlocksNan) {
+  std::vector<float> x(64, 0.0f);
+  x[40] = std::numeric_limits<float>::infinity();
+  Int8Activations q;
+  kernels::QuantizeActivations(x.data(), 64, q);
+  EXPECT_EQ(q.d[0], 0.0f);
+  EXPECT_EQ(q.s[0], 0.0f);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q.q[i], 0);
+  EXPECT_TRUE(std::isnan(q.d[1]));
+  EXPECT_TRUE(std::isnan(q.s[1]));
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(q.q[i], 0);
+}
+
+// Σ w_i·x_i in double, w the dequantized row and x the given values.
+double NaiveRowDot(const WeightMatrix& W, int r, const std::vector<double>& x, double* abs_sum) {
+  std::vector<float> w(W.cols);
+  DequantizeRow(W.type, W.Row(r), w.data(), W.cols);
+  double dot = 0, abs = 0;
+  for (int c = 0; c < W.cols; ++c) {
+    dot += static_cast<double>(w[c]) * x[c];
+    abs += std::fabs(static_cast<double>(w[c]) * x[c]);
+  }
+  *abs_sum = abs;
+  return dot;
+}
+
+TEST(Int8RowDotsScalar, IsTheDotWithTheQuantizedActivationsWithinFloatRounding) {
+  for (GgmlType type : kTypes) {
+    for (int cols : {32, 96, 576}) {
+      const WeightMatrix W = testing::RandomGgml(type, 9, cols, 3u * cols + static_cast<unsigned>(type));
+      const std::vector<float> x = RandomVector(cols, 11u * cols);
+      Int8Activations q;
+      kernels::QuantizeActivations(x.data(), cols, q);
+      std::vector<double> xq(cols), xd(x.begin(), x.end());
+      for (int c = 0; c < cols; ++c) xq[c] = static_cast<double>(q.q[c]) * q.d[c / 32];
+      std::vector<float> y(W.rows);
+      W.format->kernels[static_cast<int>(Isa::kScalar)].int8_row_dots(W, 0, W.rows, q, y.data());
+      for (int r = 0; r < W.rows; ++r) {
+        double abs_q = 0, abs_x = 0;
+        const double with_q = NaiveRowDot(W, r, xq, &abs_q);
+        // Float steps: f = d_w·d_x, one FMA per block and lane, the 8-lane tree, Q4_1's m·s chain and add;
+        // and for Q4_1 the weights' own rounding (q·d + m) that the naive row has: γ_{blocks + 6} covers it.
+        const int steps = cols / 32 + 6;
+        EXPECT_NEAR(y[r], with_q, testing::Gamma(steps) * (abs_q + 1e-30) * 2)
+            << GgmlTypeName(type) << " " << cols << " row " << r;
+        // Against the original x: each q·d is within d/2 of x, so the dot is within Σ_b d_b/2 · Σ|w| of it.
+        const double with_x = NaiveRowDot(W, r, xd, &abs_x);
+        std::vector<float> w(cols);
+        DequantizeRow(type, W.Row(r), w.data(), cols);
+        double bound = testing::Gamma(steps) * abs_q * 2;
+        for (int c = 0; c < cols; ++c) bound += 0.5 * q.d[c / 32] * std::fabs(w[c]) * 1.0001;
+        EXPECT_NEAR(y[r], with_x, bound) << GgmlTypeName(type) << " " << cols << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(Int8RowDots, ErrorsNameTheMatrix) {
+  const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 2, 32, true, 1);
+  const WeightMatrix q4 = testing::RandomGgml(GgmlType::Q4_0, 2, 64, 1);
+  std::vector<float> x(64, 1.0f), y(2);
+  Int8Activations q;
+  kernels::QuantizeActivations(x.data(), 32, q);
+  EXPECT_THROW(kernels::Int8RowDotsOf(fp8, 0, 2, q, y.data()), Error);  // no fast kernels for FP8 yet
+  EXPECT_THROW(kernels::Int8RowDotsOf(q4, 0, 2, q, y.data()), Error);   // x has 32 elements, W 64 columns
+  kernels::QuantizeActivations(x.data(), 64, q);
+  EXPECT_THROW(kernels::Int8RowDotsOf(q4, 0, 3, q, y.data()), Error);
+  EXPECT_NO_THROW(kernels::Int8RowDotsOf(q4, 0, 2, q, y.data()));
+}
+
+using Int8RowDotsIsa = testing::IsaTest<>;
+
+TEST_P(Int8RowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {
+  const kernels::Int8RowDotsFn variant = kernels::KernelsFor(kernels::kGgmlFormat, GetParam()).int8_row_dots;
+  const kernels::Int8RowDotsFn definition =
+      kernels::kGgmlFormat.kernels[static_cast<int>(Isa::kScalar)].int8_row_dots;
+  ASSERT_NE(variant, nullptr);
+  for (GgmlType type : kTypes) {
+    for (int rows : {1, 5, 11}) {
+      for (int cols : {32, 96, 608}) {
+        const WeightMatrix W = testing::RandomGgml(type, rows, cols, 7u * cols + rows);
+        // x with exact extremes (±127 codes) and a zero block.
+        std::vector<float> x = RandomVector(cols, 5u * cols + rows, 4.0f);
+        x[0] = 8.0f;
+        x[1] = -8.0f;
+        if (cols >= 96) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+        Int8Activations q;
+        kernels::QuantizeActivations(x.data(), cols, q);
+        std::vector<float> expected(rows);
+        definition(W, 0, rows, q, expected.data());
+        for (int begin : {0, 1}) {
+          if (begin >= rows) continue;
+          std::vector<float> got(rows, -7.0f);
+          variant(W, begin, rows, q, got.data());
+          for (int r = 0; r < rows; ++r) {
+            if (r < begin) {
+              ASSERT_EQ(got[r], -7.0f) << "row " << r << " is outside the range";
+            } else {
+              ASSERT_TRUE(SameBits(got[r], expected[r]))
+                  << GgmlTypeName(type) << " " << rows << "x" << cols << " row " << r << " from " << begin;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Int8RowDotsIsa, GemvRunsTheFastFamilyOnlyWhenAskedAndAtAnyThreadCount) {
+  const WeightMatrix W = testing::RandomGgml(GgmlType::Q4_1, 37, 96, 3);
+  const std::vector<float> x = RandomVector(96, 9);
+  Int8Activations q;
+  kernels::QuantizeActivations(x.data(), 96, q);
+  std::vector<float> fast(W.rows), exact(W.rows), y(W.rows);
+  kernels::Int8RowDotsOf(W, 0, W.rows, q, fast.data());
+  kernels::RowDotsOf(W, 0, W.rows, x.data(), exact.data());
+  const int threads = kernels::NumThreads();
+  for (int t : {1, 2, 3}) {
+    kernels::SetNumThreads(t);
+    {
+      FamilyGuard guard(KernelFamily::kFast);
+      kernels::Gemv(W, x.data(), y.data());
+      for (int r = 0; r < W.rows; ++r)
+        ASSERT_TRUE(SameBits(y[r], fast[r])) << "fast, threads " << t << " row " << r;
+    }
+    {
+      FamilyGuard guard(KernelFamily::kExact);
+      kernels::Gemv(W, x.data(), y.data());
+      for (int r = 0; r < W.rows; ++r)
+        ASSERT_TRUE(SameBits(y[r], exact[r])) << "exact, threads " << t << " row " << r;
+    }
+  }
+  kernels::SetNumThreads(threads);
+  // A format without fast kernels runs the exact ones in the fast family.
+  const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 5, 40, true, 2);
+  const std::vector<float> x40 = RandomVector(40, 4);
+  std::vector<float> a(5), b(5);
+  kernels::RowDotsOf(fp8, 0, 5, x40.data(), a.data());
+  FamilyGuard guard(KernelFamily::kFast);
+  kernels::Gemv(fp8, x40.data(), b.data());
+  for (int r = 0; r < 5; ++r) EXPECT_TRUE(SameBits(a[r], b[r])) << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, Int8RowDotsIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
+                         [](const auto& p) { return std::string(kernels::IsaName(p.param)); });
+
+}  // namespace
+}  // namespace plumb
