@@ -17,8 +17,9 @@
 //   decode_rows  rows [r0, r0 + count) decoded exactly, without the row scale, at out + i · W.cols: the
 //                tiles of the batched GEMMs (small_gemm.h, kernels::Gemm), which then apply the row scale
 //                to the finished dots as row_dots does.
-// kernels[Isa::kScalar] is the definition, written as plain C++ and always complete; an ISA's entry may be
-// null, and KernelsFor then takes the next one down (avx512 → avx2 → scalar, neon → scalar).
+// kernels[Isa::kScalar] is the definition, written as plain C++, its row_dots and decode_rows always set;
+// an ISA's entry may be null, and KernelsFor then takes the next one down (avx512 → avx2 → scalar,
+// neon → scalar).
 //
 // The fast family (int8_row_dots: x quantized to int8 once per GEMV, kernels/int8_activations.h, integer
 // dot products; issue 17) is a second set of kernels in the same descriptor, with a scalar definition of its
