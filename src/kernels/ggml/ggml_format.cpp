@@ -69,7 +69,7 @@ constexpr WeightFormat kGgmlFormat = {
          .decode_rows = ggml::avx2::DecodeRows,
          .int8_row_dots = ggml::avx2::Int8RowDots},
         /* kNeon */ {},
-        /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512},
+        /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512, .int8_row_dots = ggml::avx512::Int8RowDots},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */ {.row_dots = ggml::RowDotsNeon},

@@ -26,6 +26,10 @@ void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
 // AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace avx2
+namespace avx512 {
+// AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+}  // namespace avx512
 #endif
 
 }  // namespace plumb::kernels::ggml
