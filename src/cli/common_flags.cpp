@@ -2,6 +2,7 @@
 
 #include <iomanip>
 #include <limits>
+#include <optional>
 
 #include "plumb/core/error.h"
 #include "plumb/kernels/int8_activations.h"
@@ -57,11 +58,10 @@ void AddKernelsFlag(Flags& flags) {
 
 void ApplyKernelsFlag(const Flags& flags) {
   if (!flags.IsSet("kernels")) return;
-  const std::string family = flags.String("kernels");
-  if (family != "exact" && family != "fast") {
-    throw MakeError("--kernels ", family, ": expected exact or fast");
-  }
-  kernels::SetFamily(family == "fast" ? kernels::KernelFamily::kFast : kernels::KernelFamily::kExact);
+  const std::string name = flags.String("kernels");
+  const std::optional<kernels::KernelFamily> family = kernels::ParseFamily(name);
+  if (!family) throw MakeError("--kernels ", name, ": expected exact or fast");
+  kernels::SetFamily(*family);
 }
 
 int ApplyThreadsFlag(const Flags& flags) {

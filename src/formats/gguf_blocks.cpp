@@ -257,7 +257,9 @@ std::string TypeLabel(GgmlType type) {
                 : "type id " + std::to_string(id) + " (not a known ggml type)";
 }
 
-std::string SupportedList() {
+}  // namespace
+
+std::string DequantizableTypeNames() {
   std::string list;
   for (const Format& format : kFormats) {
     if (!list.empty()) list += ", ";
@@ -265,6 +267,8 @@ std::string SupportedList() {
   }
   return list;
 }
+
+namespace {
 
 // n elements of a type stored in `block_elements`-element blocks make whole blocks, or an Error naming
 // `what` (the caller), the type and n.
@@ -292,7 +296,8 @@ std::int64_t GgmlRowBytes(GgmlType type, std::int64_t n) {
 void DequantizeRow(GgmlType type, const std::uint8_t* src, float* dst, std::int64_t n) {
   const Format* format = FindFormat(type);
   if (format == nullptr) {
-    throw MakeError("DequantizeRow: cannot dequantize ", TypeLabel(type), "; supported: ", SupportedList());
+    throw MakeError("DequantizeRow: cannot dequantize ", TypeLabel(type),
+                    "; supported: ", DequantizableTypeNames());
   }
   CheckLength("DequantizeRow", type, format->block_elements, n);
   if (format->row != nullptr) {

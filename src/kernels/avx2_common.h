@@ -9,7 +9,8 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
+
+#include "bytes.h"
 
 #define PLUMB_AVX2 __attribute__((target("avx2,f16c")))
 // The AVX-512 kernels (*_avx512.cpp) use 256-bit vectors with AVX-512VL's
@@ -29,19 +30,8 @@ inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
 }
 
-// A 16-bit little-endian value (FP16 scale, zero point) at any alignment; x86 is little-endian too.
-inline std::uint16_t ReadU16(const std::uint8_t* p) {
-  std::uint16_t value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
-}
-
-// A 32-bit little-endian value at any alignment.
-inline std::uint32_t ReadU32(const std::uint8_t* p) {
-  std::uint32_t value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
-}
+using kernels::ReadU16;  // bytes.h
+using kernels::ReadU32;
 
 // The FP16 at p (a block's scale or minimum), in all 8 lanes: a broadcast and one conversion.
 PLUMB_AVX2 inline __m256 HalfBroadcast(const std::uint8_t* p) {

@@ -18,13 +18,18 @@ std::atomic<int> g_family{kFamilyUnset};
 KernelFamily FamilyFromEnvironment() {
   const char* env = std::getenv("PLUMB_KERNELS");
   if (env == nullptr || *env == '\0') return KernelFamily::kExact;
-  const std::string_view requested = env;
-  if (requested == "exact") return KernelFamily::kExact;
-  if (requested == "fast") return KernelFamily::kFast;
-  throw MakeError("PLUMB_KERNELS=", requested, ": expected 'exact' or 'fast' (or unset)");
+  const std::optional<KernelFamily> family = ParseFamily(env);
+  if (!family) throw MakeError("PLUMB_KERNELS=", env, ": expected 'exact' or 'fast' (or unset)");
+  return *family;
 }
 
 }  // namespace
+
+std::optional<KernelFamily> ParseFamily(std::string_view name) {
+  if (name == "exact") return KernelFamily::kExact;
+  if (name == "fast") return KernelFamily::kFast;
+  return std::nullopt;
+}
 
 KernelFamily ActiveFamily() {
   int family = g_family.load(std::memory_order_relaxed);

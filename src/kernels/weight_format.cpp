@@ -78,10 +78,6 @@ void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8
   }
 }
 
-float RowScaleOf(const WeightMatrix& W, int r) {
-  return W.format->row_scale == nullptr ? 1.0f : W.format->row_scale(W, r);
-}
-
 void ApplyRowScales(const WeightMatrix& W, int r0, int count, float* Y, int m, std::size_t ldy) {
   if (W.format->row_scale == nullptr) return;
   constexpr int kBlock = 64;  // scales gathered per block of rows: one call each, not one per element

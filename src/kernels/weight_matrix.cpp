@@ -36,10 +36,9 @@ WeightMatrix WeightMatrix::View(GgmlType type, int rows, int cols, const std::ui
                                 std::shared_ptr<const void> owner) {
   // A matrix that exists can be computed with: the kernels check nothing per call.
   if (!CanDequantize(type)) {
-    throw MakeError(
-        "a ", rows, " x ", cols, " ", GgmlTypeName(type),
-        " matrix: plumb has no kernels for this type (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
-        "Q8_0, Q2_K .. Q6_K)");
+    throw MakeError("a ", rows, " x ", cols, " ", GgmlTypeName(type),
+                    " matrix: plumb has no kernels for this type (supported: ", DequantizableTypeNames(),
+                    ")");
   }
   WeightMatrix w;
   w.type = type;

@@ -107,6 +107,7 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
       {ok + " --top-p 1.5", "--top-p: 1.5 is outside [0, 1]"},
       {ok + " --threads x", "--threads: 'x' is not an integer"},
       {ok + " --seed -3", "--seed: '-3' is not a non-negative integer"},
+      {ok + " --kernels turbo", "--kernels turbo: expected exact or fast"},
       {"generate --model /nonexistent/model --prompt-ids 1", "/nonexistent/model: model path does not exist"},
       {"generate --prompt-ids 1", "missing required flag --model"},
       {"generate --model " + kModel, "give exactly one of --prompt TEXT, --prompt-ids IDS"},

@@ -45,6 +45,14 @@ class FamilyGuard {
   KernelFamily previous_;
 };
 
+TEST(KernelFamily, ParsesExactlyTheTwoNames) {
+  EXPECT_EQ(kernels::ParseFamily("exact"), KernelFamily::kExact);
+  EXPECT_EQ(kernels::ParseFamily("fast"), KernelFamily::kFast);
+  EXPECT_EQ(kernels::ParseFamily("Fast"), std::nullopt);
+  EXPECT_EQ(kernels::ParseFamily(""), std::nullopt);
+  EXPECT_STREQ(kernels::FamilyName(KernelFamily::kFast), "fast");
+}
+
 TEST(QuantizeActivations, FollowsTheStatedDefinition) {
   std::vector<float> x(70);
   std::mt19937 rng(5);

@@ -87,7 +87,7 @@ TEST(WeightFormats, EveryFormatHasSamplesADefinitionAndAUniqueName) {
   EXPECT_EQ(WeightMatrix().format, &kernels::kGgmlFormat);  // a default matrix is plain FP32
 }
 
-// The definition's two kernels agree: row_dots is RowScaleOf · scalar::Dot of decode_rows' row.
+// The definition's two kernels agree: row_dots is row_scale · scalar::Dot of decode_rows' row.
 TEST(WeightFormats, DefinitionRowDotsAreTheDotOfTheDecodedRowTimesTheRowScale) {
   for (const WeightFormat* format : kernels::WeightFormats()) {
     for (const Sample& s : Samples(*format)) {
@@ -136,6 +136,19 @@ TEST(WeightFormats, RowsOutsideTheMatrixAreAnErrorNamingTheFormat) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fp8-e4m3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(WeightFormats, AGgmlViewOfATypeWithoutKernelsIsAnErrorNamingItAndTheSupportedTypes) {
+  const std::vector<std::uint8_t> bytes(64);
+  try {
+    (void)WeightMatrix::View(GgmlType::I8, 2, 32, bytes.data(), nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("I8"), std::string::npos) << message;
+    EXPECT_NE(message.find("supported: F32"), std::string::npos) << message;
+    EXPECT_NE(message.find("Q6_K"), std::string::npos) << message;
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "plumb/formats/ggml_types.h"
@@ -15,6 +16,8 @@ namespace plumb {
 // True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K; false for every
 // other type, including a value that is not a known ggml type id.
 bool CanDequantize(GgmlType type);
+// The types CanDequantize accepts, by name, comma-separated (for error messages).
+std::string DequantizableTypeNames();
 
 // The bytes that n elements of `type` occupy: n / block_elements · block_bytes. Throws plumb::Error when n
 // is negative or not a multiple of the type's block, or when the type is not a known ggml type id.

@@ -11,12 +11,16 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace plumb::kernels {
 
 enum class KernelFamily { kExact, kFast };
 
+// "exact" or "fast" (PLUMB_KERNELS, --kernels); nullopt for anything else.
+std::optional<KernelFamily> ParseFamily(std::string_view name);
 KernelFamily ActiveFamily();
 void SetFamily(KernelFamily family);
 const char* FamilyName(KernelFamily family);  // "exact", "fast"

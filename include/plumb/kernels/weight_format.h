@@ -92,8 +92,6 @@ bool UsesInt8RowDots(const WeightMatrix& W);
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
 // plumb::Error when W's format has none for W, or for rows outside the matrix.
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
-// Row r's factor (1 for formats without a row_scale).
-float RowScaleOf(const WeightMatrix& W, int r);
 // The batched GEMMs' epilogue: Y[i][r] = row_scale(W, r) · Y[i][r] for i < m and r in [r0, r0 + count)
 // (row stride ldy), one rounded multiply each; nothing for a format without a row_scale. Each row's scale is
 // looked up once, not once per Y row.

@@ -13,8 +13,8 @@
 // The grouping of 4 products per lane is what x86's maddubs + madd (and VNNI's dpbusd) produce, so the
 // vector kernels need no reordering; every step is exact but the float ones, which they repeat in order.
 #include <cmath>
-#include <cstring>
 
+#include "../bytes.h"
 #include "../chunked_dot.h"
 #include "ggml_kernels.h"
 #include "plumb/core/extent.h"
@@ -23,12 +23,6 @@
 
 namespace plumb::kernels::ggml {
 namespace {
-
-std::uint16_t ReadHalf(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return h;
-}
 
 // The 32 integer codes of one block, in element order.
 void BlockCodes(GgmlType type, const std::uint8_t* block, int w[32]) {
@@ -51,15 +45,11 @@ bool HasInt8(const WeightMatrix& W) {
          W.cols % 32 == 0;
 }
 
-int Int8BlockBytes(GgmlType type) {
-  return type == GgmlType::Q4_0 ? 18 : type == GgmlType::Q4_1 ? 20 : 34;
-}
-
 namespace scalar {
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   const int blocks = W.cols / 32;
-  const int block_bytes = Int8BlockBytes(W.type);
+  const int block_bytes = GgmlTraits(W.type).block_bytes;
   for (int r = row_begin; r < row_end; ++r) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float m_sum = 0.0f;
@@ -68,13 +58,13 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
       int w[32];
       BlockCodes(W.type, block, w);
       const std::int8_t* q = x.q.data() + Extent(b, 32);
-      const float f = F16ToF32(ReadHalf(block)) * x.d[b];
+      const float f = F16ToF32(ReadU16(block)) * x.d[b];
       for (int j = 0; j < 8; ++j) {
         int p = 0;
         for (int i = 4 * j; i < 4 * j + 4; ++i) p += w[i] * q[i];
         lane[j] = std::fma(f, static_cast<float>(p), lane[j]);
       }
-      if (W.type == GgmlType::Q4_1) m_sum = std::fma(F16ToF32(ReadHalf(block + 2)), x.s[b], m_sum);
+      if (W.type == GgmlType::Q4_1) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
     }
     const float dot = ReduceLanes(lane);
     y[r] = W.type == GgmlType::Q4_1 ? dot + m_sum : dot;

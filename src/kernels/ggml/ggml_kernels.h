@@ -13,7 +13,6 @@ namespace plumb::kernels::ggml {
 // The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1 and Q8_0 rows whose columns are
 // whole blocks.
 bool HasInt8(const WeightMatrix& W);
-int Int8BlockBytes(GgmlType type);  // bytes of one of those blocks
 
 namespace scalar {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

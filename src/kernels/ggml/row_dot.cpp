@@ -42,9 +42,9 @@ void CheckArgs(const char* what, GgmlType type, std::int64_t n) {
   if (block == 0) {
     const auto id = static_cast<std::uint32_t>(type);
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
-    throw MakeError(
-        what, ": no dot product for ", traits ? std::string(traits->name) : "an unknown ggml type", " (id ",
-        id, "); supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
+    throw MakeError(what, ": no dot product for ",
+                    traits ? std::string(traits->name) : "an unknown ggml type", " (id ", id,
+                    "); supported: ", DequantizableTypeNames());
   }
   if (n < 0) throw MakeError(what, ": ", GgmlTypeName(type), " row of n = ", n, " elements (negative)");
   if (n % block != 0) {

@@ -15,6 +15,7 @@
 
 #include <cstring>
 
+#include "../bytes.h"
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
@@ -25,12 +26,6 @@ namespace {
 using neon_lanes::Lanes8;
 
 constexpr int kRows = 4;
-
-std::uint16_t ReadU16(const std::uint8_t* p) {
-  std::uint16_t value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
-}
 
 // ---- plain types: Load8 converts 8 stored elements (any alignment), LoadOne one (the tail of a row) -----
 
