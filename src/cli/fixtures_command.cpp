@@ -1,5 +1,8 @@
 // plumb fixtures generate | verify | run-reference: the golden fixture suite (docs/fixtures.md).
+#include <sstream>
+
 #include "plumb/cli/commands.h"
+#include "plumb/cli/common_flags.h"
 #include "plumb/cli/flags.h"
 #include "plumb/core/error.h"
 #include "plumb/fixtures/fixtures.h"
@@ -9,15 +12,18 @@ namespace {
 
 constexpr const char* kFixturesUsage =
     "usage: plumb fixtures generate --out DIR [--model M|none] [--size small|medium] [--seed S]\n"
-    "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX]\n"
-    "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX]\n"
+    "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX] [--allow int8_activations]\n"
+    "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX] "
+    "[--kernels exact|fast]\n"
     "The golden fixture suite (docs/fixtures.md): generate writes it (op cases from plumb's scalar "
     "definitions,\n"
     "layer and end_to_end cases from the model; --model none for the op cases only); verify judges an "
     "engine's\n"
     "results (one <case>.safetensors per case, outputs under the suite's names) and exits 1 on any failure "
     "or\n"
-    "missing result; run-reference writes plumb's own results, computed with its library kernels.\n";
+    "missing result; run-reference writes plumb's own results, computed with its library kernels (the "
+    "exact\n"
+    "family, or with --kernels fast the fast one, judged as a GPU engine would be).\n";
 
 int Generate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags f;
@@ -39,9 +45,17 @@ int Verify(std::span<const std::string> args, std::ostream& out) {
   f.AddValue("suite", "DIR", "the suite (manifest.json and the cases)");
   f.AddValue("results", "DIR", "the engine's results, one <case>.safetensors per case");
   f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
+  f.AddValue("allow", "A,..",
+             "what the engine does that some checks allow for, comma-separated: int8_activations "
+             "(activations rounded to 8 bits per block of 32, as ggml's Q8_1 and plumb's --kernels fast); "
+             "docs/fixtures.md \"Allowances\"");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
-  const auto rows = fixtures::Verify(suite, f.String("results"), f.String("cases"));
+  std::vector<std::string> allow;
+  std::stringstream list(f.IsSet("allow") ? f.String("allow") : "");
+  for (std::string name; std::getline(list, name, ',');)
+    if (!name.empty()) allow.push_back(name);
+  const auto rows = fixtures::Verify(suite, f.String("results"), f.String("cases"), allow);
   return fixtures::PrintVerifyTable(rows, out) ? 0 : 1;
 }
 
@@ -52,7 +66,9 @@ int RunReference(std::span<const std::string> args, std::ostream& out, std::ostr
   f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none (skips them)",
              fixtures::kDefaultModel);
   f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
+  AddKernelsFlag(f, kernels::KernelFamily::kExact);
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of run-reference:\n", out)) return 0;
+  ApplyKernelsFlag(f);
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
   fixtures::RunReference(suite, f.String("out"), f.String("model"), f.String("cases"), err);
   return 0;

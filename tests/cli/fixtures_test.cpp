@@ -34,6 +34,20 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   EXPECT_NE(ok.output.find("threshold"), std::string::npos);
   EXPECT_EQ(ok.output.find("FAIL"), std::string::npos) << ok.output;
 
+  // The fast family's op results, judged with the int8_activations allowance; an unknown one is an error.
+  const auto fast = RunPlumb("fixtures run-reference --kernels fast --model none --suite " + Path("suite") +
+                             " --out " + Path("fast"));
+  ASSERT_EQ(fast.exit_code, 0) << fast.output;
+  const auto allowed = RunPlumb("fixtures verify --allow int8_activations --suite " + Path("suite") +
+                                " --results " + Path("fast"));
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("[int8_activations]"), std::string::npos) << allowed.output;
+  const auto bogus =
+      RunPlumb("fixtures verify --allow fp4 --suite " + Path("suite") + " --results " + Path("fast"));
+  EXPECT_EQ(bogus.exit_code, 1) << bogus.output;
+  EXPECT_NE(bogus.output.find("--allow fp4: unknown allowance (known: int8_activations)"), std::string::npos)
+      << bogus.output;
+
   // --cases selects: only the rope cases' rows.
   const auto rope =
       RunPlumb("fixtures verify --cases '^rope' --suite " + Path("suite") + " --results " + Path("res"));
