@@ -34,7 +34,7 @@ Flags BenchFlags() {
   f.AddValue("repetitions", "R", "timed runs per thread count (after one warm-up run)", "3");
   f.AddValue("probe-mib", "MiB",
              "buffer the bandwidth probe streams; keep it far beyond the last-level cache", "1024");
-  AddKernelsFlag(f);
+  AddKernelsFlag(f, kernels::KernelFamily::kFast);
   AddBatchBenchFlags(f);
   return f;
 }

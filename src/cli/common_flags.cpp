@@ -7,6 +7,7 @@
 #include "plumb/core/error.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb::cli {
 namespace {
@@ -47,17 +48,20 @@ SamplingParams ReadSamplingFlags(const Flags& flags) {
 void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default) {
   flags.AddValue("threads", "N", "threads for every kernel; 0 = all cores", "0");
   flags.AddValue("ctx", "N", ctx_help, ctx_default);
-  AddKernelsFlag(flags);
+  AddKernelsFlag(flags, kernels::KernelFamily::kFast);
 }
 
-void AddKernelsFlag(Flags& flags) {
-  flags.AddValue("kernels", "F",
-                 "exact (the definitions, bit for bit) or fast (int8 activations where the weight type has "
-                 "them: Q4_0, Q4_1, Q8_0); default: PLUMB_KERNELS, else exact");
+void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback) {
+  flags.AddValue(
+      "kernels", "F",
+      std::string("exact (the definitions, bit for bit) or fast (int8 activations where the weight "
+                  "type has them: ") +
+          kernels::Int8Coverage() + "); unset: PLUMB_KERNELS, else " + kernels::FamilyName(fallback),
+      kernels::FamilyName(fallback));
 }
 
 void ApplyKernelsFlag(const Flags& flags) {
-  if (!flags.IsSet("kernels")) return;
+  if (!flags.IsSet("kernels") && kernels::FamilyFromEnvironment()) return;
   const std::string name = flags.String("kernels");
   const std::optional<kernels::KernelFamily> family = kernels::ParseFamily(name);
   if (!family) throw MakeError("--kernels ", name, ": expected exact or fast");

@@ -25,11 +25,18 @@ Flags PerplexityFlags() {
       "kl-base", "PATH",
       "a base model (e.g. FP32) of the same vocabulary: also report its PPL, the mean KL(base || model) "
       "of the next-token distributions and the top-1 agreement");
+  f.AddValue("kl-base-kernels", "F",
+             "the kernel family of the --kl-base run (exact or fast); unset: the model's. --kl-base "
+             "<this model> --kl-base-kernels exact --kernels fast --decode measures the fast family");
+  f.AddSwitch("decode",
+              "compute each window's logits token by token through the decode path (as chat and generate "
+              "run, and what --kernels fast changes) instead of one prefill");
   return f;
 }
 
 constexpr const char* kPerplexityUsage =
     "usage: plumb perplexity --model PATH --file TEXT [--ctx N] [--chunks N] [--kl-base PATH] [--threads N]\n"
+    "                        [--kernels exact|fast] [--kl-base-kernels exact|fast] [--decode]\n"
     "Splits the text's tokens into windows of --ctx tokens, scores the second half of each window, and\n"
     "prints the perplexity with its standard error (llama.cpp's definition). With --kl-base, runs the base\n"
     "model over the same windows and prints its perplexity, the mean KL divergence (nats) of the model's\n"
@@ -63,8 +70,8 @@ void WarnIfTokenizationDiffers(const TextModel& base, const std::string& text, c
 }
 
 int RunKlDivergence(const std::string& base_path, TextModel& loaded, const std::string& text,
-                    const std::vector<int>& tokens, int n_ctx, int bos, int chunks, std::ostream& out,
-                    std::ostream& err) {
+                    const std::vector<int>& tokens, int n_ctx, int bos, const PerplexityOptions& options,
+                    std::ostream& out, std::ostream& err) {
   TextModel base = TextModel::Load(base_path);
   WarnIfTokenizationDiffers(base, text, tokens, err);
   const KlDivergenceResult r = KlDivergence(
@@ -74,7 +81,7 @@ int RunKlDivergence(const std::string& base_path, TextModel& loaded, const std::
             << "] PPL so far: " << running.model.perplexity << ", mean KL so far: " << std::scientific
             << std::setprecision(4) << running.mean_kl << std::flush;
       },
-      chunks);
+      options);
   err << "\n";
   PrintPerplexity(out, "PPL", r.model, n_ctx);
   PrintPerplexity(out, "base PPL", r.base, n_ctx);
@@ -94,6 +101,15 @@ int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ost
   const int n_ctx = flags.Int("ctx", 4, 1 << 30);
   const int chunks = flags.Int("chunks", 0, std::numeric_limits<int>::max());
   const std::string base_path = flags.IsSet("kl-base") ? flags.String("kl-base") : "";
+  PerplexityOptions options;
+  options.max_windows = chunks;
+  options.path = flags.Switch("decode") ? LogitsPath::kDecode : LogitsPath::kPrefill;
+  if (flags.IsSet("kl-base-kernels")) {
+    if (base_path.empty()) throw MakeError("--kl-base-kernels needs --kl-base");
+    options.base_kernels = kernels::ParseFamily(flags.String("kl-base-kernels"));
+    if (!options.base_kernels)
+      throw MakeError("--kl-base-kernels ", flags.String("kl-base-kernels"), ": expected exact or fast");
+  }
   ApplyThreadsFlag(flags);
 
   TextModel loaded = TextModel::Load(model_path);
@@ -101,19 +117,22 @@ int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ost
   const std::vector<int> tokens = tokenizer.Encode(text, /*add_special=*/true, /*parse_special=*/false);
   const int bos = tokenizer.add_bos() ? tokenizer.bos_id() : -1;
   const std::size_t windows = tokens.size() / static_cast<std::size_t>(n_ctx);
-  err << "perplexity: " << tokens.size() << " tokens, " << windows << " windows of " << n_ctx;
+  err << "perplexity: " << tokens.size() << " tokens, " << windows << " windows of " << n_ctx << ", "
+      << (options.path == LogitsPath::kDecode ? "decode" : "prefill") << " path, kernels "
+      << kernels::FamilyName(kernels::ActiveFamily());
+  if (options.base_kernels) err << " (base: " << kernels::FamilyName(*options.base_kernels) << ")";
   if (chunks > 0 && static_cast<std::size_t>(chunks) < windows)
     err << ", the first " << chunks << " evaluated";
   err << "\n";
   if (!base_path.empty())
-    return RunKlDivergence(base_path, loaded, text, tokens, n_ctx, bos, chunks, out, err);
+    return RunKlDivergence(base_path, loaded, text, tokens, n_ctx, bos, options, out, err);
   const PerplexityResult result = Perplexity(
       loaded.model, tokens, n_ctx, bos,
       [&](int done, int total, const PerplexityResult& running) {
         err << std::fixed << std::setprecision(4) << "\r[" << done << "/" << total
             << "] PPL so far: " << running.perplexity << std::flush;
       },
-      chunks);
+      options);
   err << "\n";
   PrintPerplexity(out, "PPL", result, n_ctx);
   return 0;

@@ -73,11 +73,34 @@ class Windows {
   int count_;
 };
 
-// All n_ctx rows of logits of one window, evaluated from an empty cache.
-std::vector<float> WindowLogits(Model& model, ContiguousKvCache& cache, const std::vector<int>& window) {
+// All n_ctx rows of logits of one window, evaluated from an empty cache along `path`.
+std::vector<float> WindowLogits(Model& model, ContiguousKvCache& cache, const std::vector<int>& window,
+                                LogitsPath path) {
   cache.set_length(0);
-  return model.Prefill(window, cache, PrefillLogits::kAllRows);
+  if (path == LogitsPath::kPrefill) return model.Prefill(window, cache, PrefillLogits::kAllRows);
+  const int vocab = model.config().vocab_size;
+  std::vector<float> logits(Extent(window.size(), vocab));
+  for (std::size_t j = 0; j < window.size(); ++j) {
+    const std::span<const float> row = model.Decode(window[j], cache);
+    std::copy(row.begin(), row.end(), logits.begin() + static_cast<std::ptrdiff_t>(Extent(j, vocab)));
+  }
+  return logits;
 }
+
+// Sets the active kernel family for one side of a comparison, and restores the caller's on destruction.
+class FamilyScope {
+ public:
+  FamilyScope() : saved_(kernels::ActiveFamily()) {}
+  ~FamilyScope() { kernels::SetFamily(saved_); }
+  FamilyScope(const FamilyScope&) = delete;
+  FamilyScope& operator=(const FamilyScope&) = delete;
+  void Use(const std::optional<kernels::KernelFamily>& family) const {
+    kernels::SetFamily(family.value_or(saved_));
+  }
+
+ private:
+  kernels::KernelFamily saved_;
+};
 
 std::span<const float> Row(const std::vector<float>& logits, int j, int vocab) {
   return std::span<const float>(logits).subspan(Extent(j, vocab), vocab);
@@ -148,15 +171,15 @@ KlDivergenceResult KlAccumulator::Result() const {
 
 PerplexityResult Perplexity(Model& model, std::span<const int> tokens, int n_ctx, int bos_id,
                             const std::function<void(int, int, const PerplexityResult&)>& on_window,
-                            int max_windows) {
-  const Windows windows(tokens, n_ctx, bos_id, max_windows);
+                            const PerplexityOptions& options) {
+  const Windows windows(tokens, n_ctx, bos_id, options.max_windows);
   windows.CheckModel(model);
   const int vocab = model.config().vocab_size;
   ContiguousKvCache cache = model.NewKvCache(n_ctx);
   NllAccumulator nll;
   for (int w = 0; w < windows.count(); ++w) {
     const std::vector<int> window = windows.Window(w);
-    const std::vector<float> logits = WindowLogits(model, cache, window);
+    const std::vector<float> logits = WindowLogits(model, cache, window, options.path);
     for (int j = windows.first_scored(); j < windows.end_scored(); ++j)
       nll.Add(Row(logits, j, vocab), window[j + 1]);
     if (on_window) on_window(w + 1, windows.count(), nll.Result());
@@ -168,8 +191,8 @@ PerplexityResult Perplexity(Model& model, std::span<const int> tokens, int n_ctx
 
 KlDivergenceResult KlDivergence(Model& base, Model& model, std::span<const int> tokens, int n_ctx, int bos_id,
                                 const std::function<void(int, int, const KlDivergenceResult&)>& on_window,
-                                int max_windows) {
-  const Windows windows(tokens, n_ctx, bos_id, max_windows);
+                                const PerplexityOptions& options) {
+  const Windows windows(tokens, n_ctx, bos_id, options.max_windows);
   const int vocab = model.config().vocab_size;
   if (base.config().vocab_size != vocab) {
     throw MakeError("KL divergence needs one vocabulary: the base model has ", base.config().vocab_size,
@@ -181,6 +204,7 @@ KlDivergenceResult KlDivergence(Model& base, Model& model, std::span<const int> 
   ContiguousKvCache cache = model.NewKvCache(n_ctx);
   NllAccumulator base_nll, nll;
   KlAccumulator kl;
+  const FamilyScope family;
   const auto result = [&] {
     KlDivergenceResult r = kl.Result();
     r.base = base_nll.Result();
@@ -189,8 +213,10 @@ KlDivergenceResult KlDivergence(Model& base, Model& model, std::span<const int> 
   };
   for (int w = 0; w < windows.count(); ++w) {
     const std::vector<int> window = windows.Window(w);
-    const std::vector<float> base_logits = WindowLogits(base, base_cache, window);
-    const std::vector<float> logits = WindowLogits(model, cache, window);
+    family.Use(options.base_kernels);
+    const std::vector<float> base_logits = WindowLogits(base, base_cache, window, options.path);
+    family.Use(options.model_kernels);
+    const std::vector<float> logits = WindowLogits(model, cache, window, options.path);
     for (int j = windows.first_scored(); j < windows.end_scored(); ++j) {
       base_nll.Add(Row(base_logits, j, vocab), window[j + 1]);
       nll.Add(Row(logits, j, vocab), window[j + 1]);

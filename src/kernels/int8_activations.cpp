@@ -15,15 +15,15 @@ namespace {
 constexpr int kFamilyUnset = -1;
 std::atomic<int> g_family{kFamilyUnset};
 
-KernelFamily FamilyFromEnvironment() {
+}  // namespace
+
+std::optional<KernelFamily> FamilyFromEnvironment() {
   const char* env = std::getenv("PLUMB_KERNELS");
-  if (env == nullptr || *env == '\0') return KernelFamily::kExact;
+  if (env == nullptr || *env == '\0') return std::nullopt;
   const std::optional<KernelFamily> family = ParseFamily(env);
   if (!family) throw MakeError("PLUMB_KERNELS=", env, ": expected 'exact' or 'fast' (or unset)");
-  return *family;
+  return family;
 }
-
-}  // namespace
 
 std::optional<KernelFamily> ParseFamily(std::string_view name) {
   if (name == "exact") return KernelFamily::kExact;
@@ -34,7 +34,7 @@ std::optional<KernelFamily> ParseFamily(std::string_view name) {
 KernelFamily ActiveFamily() {
   int family = g_family.load(std::memory_order_relaxed);
   if (family == kFamilyUnset) {
-    family = static_cast<int>(FamilyFromEnvironment());
+    family = static_cast<int>(FamilyFromEnvironment().value_or(KernelFamily::kExact));
     g_family.store(family, std::memory_order_relaxed);
   }
   return static_cast<KernelFamily>(family);

@@ -17,6 +17,15 @@ std::span<const WeightFormat* const> WeightFormats() {
   return kAll;
 }
 
+std::string Int8Coverage() {
+  std::string covered;
+  for (const WeightFormat* format : WeightFormats()) {
+    if (format->int8_covers == nullptr) continue;
+    covered += (covered.empty() ? "" : "; ") + std::string(format->int8_covers);
+  }
+  return covered;
+}
+
 namespace {
 
 // The ISA whose kernels stand in for a missing one: AVX-512 builds on AVX2, everything on the definition.

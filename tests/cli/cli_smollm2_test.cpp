@@ -95,6 +95,9 @@ TEST(Cli, PerplexityAgainstItselfAsKlBaseGivesZeroDivergence) {
        "KL divergence needs one vocabulary: the base model has 320 tokens, the model 49152"},
       {" --kl-base /nonexistent/model", "/nonexistent/model: model path does not exist"},
       {" --chunks -1", "--chunks: -1"},
+      {" --kl-base-kernels exact", "--kl-base-kernels needs --kl-base"},
+      {" --kl-base " + kSmolLm2 + " --kl-base-kernels quick",
+       "--kl-base-kernels quick: expected exact or fast"},
   };
   for (const auto& [args, expected] : bad) {
     const ProcessResult result = RunPlumb(no_chunks + args);
@@ -102,6 +105,22 @@ TEST(Cli, PerplexityAgainstItselfAsKlBaseGivesZeroDivergence) {
     EXPECT_NE(result.output.find("plumb: error: " + expected), std::string::npos) << args << "\n"
                                                                                   << result.output;
   }
+}
+
+TEST(Cli, PerplexityMeasuresTheFastFamilyAgainstTheExactOne) {
+  // One model file, exact kernels as the base, fast ones as the model, through the decode path: the run
+  // says what it compares, and the fast family's divergence is above 0 (it ran) and small.
+  const std::string text = std::string(PLUMB_SOURCE_DIR) + "/fixtures/tokenizer/gpl-3.txt";
+  const ProcessResult r = RunPlumb("perplexity --model " + kSmolLm2 + " --file " + text +
+                                   " --ctx 64 --chunks 1 --decode --kernels fast --kl-base " + kSmolLm2 +
+                                   " --kl-base-kernels exact");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("decode path, kernels fast (base: exact)"), std::string::npos) << r.output;
+  const std::size_t at = r.output.find("mean KL(base || model) = ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const double kl = std::stod(r.output.substr(at + 25));
+  EXPECT_GT(kl, 0.0) << r.output;
+  EXPECT_LT(kl, 0.01) << r.output;
 }
 
 }  // namespace

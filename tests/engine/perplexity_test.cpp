@@ -127,15 +127,15 @@ TEST(Perplexity, MaxWindowsEvaluatesOnlyTheFirstWindows) {
   Model model = Model::Load(testing::FixtureDir("tiny-llama"));
   std::vector<int> tokens(53);
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int>((i * 37 + 11) % 320);
-  const PerplexityResult two = Perplexity(model, tokens, 8, 1, nullptr, /*max_windows=*/2);
+  const PerplexityResult two = Perplexity(model, tokens, 8, 1, nullptr, {.max_windows = 2});
   EXPECT_EQ(two.windows, 2);
   EXPECT_EQ(two.scored_tokens, 2 * 3);
   EXPECT_NEAR(two.mean_nll, DirectMeanNll(model, std::vector<int>(tokens.begin(), tokens.begin() + 16), 8, 1),
               1e-9);
-  EXPECT_EQ(Perplexity(model, tokens, 8, 1, nullptr, /*max_windows=*/100).windows, 6);
+  EXPECT_EQ(Perplexity(model, tokens, 8, 1, nullptr, {.max_windows = 100}).windows, 6);
   // Ids past the evaluated windows are not read, so not checked either.
   tokens[40] = 320;
-  EXPECT_EQ(Perplexity(model, tokens, 8, 1, nullptr, /*max_windows=*/3).windows, 3);
+  EXPECT_EQ(Perplexity(model, tokens, 8, 1, nullptr, {.max_windows = 3}).windows, 3);
 }
 
 // KL(P ‖ Q) of the softmaxes of two logit rows, in long double from the definition.
@@ -273,6 +273,40 @@ TEST(KlDivergence, QuantizedExportsOfTheTinyModelAgainstItsFp32Export) {
     EXPECT_NEAR(r.base.mean_nll, DirectMeanNll(base, tokens, 16, 1), 1e-9);
     EXPECT_NEAR(r.model.mean_nll, DirectMeanNll(quantized, tokens, 16, 1), 1e-9);
   }
+}
+
+// The decode path (Decode token by token, what chat runs) gives every row's logits after the same tokens as
+// one prefill: the same figures, to FP32 reordering (GEMV against GEMM; NLL agreeing to ~1e-6 relative).
+TEST(Perplexity, TheDecodePathAgreesWithThePrefillPath) {
+  Model model = Model::Load(testing::FixtureDir("tiny-llama") + "/model.q8_0.gguf");
+  const std::vector<int> tokens = TestTokens(64);
+  const PerplexityResult prefill = Perplexity(model, tokens, 16, 1, nullptr);
+  const PerplexityResult decode = Perplexity(model, tokens, 16, 1, nullptr, {.path = LogitsPath::kDecode});
+  EXPECT_EQ(decode.scored_tokens, prefill.scored_tokens);
+  EXPECT_NEAR(decode.mean_nll, prefill.mean_nll, 1e-5 * prefill.mean_nll);
+}
+
+// One model file, the exact kernels as the base and the fast ones (int8 activations) as the model, both
+// through the decode path: what the fast family costs. Its KL is above 0 (the fast kernels ran) and small;
+// the exact family against itself is exactly 0; the caller's family is restored.
+TEST(KlDivergence, TheFastFamilyAgainstTheExactOneOnOneModel) {
+  const std::string path = testing::FixtureDir("tiny-llama") + "/model.q4_1.gguf";
+  Model base = Model::Load(path);
+  Model model = Model::Load(path);
+  const std::vector<int> tokens = TestTokens(64);
+  const kernels::KernelFamily before = kernels::ActiveFamily();
+  PerplexityOptions options{.path = LogitsPath::kDecode,
+                            .base_kernels = kernels::KernelFamily::kExact,
+                            .model_kernels = kernels::KernelFamily::kFast};
+  const KlDivergenceResult fast = KlDivergence(base, model, tokens, 16, 1, nullptr, options);
+  EXPECT_EQ(kernels::ActiveFamily(), before);
+  EXPECT_GT(fast.mean_kl, 0.0);
+  EXPECT_LT(fast.mean_kl, 1e-3);
+  EXPECT_NE(fast.model.mean_nll, fast.base.mean_nll);
+  options.model_kernels = kernels::KernelFamily::kExact;
+  const KlDivergenceResult exact = KlDivergence(base, model, tokens, 16, 1, nullptr, options);
+  EXPECT_EQ(exact.mean_kl, 0.0);
+  EXPECT_EQ(exact.model.mean_nll, exact.base.mean_nll);
 }
 
 TEST(KlDivergence, RefusesModelsOfDifferentVocabularies) {

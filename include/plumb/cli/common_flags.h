@@ -7,6 +7,7 @@
 #include "plumb/cli/flags.h"
 #include "plumb/engine/generator.h"
 #include "plumb/engine/text_model.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/sample/sampler.h"
 
 namespace plumb::cli {
@@ -18,11 +19,13 @@ void AddModelFlag(Flags& flags);
 void AddSamplingFlags(Flags& flags, const SamplingParams& defaults);
 SamplingParams ReadSamplingFlags(const Flags& flags);  // validated
 
-// --threads N, --ctx N and --kernels exact|fast.
+// --threads N, --ctx N and --kernels exact|fast (default fast: the commands that run a model for a user).
 void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::string& ctx_default);
-// --kernels exact|fast alone (commands with their own --threads).
-void AddKernelsFlag(Flags& flags);
-// Applies --kernels (kernels/int8_activations.h's family; unset leaves PLUMB_KERNELS's choice).
+// --kernels exact|fast alone (commands with their own --threads). `fallback` is the command's family when
+// neither the flag nor PLUMB_KERNELS chooses: fast where a user runs a model (chat, generate, bench,
+// perplexity), exact where plumb is the oracle (fixtures run-reference).
+void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback);
+// Applies --kernels (kernels/int8_activations.h's family): the flag, else PLUMB_KERNELS, else the fallback.
 void ApplyKernelsFlag(const Flags& flags);
 // Applies --threads and --kernels to the kernels; returns the thread count in use.
 int ApplyThreadsFlag(const Flags& flags);

@@ -12,14 +12,32 @@
 // Q = softmax(Q's logits), both log-softmaxes computed in double:
 //   KL(P ‖ Q) = Σ_v P(v) · (log P(v) − log Q(v))   (nats; its mean ± σ/√(N−1) over the positions)
 //   top-1 agreement: argmax P = argmax Q (lowest index on ties); ± √(a(1−a)/(N−1)).
+//
+// How a window's logits are computed (PerplexityOptions::path): by one Prefill of the whole window
+// (llama.cpp's way, the default), or token by token through Decode, the path chat and generate run (and the
+// one the fast kernel family changes: kernels/int8_activations.h). Both give every row's logits after the
+// same tokens.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/model/model.h"
 
 namespace plumb {
+
+enum class LogitsPath { kPrefill, kDecode };
+
+struct PerplexityOptions {
+  LogitsPath path = LogitsPath::kPrefill;
+  int max_windows = 0;  // > 0: only the first max_windows windows (llama.cpp's --chunks)
+  // KlDivergence only: the kernel family each side runs with (SetFamily before its windows); nullopt: the
+  // active one. One model file run with exact kernels as the base and fast ones as the model measures what
+  // the fast family costs.
+  std::optional<kernels::KernelFamily> base_kernels = std::nullopt, model_kernels = std::nullopt;
+};
 
 struct PerplexityResult {
   int windows = 0;
@@ -79,16 +97,16 @@ class KlAccumulator {
 };
 
 // Needs at least 2·n_ctx tokens (llama.cpp's rule: one full window and room to score it). bos_id < 0: the
-// model adds no BOS. on_window(i, windows, running) is called after each window. max_windows > 0 evaluates
-// only the first max_windows windows (llama.cpp's --chunks).
+// model adds no BOS. on_window(i, windows, running) is called after each window.
 PerplexityResult Perplexity(Model& model, std::span<const int> tokens, int n_ctx, int bos_id,
                             const std::function<void(int, int, const PerplexityResult&)>& on_window,
-                            int max_windows = 0);
+                            const PerplexityOptions& options = {});
 
 // Both models over the same windows (same checks as Perplexity, for each model); their vocabularies must have
-// the same size. on_window(i, windows, running) is called after each window.
+// the same size. on_window(i, windows, running) is called after each window. The active kernel family is
+// restored on return.
 KlDivergenceResult KlDivergence(Model& base, Model& model, std::span<const int> tokens, int n_ctx, int bos_id,
                                 const std::function<void(int, int, const KlDivergenceResult&)>& on_window,
-                                int max_windows = 0);
+                                const PerplexityOptions& options = {});
 
 }  // namespace plumb

@@ -22,6 +22,8 @@ enum class KernelFamily { kExact, kFast };
 // "exact" or "fast" (PLUMB_KERNELS, --kernels); nullopt for anything else.
 std::optional<KernelFamily> ParseFamily(std::string_view name);
 KernelFamily ActiveFamily();
+// PLUMB_KERNELS's choice; nullopt when unset or empty. Throws plumb::Error for another value.
+std::optional<KernelFamily> FamilyFromEnvironment();
 void SetFamily(KernelFamily family);
 const char* FamilyName(KernelFamily family);  // "exact", "fast"
 

@@ -68,6 +68,8 @@ struct WeightFormat {
   float (*row_scale)(const WeightMatrix& W, int r);
   // Whether the fast family's int8_row_dots cover W; null: no matrix of this format.
   bool (*has_int8)(const WeightMatrix& W);
+  // What has_int8 covers, for help and error text ("Q4_0, Q4_1, Q8_0"); null where has_int8 is.
+  const char* int8_covers;
   // Indexed by Isa. [Isa::kScalar] is the definition: every member set.
   std::array<FormatKernels, kIsaCount> kernels;
 };
@@ -81,6 +83,9 @@ std::span<const WeightFormat* const> WeightFormats();
 // The kernels `format` runs with on `isa`: each member the ISA's own, or the next one down that has it
 // (avx512 → avx2 → scalar; neon → scalar).
 FormatKernels KernelsFor(const WeightFormat& format, Isa isa);
+
+// Every format's int8_covers, joined: the weight types the fast family has int8 kernels for.
+std::string Int8Coverage();
 
 // W's row_dots on ActiveIsa(): y[row_begin .. row_end) written, as defined above. Throws plumb::Error for a
 // row range outside the matrix.

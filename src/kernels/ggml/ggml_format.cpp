@@ -59,6 +59,7 @@ constexpr WeightFormat kGgmlFormat = {
     .side_bytes = ggml::SideBytes,
     .row_scale = nullptr,
     .has_int8 = ggml::HasInt8,
+    .int8_covers = ggml::kInt8Covers,
     .kernels = {{
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,
                        .decode_rows = ggml::DecodeRowsScalar,

@@ -13,6 +13,7 @@ namespace plumb::kernels::ggml {
 // The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1 and Q8_0 rows whose columns are
 // whole blocks.
 bool HasInt8(const WeightMatrix& W);
+inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q8_0";
 
 namespace scalar {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

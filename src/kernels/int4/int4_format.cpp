@@ -69,6 +69,7 @@ constexpr WeightFormat kInt4Format = {
     .side_bytes = int4::SideBytes,
     .row_scale = nullptr,
     .has_int8 = nullptr,
+    .int8_covers = nullptr,
     .kernels = {{
         /* kScalar */ {.row_dots = int4::scalar::RowDots, .decode_rows = int4::scalar::DecodeRows},
 #if defined(__x86_64__)
