@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/row_dot.h"
@@ -44,19 +45,35 @@ void ThreadRows(int n, int& begin, int& end) {
 // y[n] = W[n][k] · x, W row-major FP32. Each row is scalar::Dot; the vector RowDots computes the same bits
 // 2.4x faster than the compiler's code for scalar::GemvRows (L2-resident, AVX2), which one thread needs to
 // keep up with DRAM.
+void F32Rows(const float* w, int k, int begin, int end, const float* x, float* y) {
+  if (ActiveIsa() == Isa::kScalar) {
+    scalar::GemvRows(w, x, y, k, begin, end);
+  } else if (end > begin) {
+    RowDots(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(w + Extent(begin, k)),
+            Extent(k, sizeof(float)), end - begin, x, k, y + begin);
+  }
+}
+
 void GemvF32(const float* w, int n, int k, const float* x, float* y) {
-  const bool vector = ActiveIsa() != Isa::kScalar;
-  const std::size_t row_bytes = Extent(k, sizeof(float));
 #pragma omp parallel
   {
     int begin = 0, end = 0;
     ThreadRows(n, begin, end);
-    if (!vector) {
-      scalar::GemvRows(w, x, y, k, begin, end);
-    } else if (end > begin) {
-      RowDots(GgmlType::F32, reinterpret_cast<const std::uint8_t*>(w + Extent(begin, k)), row_bytes,
-              end - begin, x, k, y + begin);
-    }
+    F32Rows(w, k, begin, end, x, y);
+  }
+}
+
+// y[begin .. end) of W · x with W's kernels in the active family: the int8 ones over xq where W has them
+// (the fast family), else the exact ones over x.
+void GemvRows(const WeightMatrix& W, int begin, int end, const float* x, const Int8Activations& xq,
+              float* y) {
+  if (end <= begin) return;
+  if (UsesInt8RowDots(W)) {
+    KernelsFor(*W.format, ActiveIsa()).int8_row_dots(W, begin, end, xq, y);
+  } else if (W.IsF32()) {
+    F32Rows(reinterpret_cast<const float*>(W.data), W.cols, begin, end, x, y);
+  } else {
+    KernelsFor(*W.format, ActiveIsa()).row_dots(W, begin, end, x, y);
   }
 }
 
@@ -90,33 +107,38 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y) {
   GemmF32(X, m, W.values.data(), W.rows, W.cols, Y);
 }
 
-// Each thread's rows through W's format's row dots (the FP32 path above for plain FP32 rows, as MatrixF32's
-// Gemv).
 void Gemv(const WeightMatrix& W, const float* x, float* y) {
-  if (UsesInt8RowDots(W)) {
-    // The fast family: x quantized once, on this thread, into its scratch; every thread reads it.
-    thread_local Int8Activations scratch;
-    Int8Activations& xq = scratch;  // a reference, so the OpenMP threads below share this thread's copy
-    QuantizeActivations(x, W.cols, xq);
-    const Int8RowDotsFn int8_row_dots = KernelsFor(*W.format, ActiveIsa()).int8_row_dots;
-#pragma omp parallel
-    {
-      int begin = 0, end = 0;
-      ThreadRows(W.rows, begin, end);
-      if (end > begin) int8_row_dots(W, begin, end, xq, y);
-    }
-    return;
+  const GemvOutput one{&W, y};
+  GemvShared({&one, 1}, x);
+}
+
+// The threads split the matrices' rows taken together, each its static contiguous share (ThreadRows), so a
+// row's bits never depend on which thread computes it. The fast family's x is quantized once, on the calling
+// thread, into its scratch, which every thread reads.
+void GemvShared(std::span<const GemvOutput> outputs, const float* x) {
+  if (outputs.empty()) return;
+  const int k = outputs[0].W->cols;
+  int total_rows = 0;
+  bool any_int8 = false;
+  for (const GemvOutput& o : outputs) {
+    if (o.W->cols != k)
+      throw MakeError("GemvShared: a matrix of ", o.W->cols, " columns beside one of ", k, " (one input x)");
+    total_rows += o.W->rows;
+    any_int8 = any_int8 || UsesInt8RowDots(*o.W);
   }
-  if (W.IsF32()) {
-    GemvF32(reinterpret_cast<const float*>(W.data), W.rows, W.cols, x, y);
-    return;
-  }
-  const RowDotsFn row_dots = KernelsFor(*W.format, ActiveIsa()).row_dots;
+  thread_local Int8Activations scratch;
+  Int8Activations& xq = scratch;  // a reference, so the OpenMP threads below share this thread's copy
+  if (any_int8) QuantizeActivations(x, k, xq);
 #pragma omp parallel
   {
     int begin = 0, end = 0;
-    ThreadRows(W.rows, begin, end);
-    if (end > begin) row_dots(W, begin, end, x, y);
+    ThreadRows(total_rows, begin, end);
+    int first = 0;  // output i's first row in the concatenation
+    for (const GemvOutput& o : outputs) {
+      const int rows = o.W->rows;
+      GemvRows(*o.W, std::clamp(begin - first, 0, rows), std::clamp(end - first, 0, rows), x, xq, o.y);
+      first += rows;
+    }
   }
 }
 

@@ -114,6 +114,20 @@ void ForwardPass::Project(ForwardKernel kernel, int layer, const WeightMatrix& W
   Done(kernel, layer);
 }
 
+void ForwardPass::Project(int layer, const std::vector<float>& in,
+                          std::initializer_list<ProjectionOf> projections) {
+  constexpr std::size_t kMaxShared = 4;
+  if (projection_ != Projection::kGemvOrGemm || rows_ != 1 || observer_ || projections.size() > kMaxShared) {
+    for (const ProjectionOf& p : projections) Project(p.kernel, layer, *p.W, *p.bias, in, *p.out);
+    return;
+  }
+  kernels::GemvOutput outputs[kMaxShared];
+  std::size_t n = 0;
+  for (const ProjectionOf& p : projections) outputs[n++] = {p.W, p.out->data()};
+  kernels::GemvShared({outputs, n}, in.data());
+  for (const ProjectionOf& p : projections) AddBias(p.out->data(), rows_, *p.bias);
+}
+
 void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W,
                                 const std::vector<float>& in) {
   Multiply(W, in.data(), rows_, a_.projected.data());

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -65,6 +66,17 @@ class ForwardPass {
   // out[row] = in[row] · Wᵀ (+ bias, when the model has one).
   void Project(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& bias,
                const std::vector<float>& in, std::vector<float>& out);
+  // Several projections of the same input (q, k and v; gate and up), each as Project computes it. A decode
+  // (one row, Projection::kGemvOrGemm) without an observer runs them as one kernels::GemvShared: one
+  // parallel region and one quantization of `in` instead of one per matrix, the same bits. With an
+  // observer they run one by one, so each keeps its own timing line.
+  struct ProjectionOf {
+    ForwardKernel kernel;
+    const WeightMatrix* W;
+    const std::vector<float>* bias;
+    std::vector<float>* out;
+  };
+  void Project(int layer, const std::vector<float>& in, std::initializer_list<ProjectionOf> projections);
   // x[row] += in[row] · Wᵀ: a projection back into the residual stream.
   void AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& in);
   // Rotates q and k of each chunk at its positions kv.length() ...

@@ -29,9 +29,10 @@ namespace {
 // x += o_proj(attention(rope(q), rope(k), v)), with q, k, v the projections of rmsnorm(x).
 void AttentionBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
   pass.RmsNorm(ForwardKernel::kAttnNorm, layer, a.x, w.attn_norm, a.x_norm);
-  pass.Project(ForwardKernel::kQProj, layer, w.wq, w.bq, a.x_norm, a.q);
-  pass.Project(ForwardKernel::kKProj, layer, w.wk, w.bk, a.x_norm, a.k);
-  pass.Project(ForwardKernel::kVProj, layer, w.wv, w.bv, a.x_norm, a.v);
+  pass.Project(layer, a.x_norm,
+               {{ForwardKernel::kQProj, &w.wq, &w.bq, &a.q},
+                {ForwardKernel::kKProj, &w.wk, &w.bk, &a.k},
+                {ForwardKernel::kVProj, &w.wv, &w.bv, &a.v}});
   pass.Rope(layer);     // q and k at each sequence's own positions
   pass.WriteKv(layer);  // k and v join each sequence's cache
   pass.Attend(layer);   // attention = softmax(q·Kᵀ/√hd)·V over the cache, causal, grouped-query
@@ -42,8 +43,9 @@ void AttentionBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, in
 void MlpBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
   static const std::vector<float> kNoBias;
   pass.RmsNorm(ForwardKernel::kMlpNorm, layer, a.x, w.mlp_norm, a.x_norm);
-  pass.Project(ForwardKernel::kGateProj, layer, w.w_gate, kNoBias, a.x_norm, a.gate);
-  pass.Project(ForwardKernel::kUpProj, layer, w.w_up, kNoBias, a.x_norm, a.up);
+  pass.Project(layer, a.x_norm,
+               {{ForwardKernel::kGateProj, &w.w_gate, &kNoBias, &a.gate},
+                {ForwardKernel::kUpProj, &w.w_up, &kNoBias, &a.up}});
   pass.SwiGlu(layer);
   pass.AddProjection(ForwardKernel::kDownProj, layer, w.w_down, a.gate);
 }

@@ -224,6 +224,49 @@ TEST_P(Int8RowDotsIsa, GemvRunsTheFastFamilyOnlyWhenAskedAndAtAnyThreadCount) {
   for (int r = 0; r < 5; ++r) EXPECT_TRUE(SameBits(a[r], b[r])) << r;
 }
 
+// GemvShared (Q, K, V in one region) gives each matrix bitwise its own Gemv, in both families and at any
+// thread count, for a mix of formats: rows with int8 kernels, plain F32 rows, FP8 and INT4 (which the fast
+// family runs exactly), of sizes that split unevenly across threads.
+TEST_P(Int8RowDotsIsa, GemvSharedIsEachMatrixsOwnGemv) {
+  constexpr int k = 96;
+  const std::vector<WeightMatrix> ws = {
+      testing::RandomGgml(GgmlType::Q4_1, 37, k, 1), testing::RandomGgml(GgmlType::Q8_0, 5, k, 2),
+      testing::RandomGgml(GgmlType::F32, 3, k, 3), testing::RandomFp8(Fp8Format::kE4M3, 11, k, true, 4),
+      testing::RandomInt4({Int4Scheme::kAsymmetric, 32}, 7, k, 5)};
+  const std::vector<float> x = RandomVector(k, 6);
+  const int threads = kernels::NumThreads();
+  for (KernelFamily family : {KernelFamily::kExact, KernelFamily::kFast}) {
+    FamilyGuard guard(family);
+    for (int t : {1, 2, 3}) {
+      kernels::SetNumThreads(t);
+      std::vector<std::vector<float>> alone(ws.size()), shared(ws.size());
+      std::vector<kernels::GemvOutput> outputs;
+      for (std::size_t i = 0; i < ws.size(); ++i) {
+        alone[i].resize(ws[i].rows);
+        shared[i].assign(ws[i].rows, -1.0f);
+        kernels::Gemv(ws[i], x.data(), alone[i].data());
+        outputs.push_back({&ws[i], shared[i].data()});
+      }
+      kernels::GemvShared(outputs, x.data());
+      for (std::size_t i = 0; i < ws.size(); ++i)
+        for (int r = 0; r < ws[i].rows; ++r)
+          ASSERT_TRUE(SameBits(shared[i][r], alone[i][r]))
+              << kernels::FamilyName(family) << ", threads " << t << ", matrix " << i << " row " << r;
+    }
+  }
+  kernels::SetNumThreads(threads);
+  const WeightMatrix narrow = testing::RandomGgml(GgmlType::Q8_0, 2, 64, 7);
+  std::vector<float> y(64);
+  const std::vector<kernels::GemvOutput> mismatched = {{&ws[0], y.data()}, {&narrow, y.data()}};
+  try {
+    kernels::GemvShared(mismatched, x.data());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a matrix of 64 columns beside one of 96"), std::string::npos)
+        << e.what();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, Int8RowDotsIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                          [](const auto& p) { return std::string(kernels::IsaName(p.param)); });
 

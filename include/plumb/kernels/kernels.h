@@ -46,6 +46,16 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 
+// Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in
+// one parallel region over the matrices' rows taken together (so small matrices like K and V do not each pay
+// a fork and a barrier) and, in the fast family, one quantization of x shared by every matrix that uses it.
+// Every W_i must have x's length as its columns (throws plumb::Error otherwise).
+struct GemvOutput {
+  const WeightMatrix* W;
+  float* y;
+};
+void GemvShared(std::span<const GemvOutput> outputs, const float* x);
+
 // out[W.cols] = row r of W in FP32 (the token-embedding lookup). For FP8 each element is Fp8ToF32(q)·scale,
 // rounded to FP32 once: the row as a vector of its own, where the GEMV applies the scale to the dot instead.
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out);
