@@ -1,13 +1,13 @@
 // Causal GQA attention over a KvLayerView (include/plumb/kernels/kernels.h): scalar::AttendOneHead's
 // arithmetic, reorganised so that every thread has work and the cache is read block by block, one
 // definition for the contiguous and the paged KV layout (docs/kv-cache.md, "How attention reads the cache").
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "attention_score.h"
@@ -18,6 +18,7 @@
 #include "plumb/kernels/kv_decode.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "plumb/kernels/thread_pool.h"
 
 namespace plumb::kernels {
 namespace {
@@ -395,38 +396,44 @@ void SoftmaxRow(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv_sum;
 }
 
-// Runs phases A, B and C over rows (one wave), then returns; omp for's implied barriers separate them.
+// Runs phases A, B and C over rows (one wave), then returns; each phase's units go to the threads one at a
+// time (they differ in length), and each phase finishes before the next starts. A wave of two units or fewer
+// in phases A and C runs on the calling thread.
 void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t total[3], float* scores,
              float* decoded, std::int64_t decoded_per_thread, std::int64_t sums_floats) {
-#pragma omp parallel if (total[0] + total[2] > 2)
-  {
-    float* thread_decoded = decoded + omp_get_thread_num() * decoded_per_thread;
-    const AccumulateFn accumulate = ActiveAccumulate();
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t unit = 0; unit < total[0]; ++unit) {
-      std::int64_t local = 0;
-      const WaveRow& w = FindRow(rows, 0, unit, local);
-      const int begin = static_cast<int>(local) * kScoreChunk;
-      ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores, thread_decoded,
-                ActiveScoreRun(w.item->kv.head_dim));
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t unit = 0; unit < total[1]; ++unit) {
-      std::int64_t h = 0;
-      const WaveRow& w = FindRow(rows, 1, unit, h);
-      SoftmaxRow(scores + w.scores + h * w.n_ctx, w.n_ctx);
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t unit = 0; unit < total[2]; ++unit) {
-      std::int64_t local = 0;
-      const WaveRow& w = FindRow(rows, 2, unit, local);
-      const int pieces = w.item->kv.n_kv_heads * CeilDiv(w.item->kv.head_dim, kValueDims);
-      const int units = ValueUnitsPerRow(w.item->kv);
-      const auto u = static_cast<int>(local);
-      ValueUnit(w, n_heads, u * pieces / units, (u + 1) * pieces / units, scores + w.scores, thread_decoded,
-                thread_decoded + sums_floats, accumulate);
-    }
-  }
+  const std::int64_t min_parallel = total[0] + total[2] > 2 ? 2 : std::numeric_limits<std::int64_t>::max();
+  const AccumulateFn accumulate = ActiveAccumulate();
+  ParallelForDynamic(
+      total[0],
+      [&](std::int64_t unit, int t) {
+        std::int64_t local = 0;
+        const WaveRow& w = FindRow(rows, 0, unit, local);
+        const int begin = static_cast<int>(local) * kScoreChunk;
+        ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores,
+                  decoded + t * decoded_per_thread, ActiveScoreRun(w.item->kv.head_dim));
+      },
+      min_parallel);
+  ParallelForDynamic(
+      total[1],
+      [&](std::int64_t unit, int) {
+        std::int64_t h = 0;
+        const WaveRow& w = FindRow(rows, 1, unit, h);
+        SoftmaxRow(scores + w.scores + h * w.n_ctx, w.n_ctx);
+      },
+      min_parallel);
+  ParallelForDynamic(
+      total[2],
+      [&](std::int64_t unit, int t) {
+        std::int64_t local = 0;
+        const WaveRow& w = FindRow(rows, 2, unit, local);
+        const int pieces = w.item->kv.n_kv_heads * CeilDiv(w.item->kv.head_dim, kValueDims);
+        const int units = ValueUnitsPerRow(w.item->kv);
+        const auto u = static_cast<int>(local);
+        float* thread_decoded = decoded + t * decoded_per_thread;
+        ValueUnit(w, n_heads, u * pieces / units, (u + 1) * pieces / units, scores + w.scores, thread_decoded,
+                  thread_decoded + sums_floats, accumulate);
+      },
+      min_parallel);
 }
 
 }  // namespace

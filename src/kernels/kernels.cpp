@@ -2,7 +2,6 @@
 #include "plumb/kernels/kernels.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -13,33 +12,32 @@
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
+#include "plumb/kernels/thread_pool.h"
 #include "plumb/kernels/weight_format.h"
 #include "small_gemm.h"
 
 namespace plumb::kernels {
 
-// One thread pool only: OpenMP's. OpenBLAS always runs single-threaded, inside OpenMP's threads (see Gemm),
-// because its own pthread pool and OpenMP's spinning workers starve each other: on 2 cores, letting both
-// run made a 2-thread decode 30x slower than a 1-thread one.
+// One thread pool only: plumb's (kernels/thread_pool.h). OpenBLAS always runs single-threaded, inside the
+// pool's threads (see Gemm), because its own pthread pool and another pool's spinning workers starve each
+// other: on 2 cores, letting both run made a 2-thread decode 30x slower than a 1-thread one.
 void SetNumThreads(int n) {
-  if (n <= 0) n = omp_get_num_procs();
-  omp_set_num_threads(n);
+  SetPoolThreads(n);
   openblas_set_num_threads(1);
 }
 
 int NumThreads() {
-  return omp_get_max_threads();
+  return PoolThreads();
 }
 
 namespace {
 
-// Rows [begin, end) of this OpenMP thread's static, contiguous share of n rows: each thread streams its own
-// slice of the matrix, and which thread computes a row never changes its bits.
-void ThreadRows(int n, int& begin, int& end) {
-  const int threads = omp_get_num_threads();
-  const int t = omp_get_thread_num();
-  begin = static_cast<int>(static_cast<std::int64_t>(n) * t / threads);
-  end = static_cast<int>(static_cast<std::int64_t>(n) * (t + 1) / threads);
+// Rows [begin, end) of thread t's static, contiguous share of n rows: each thread streams its own slice of
+// the matrix, and which thread computes a row never changes its bits.
+void ThreadRows(int n, int t, int threads, int& begin, int& end) {
+  const auto [b, e] = StaticShare(n, t, threads);
+  begin = static_cast<int>(b);
+  end = static_cast<int>(e);
 }
 
 // y[n] = W[n][k] · x, W row-major FP32. Each row is scalar::Dot; the vector RowDots computes the same bits
@@ -55,12 +53,11 @@ void F32Rows(const float* w, int k, int begin, int end, const float* x, float* y
 }
 
 void GemvF32(const float* w, int n, int k, const float* x, float* y) {
-#pragma omp parallel
-  {
+  RunParallel([&](int t, int threads) {
     int begin = 0, end = 0;
-    ThreadRows(n, begin, end);
+    ThreadRows(n, t, threads, begin, end);
     F32Rows(w, k, begin, end, x, y);
-  }
+  });
 }
 
 // y[begin .. end) of W · x with W's kernels in the active family: the int8 ones over xq where W has them
@@ -84,17 +81,15 @@ void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
   constexpr int kColumnAlign = 16;  // keep slices a multiple of OpenBLAS's micro-tile widths
   static const bool blas_single_threaded = (openblas_set_num_threads(1), true);  // even without SetNumThreads
   (void)blas_single_threaded;
-#pragma omp parallel
-  {
-    const int threads = omp_get_num_threads();
+  RunParallel([&](int t, int threads) {
     const int per_thread = ((n + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
-    const int begin = std::min(n, omp_get_thread_num() * per_thread);
+    const int begin = std::min(n, t * per_thread);
     const int end = std::min(n, begin + per_thread);
     if (end > begin) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k,
                   w + Extent(begin, k), k, 0.0f, Y + begin, n);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -127,19 +122,18 @@ void GemvShared(std::span<const GemvOutput> outputs, const float* x) {
     any_int8 = any_int8 || UsesInt8RowDots(*o.W);
   }
   thread_local Int8Activations scratch;
-  Int8Activations& xq = scratch;  // a reference, so the OpenMP threads below share this thread's copy
+  Int8Activations& xq = scratch;  // a reference, so the pool's threads below share this thread's copy
   if (any_int8) QuantizeActivations(x, k, xq);
-#pragma omp parallel
-  {
+  RunParallel([&](int t, int threads) {
     int begin = 0, end = 0;
-    ThreadRows(total_rows, begin, end);
+    ThreadRows(total_rows, t, threads, begin, end);
     int first = 0;  // output i's first row in the concatenation
     for (const GemvOutput& o : outputs) {
       const int rows = o.W->rows;
       GemvRows(*o.W, std::clamp(begin - first, 0, rows), std::clamp(end - first, 0, rows), x, xq, o.y);
       first += rows;
     }
-  }
+  });
 }
 
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
@@ -173,10 +167,9 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
   (void)blas_single_threaded;
   const DecodeRowsFn decode = KernelsFor(*W.format, ActiveIsa()).decode_rows;
-#pragma omp parallel
-  {
+  RunParallel([&](int t, int threads) {
     int begin = 0, end = 0;
-    ThreadRows(n, begin, end);
+    ThreadRows(n, t, threads, begin, end);
     const int tile_capacity = std::min(tile_max, end - begin);
     // [tile_max][k] decoded weight rows, per thread and kept between calls (a fresh 8 MiB vector per call
     // page-faulted on every projection of every layer); grown only when a larger tile is first needed.
@@ -192,7 +185,7 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
       // The row scale (FP8's) multiplies each finished dot product, as in the GEMV (and a GPU epilogue).
       ApplyRowScales(W, r0, tile_rows, Y, m, static_cast<std::size_t>(n));
     }
-  }
+  });
 }
 
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
@@ -217,29 +210,33 @@ void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {
 }
 
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps) {
-#pragma omp parallel for schedule(static) if (rows > 1)
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t offset = Extent(r, n);
-    scalar::RmsNorm(x + offset, weight, out + offset, n, eps);
-  }
+  ParallelFor(rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::size_t offset = Extent(r, n);
+      scalar::RmsNorm(x + offset, weight, out + offset, n, eps);
+    }
+  });
 }
 
 void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta) {
-#pragma omp parallel for schedule(static) if (rows > 1)
-  for (int r = 0; r < rows; ++r) {
-    scalar::RopeRotateHalf(x + Extent(r, n_heads, head_dim), n_heads, head_dim, first_pos + r, theta);
-  }
+  ParallelFor(rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      scalar::RopeRotateHalf(x + Extent(r, n_heads, head_dim), n_heads, head_dim,
+                             first_pos + static_cast<int>(r), theta);
+    }
+  });
 }
 
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
   constexpr std::int64_t kChunk = 4096;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kChunk;
-    const std::int64_t count = (n - begin < kChunk) ? n - begin : kChunk;
-    scalar::SwiGlu(gate + begin, up + begin, out + begin, static_cast<int>(count));
-  }
+  ParallelFor(chunks, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t c = first; c < last; ++c) {
+      const std::int64_t begin = c * kChunk;
+      const std::int64_t count = (n - begin < kChunk) ? n - begin : kChunk;
+      scalar::SwiGlu(gate + begin, up + begin, out + begin, static_cast<int>(count));
+    }
+  });
 }
 
 }  // namespace plumb::kernels

@@ -3,8 +3,6 @@
 // AVX2 and FMA run it).
 #include "small_gemm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -12,6 +10,7 @@
 
 #include "plumb/core/extent.h"
 #include "plumb/kernels/scalar.h"
+#include "plumb/kernels/thread_pool.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::small_gemm {
@@ -81,13 +80,11 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
   constexpr std::size_t kTileBytes = std::size_t{16} << 10;
   const int tile_max =
       std::max(4, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 4 * 4);
-#pragma omp parallel
-  {
+  RunParallel([&](int t, int threads) {
     // Rows [begin, end) of W: this thread's static, contiguous share, so each thread streams its own slice.
-    const int threads = omp_get_num_threads();
-    const int t = omp_get_thread_num();
-    const int begin = static_cast<int>(static_cast<std::int64_t>(n) * t / threads);
-    const int end = static_cast<int>(static_cast<std::int64_t>(n) * (t + 1) / threads);
+    const auto [share_begin, share_end] = StaticShare(n, t, threads);
+    const int begin = static_cast<int>(share_begin);
+    const int end = static_cast<int>(share_end);
     // [tile_max][k] decoded weight rows; per thread, grown only when a larger tile is first needed.
     thread_local std::vector<float> tile;
     if (!f32 && tile.size() < Extent(tile_max, k)) {
@@ -105,7 +102,7 @@ void Multiply(const float* X, int m, const WeightMatrix& W, float* Y, Order orde
       // The format's definition: the row scale multiplies the finished dot, one rounding.
       ApplyRowScales(W, r0, rows, Y, m, static_cast<std::size_t>(n));
     }
-  }
+  });
 }
 
 }  // namespace plumb::kernels::small_gemm

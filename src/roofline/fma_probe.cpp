@@ -1,9 +1,10 @@
 // The peak FP32 FMA probe (include/plumb/roofline/host_probe.h).
-#include <omp.h>
 
 #include <algorithm>
 #include <ctime>
+#include <vector>
 
+#include "plumb/kernels/thread_pool.h"
 #include "plumb/roofline/host_probe.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -90,19 +91,25 @@ PeakFlops MeasurePeakFlops(int threads, long long iterations, int repetitions) {
   // preempts for another process does not count the time it waited, so a busy machine still shows what its
   // cores do when they run (wall time would show the share this process got).
   auto run_all = [&](double& rate) {
+    std::vector<float> totals(static_cast<std::size_t>(std::max(threads, 1)), 0.0f);
+    std::vector<double> rates(totals.size(), 0.0);
+    kernels::RunParallel(
+        [&](int t, int) {
+          timespec start{}, end{};
+          clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+          totals[static_cast<std::size_t>(t)] = isa.run(iterations);
+          clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+          const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
+                                 1e-9 * static_cast<double>(end.tv_nsec - start.tv_nsec);
+          rates[static_cast<std::size_t>(t)] = flops_per_run / std::max(seconds, 1e-9);
+        },
+        threads);
     float total = 0;
-    double sum = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total, sum)
-    {
-      timespec start{}, end{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
-      total += isa.run(iterations);
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
-      const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
-                             1e-9 * static_cast<double>(end.tv_nsec - start.tv_nsec);
-      sum += flops_per_run / std::max(seconds, 1e-9);
+    rate = 0;
+    for (std::size_t t = 0; t < totals.size(); ++t) {
+      total += totals[t];
+      rate += rates[t];
     }
-    rate = sum;
     return total;
   };
   double rate = 0;

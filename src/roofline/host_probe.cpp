@@ -1,7 +1,7 @@
 // Host memory probes (include/plumb/roofline/host_probe.h).
 #include "plumb/roofline/host_probe.h"
 
-#include <omp.h>
+#include "plumb/kernels/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -51,13 +51,15 @@ const float* ProbeBuffer(std::size_t bytes) {
 float StreamReadOnce(int threads, std::size_t bytes) {
   const float* data = ProbeBuffer(bytes);
   const std::ptrdiff_t blocks = static_cast<std::ptrdiff_t>(bytes / sizeof(float) / 16);
+  std::vector<float> partial(static_cast<std::size_t>(std::max(threads, 1)), 0.0f);
+  kernels::RunParallel(
+      [&](int t, int count) {
+        partial[static_cast<std::size_t>(t)] =
+            StreamSum(data, blocks * t / count * 16, blocks * (t + 1) / count * 16);
+      },
+      threads);
   float total = 0.0f;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-  {
-    const int t = omp_get_thread_num();
-    const int count = omp_get_num_threads();
-    total += StreamSum(data, blocks * t / count * 16, blocks * (t + 1) / count * 16);
-  }
+  for (float p : partial) total += p;
   return total;
 }
 

@@ -1,5 +1,5 @@
 // The kernel interface that model code calls. One entry point per op; behind it, the implementation that
-// suits the shape (OpenMP over rows or heads, OpenBLAS for GEMM). Each is tested against its scalar
+// suits the shape (the thread pool over rows or heads, OpenBLAS for GEMM). Each is tested against its scalar
 // definition in kernels/scalar.h. Model code never sees SIMD, BLAS or threading.
 #pragma once
 
@@ -12,19 +12,19 @@
 
 namespace plumb::kernels {
 
-// Threads used by every kernel below: OpenMP's pool (OpenBLAS runs single-threaded inside it). n <= 0 means
-// all cores.
+// Threads used by every kernel below: plumb's pool (kernels/thread_pool.h; OpenBLAS runs single-threaded
+// inside it). n <= 0 means all the processors this process may run on.
 void SetNumThreads(int n);
 int NumThreads();
 
 // y[W.rows] = W · x[W.cols]. Decode's projection: one token, so every weight is read once and used once
-// (arithmetic intensity ≈ 2 FLOPs per 4-byte weight): bandwidth-bound. OpenMP over output rows; each row is
+// (arithmetic intensity ≈ 2 FLOPs per 4-byte weight): bandwidth-bound. The pool over output rows; each row is
 // one scalar::Dot (computed by the vector RowDots where the CPU has one: the same bits), so the result is
 // bitwise the same for any thread count.
 void Gemv(const MatrixF32& W, const float* x, float* y);
 
 // Y[m][W.rows] = X[m][W.cols] · Wᵀ. Prefill's projection: m prompt tokens share every weight read, so it is
-// a GEMM (intensity grows with m): OpenMP splits W's rows, each thread calls OpenBLAS's cblas_sgemm.
+// a GEMM (intensity grows with m): the pool splits W's rows, each thread calls OpenBLAS's cblas_sgemm.
 void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 
 // The same two ops on a stored weight matrix of any type (kernels/weight_matrix.h).
@@ -60,7 +60,7 @@ void GemvShared(std::span<const GemvOutput> outputs, const float* x);
 // rounded to FP32 once: the row as a vector of its own, where the GEMV applies the scale to the dot instead.
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out);
 
-// RMSNorm of `rows` independent vectors of length n (OpenMP over rows when there are several).
+// RMSNorm of `rows` independent vectors of length n (the pool over rows when there are several).
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);
 
 // RoPE (rotate-half) on `rows` token vectors, row r at position first_pos + r; each row is
@@ -89,7 +89,7 @@ struct AttentionItem {
 };
 
 // The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.
-// OpenMP over the units of three phases (scores, softmax, value sums) of every row. Throws plumb::Error
+// The pool over the units of three phases (scores, softmax, value sums) of every row. Throws plumb::Error
 // (before computing anything) for an item whose cache is too short or whose n_kv_heads does not divide
 // n_heads. Needs no scratch from the caller: a wave's score rows (all heads of up to 1 MiB of rows) and the
 // per-thread buffers live in a workspace of the calling thread that grows to the largest call and is then
@@ -102,7 +102,7 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while
 // each weight row is read from memory once for all rows: Gemm's small-row kernel (src/kernels/small_gemm.h)
 // with each product rounded and then added (scalar::Dot's order) instead of fused (what that costs against
-// Gemm: docs/performance.md, "Batched decode"). OpenMP over weight rows. The batch-invariant projection of
+// Gemm: docs/performance.md, "Batched decode"). The pool over weight rows. The batch-invariant projection of
 // Model::Step: a row's result does not depend on the other rows, their number, or the thread count.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 

@@ -17,8 +17,8 @@ float StreamSum(const float* data, std::ptrdiff_t begin, std::ptrdiff_t end);
 // touched once per size, so repeated probes measure DRAM and not page faults.
 const float* ProbeBuffer(std::size_t bytes);
 
-// One streaming read of ProbeBuffer(bytes) by `threads` OpenMP threads, each its own contiguous slice.
-// Returns the sum (so that the read cannot be optimised away).
+// One streaming read of ProbeBuffer(bytes) by `threads` threads of the kernels' pool, each its own contiguous
+// slice. Returns the sum (so that the read cannot be optimised away).
 float StreamReadOnce(int threads, std::size_t bytes);
 
 // Read bandwidth in bytes per second: the best of `repetitions` StreamReadOnce runs at `threads` threads.
@@ -30,8 +30,8 @@ struct PeakFlops {
   const char* isa = "scalar";  // "avx512", "avx2" (with FMA) or "scalar" (separate multiply and add)
 };
 
-// Each of `threads` OpenMP threads runs `iterations` rounds of 12 independent FMA chains on the widest
-// vectors the CPU has (12 chains hide the 4-cycle FMA latency on two FMA ports with room to spare). A
+// Each of `threads` threads of the kernels' pool runs `iterations` rounds of 12 independent FMA chains on the
+// widest vectors the CPU has (12 chains hide the 4-cycle FMA latency on two FMA ports with room to spare). A
 // thread's rate is its FLOPs over its own CPU time, so time the OS gave to other processes does not count;
 // the result is the sum over the threads (they run side by side on their cores), the best of `repetitions`
 // runs after a warm-up. Scalar code (no AVX2+FMA) counts a multiply and an add as 2 FLOPs.
