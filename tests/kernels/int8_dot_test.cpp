@@ -31,7 +31,8 @@ using kernels::KernelFamily;
 using testing::RandomVector;
 using testing::SameBits;
 
-constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0};
+constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                               GgmlType::Q8_0};
 
 // Restores the family a test changed.
 class FamilyGuard {

@@ -24,8 +24,8 @@
 // The fast family (int8_row_dots: x quantized to int8 once per GEMV, kernels/int8_activations.h, integer
 // dot products; issue 17) is a second set of kernels in the same descriptor, with a scalar definition of its
 // own that its variants match bit for bit, judged against the exact family by the fixture suite's
-// tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0, Q4_1 and Q8_0 so far); the
-// others run the exact family.
+// tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 so
+// far); the others run the exact family.
 #pragma once
 
 #include <array>
@@ -68,7 +68,7 @@ struct WeightFormat {
   float (*row_scale)(const WeightMatrix& W, int r);
   // Whether the fast family's int8_row_dots cover W; null: no matrix of this format.
   bool (*has_int8)(const WeightMatrix& W);
-  // What has_int8 covers, for help and error text ("Q4_0, Q4_1, Q8_0"); null where has_int8 is.
+  // What has_int8 covers, for help and error text ("GGUF Q4_0, Q4_1, ..."); null where has_int8 is.
   const char* int8_covers;
   // Indexed by Isa. [Isa::kScalar] is the definition: every member set.
   std::array<FormatKernels, kIsaCount> kernels;

@@ -1,15 +1,17 @@
-// The fast family's GGUF row dots (kernels/int8_activations.h): Q4_0, Q4_1 and Q8_0 rows times x quantized
-// to int8, and their scalar definition.
+// The fast family's GGUF row dots (kernels/int8_activations.h): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows times x
+// quantized to int8, and their scalar definition.
 //
 // Definition, for row r and x quantized as QuantizeActivations defines (q_x, d_x, s_x per 32-element block):
 //   w_i     the block's integer codes in element order (docs/formats.md "GGUF blocks"): Q4_0 nibble − 8,
-//           Q4_1 nibble, Q8_0 the int8; element i < 16 of a 4-bit block is qs[i]'s low nibble, i ≥ 16
-//           qs[i − 16]'s high one
+//           Q4_1 nibble, Q5_0 (nibble | fifth bit << 4) − 16, Q5_1 nibble | fifth bit << 4, Q8_0 the int8;
+//           element i < 16 of a 4- or 5-bit block is qs[i]'s low nibble, i ≥ 16 qs[i − 16]'s high one, and
+//           its fifth bit is bit i of qh
 //   p[b][j] = Σ w_i · q_x[32b + i] over i = 4j .. 4j + 3        (int32, exact), j = 0..7
 //   f[b]    = d_w[b] · d_x[b]                                    (one float product; d_w the block's FP16 d)
 //   lane[j] = fma(f[b], float(p[b][j]), lane[j])                 for b = 0, 1, ... (lanes start at +0)
-//   Q4_1:   m_sum = fma(m_w[b], s_x[b], m_sum)                   for b = 0, 1, ... (starts at +0)
-//   y[r]    = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))  [+ m_sum for Q4_1]
+//   Q4_1, Q5_1: m_sum = fma(m_w[b], s_x[b], m_sum)               for b = 0, 1, ... (starts at +0)
+//   y[r]    = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))  [+ m_sum for Q4_1,
+//             Q5_1]
 // The grouping of 4 products per lane is what x86's maddubs + madd (and VNNI's dpbusd) produce, so the
 // vector kernels need no reordering; every step is exact but the float ones, which they repeat in order.
 #include <cmath>
@@ -30,18 +32,26 @@ void BlockCodes(GgmlType type, const std::uint8_t* block, int w[32]) {
     for (int i = 0; i < 32; ++i) w[i] = static_cast<std::int8_t>(block[2 + i]);
     return;
   }
-  const std::uint8_t* qs = block + (type == GgmlType::Q4_1 ? 4 : 2);
-  const int offset = type == GgmlType::Q4_0 ? 8 : 0;
+  const bool five_bits = type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
+  const int qs_at = type == GgmlType::Q4_0 ? 2 : type == GgmlType::Q4_1 ? 4 : type == GgmlType::Q5_0 ? 6 : 8;
+  const std::uint8_t* qs = block + qs_at;
+  const std::uint32_t qh = five_bits ? ReadU32(qs - 4) : 0;
+  const int offset = type == GgmlType::Q4_0 ? 8 : type == GgmlType::Q5_0 ? 16 : 0;
   for (int i = 0; i < 16; ++i) {
-    w[i] = (qs[i] & 0x0F) - offset;
-    w[i + 16] = (qs[i] >> 4) - offset;
+    w[i] = ((qs[i] & 0x0F) | static_cast<int>((qh >> i) & 1) << 4) - offset;
+    w[i + 16] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1) << 4) - offset;
   }
+}
+
+bool HasMinimum(GgmlType type) {
+  return type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
 }
 
 }  // namespace
 
 bool HasInt8(const WeightMatrix& W) {
-  return (W.type == GgmlType::Q4_0 || W.type == GgmlType::Q4_1 || W.type == GgmlType::Q8_0) &&
+  return (W.type == GgmlType::Q4_0 || W.type == GgmlType::Q4_1 || W.type == GgmlType::Q5_0 ||
+          W.type == GgmlType::Q5_1 || W.type == GgmlType::Q8_0) &&
          W.cols % 32 == 0;
 }
 
@@ -64,10 +74,10 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
         for (int i = 4 * j; i < 4 * j + 4; ++i) p += w[i] * q[i];
         lane[j] = std::fma(f, static_cast<float>(p), lane[j]);
       }
-      if (W.type == GgmlType::Q4_1) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
+      if (HasMinimum(W.type)) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
     }
     const float dot = ReduceLanes(lane);
-    y[r] = W.type == GgmlType::Q4_1 ? dot + m_sum : dot;
+    y[r] = HasMinimum(W.type) ? dot + m_sum : dot;
   }
 }
 

@@ -31,7 +31,7 @@ constexpr int kRows = 4;
 template <GgmlType kType>
 PLUMB_AVX2_FMA inline __m256i Partials(__m256i w, __m256i q) {
   __m256i pairs;
-  if constexpr (kType == GgmlType::Q4_1) {
+  if constexpr (Int8Layout<kType>::kUnsigned) {
     pairs = _mm256_maddubs_epi16(w, q);
   } else {
     pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
