@@ -159,8 +159,7 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
   const std::string pp = "pp" + std::to_string(s.prompt_tokens);
   const std::string tg = "tg" + std::to_string(s.gen_tokens);
   out << "model: " << s.model_path << " | weights " << Format(model.weights().Bytes() / 1e6, 1) << " MB"
-      << " | kernels: " << kernels::FamilyName(kernels::ActiveFamily()) << ", "
-      << kernels::IsaName(kernels::ActiveIsa()) << " | " << s.repetitions << " runs per row after 1 warm-up\n"
+      << " | kernels: " << KernelsDescription() << " | " << s.repetitions << " runs per row after 1 warm-up\n"
       << "weight B/token: ModelWeights::BytesReadPerDecodeStep. KV B/token: keys and values attention reads "
          "per decode step, mean over the "
       << s.gen_tokens << " steps (context " << s.prompt_tokens + 1 << ".." << s.prompt_tokens + s.gen_tokens

@@ -6,6 +6,7 @@
 
 #include "plumb/core/error.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
 
@@ -56,7 +57,7 @@ void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback) {
       "kernels", "F",
       std::string("exact (the definitions, bit for bit) or fast (int8 activations where the weight "
                   "type has them: ") +
-          kernels::Int8Coverage() + "); unset: PLUMB_KERNELS, else " + kernels::FamilyName(fallback),
+          kernels::Int8Coverage() + "); PLUMB_KERNELS, when set, replaces the default",
       kernels::FamilyName(fallback));
 }
 
@@ -66,6 +67,14 @@ void ApplyKernelsFlag(const Flags& flags) {
   const std::optional<kernels::KernelFamily> family = kernels::ParseFamily(name);
   if (!family) throw MakeError("--kernels ", name, ": expected exact or fast");
   kernels::SetFamily(*family);
+}
+
+std::string KernelsDescription() {
+  const kernels::KernelFamily family = kernels::ActiveFamily();
+  std::string text = kernels::FamilyName(family);
+  if (family == kernels::KernelFamily::kFast)
+    text += " (int8 activations for " + kernels::Int8Coverage() + "; the exact kernels for other weights)";
+  return text + ", " + kernels::IsaName(kernels::ActiveIsa());
 }
 
 int ApplyThreadsFlag(const Flags& flags) {

@@ -44,6 +44,7 @@ Flags ExplainFlags() {
              "run the prefill and the steps R times (fresh cache each); each kernel's fastest time counts",
              "3");
   AddHostProbeFlags(f, "256");
+  AddKernelsFlag(f, kernels::KernelFamily::kFast);
   return f;
 }
 
@@ -152,6 +153,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   const HostMeasurement host = MeasureHost(flags, err);
   const roofline::Roof roof = host.roof();
   kernels::SetNumThreads(threads);
+  ApplyKernelsFlag(flags);
   const roofline::WeightBytes weights = roofline::WeightBytesOf(model.weights());
   const roofline::CostOptions options{4, 4};  // the FP32 cache and activations plumb runs with
   const double kv_per_token = 2.0 * c.num_layers * c.KvDim() * 4;
@@ -200,6 +202,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   para("weights: " + StoredDtypeName(model) + ", " + Bytes(weights.Stored()) + " for " + Count(params) +
        " parameters (" + Fixed(weights.Stored() / params, 2) +
        " B each on average); activations and KV cache FP32");
+  para("kernels: " + KernelsDescription());
   out << DescribeHost(host);
   para("A kernel needs at least bytes / " + Bytes(roof.bandwidth) + "/s and at least FLOPs / " +
        Count(roof.peak_flops) + "FLOP/s. Their ratio, the ridge, is " + Fixed(roof.Ridge(), 1) +

@@ -54,6 +54,7 @@ Flags RooflineFlags() {
   f.AddValue("prefill-runs", "R", "timed prefills after one warm-up", "2");
   f.AddValue("kv-budget-mib", "MiB", "skip (batch, context) rows whose KV cache needs more", "4096");
   AddHostProbeFlags(f, "256");
+  AddKernelsFlag(f, kernels::KernelFamily::kFast);
   f.AddSwitch("json", "print JSON (docs/roofline.md \"JSON\") instead of tables");
   f.AddValue("svg", "FILE", "also write the roofline chart (decode tok/s against batch and context)");
   return f;
@@ -77,6 +78,7 @@ struct DecodeRow {
 
 struct Report {
   std::string model_path, dtype, kv_dtype;
+  std::string kernels;  // KernelsDescription(): the family and ISA that ran
   ModelConfig config;
   roofline::WeightBytes weights;
   double kv_bytes_per_token = 0;
@@ -172,6 +174,7 @@ void PrintTables(std::ostream& out, const Report& r) {
   out << "plumb roofline: " << r.model_path << " | weights " << r.dtype << ", " << Bytes(r.weights.Stored())
       << " | KV " << r.kv_dtype << ", " << Fixed(r.kv_bytes_per_token, 0) << " B/token | " << r.host.threads
       << " threads\n"
+      << "kernels: " << r.kernels << "\n"
       << DescribeHost(r.host) << "roofline: a kernel takes at least max(bytes / " << Bytes(roof.bandwidth)
       << "/s, FLOPs / " << Count(roof.peak_flops) << "FLOP/s); bound = the larger\n\n";
   out << "decode step, batch " << r.decode_kernels.batch << ", context " << r.decode_kernels.context
@@ -237,6 +240,7 @@ std::string Json(const Report& r) {
   j.Key("parameters").Value(roofline::ParameterCount(r.config)).Key("weight_bytes").Value(r.weights.Stored());
   j.Key("kv_dtype").Value(r.kv_dtype).Key("kv_bytes_per_token").Value(r.kv_bytes_per_token);
   j.Key("layers").Value(r.config.num_layers).Key("hidden_size").Value(r.config.hidden_size).EndObject();
+  j.Key("kernels").Value(r.kernels);
   j.Key("host").BeginObject().Key("threads").Value(r.host.threads).Key("isa").Value(r.host.isa);
   j.Key("probe_bytes").Value(static_cast<long long>(r.host.probe_bytes)).Key("bandwidth").BeginArray();
   for (std::size_t t = 0; t < r.host.bandwidth.size(); ++t) {
@@ -360,11 +364,13 @@ int RunRoofline(std::span<const std::string> args, std::ostream& out, std::ostre
   if (!flags.ParseUnlessHelp(args, kRooflineUsage, out)) return 0;
   const int threads = flags.Int("threads", 1, 4096);
   kernels::SetNumThreads(threads);
+  ApplyKernelsFlag(flags);
   Model model =
       LoadModelAs(flags.String("model"), flags.IsSet("dtype") ? flags.String("dtype") : "", threads, err);
   const Settings settings = ReadSettings(flags, model.config());
   Report report;
   report.model_path = settings.model_path;
+  report.kernels = KernelsDescription();
   report.config = model.config();
   report.weights = roofline::WeightBytesOf(model.weights());
   report.dtype = StoredDtypeName(model);

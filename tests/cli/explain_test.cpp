@@ -40,6 +40,12 @@ TEST(ExplainCliTest, NarratesPrefillDecodeAndTheCache) {
         "= 512 B per token", "It now holds 5 (2.56 kB)", "step 2: in", "MBU", "MFU"}) {
     EXPECT_NE(flat.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
+  // The family that ran is named: fast by default, exact when asked.
+  EXPECT_NE(flat.find("kernels: fast (int8 activations for GGUF Q4_0"), std::string::npos) << r.output;
+  const ProcessResult exact =
+      RunPlumb("explain --model " + kModel + " --prompt-ids 5,6 --steps 1 --kernels exact" + kFast);
+  ASSERT_EQ(exact.exit_code, 0) << exact.output;
+  EXPECT_NE(exact.output.find("kernels: exact, "), std::string::npos) << exact.output;
   // Which regime a kernel lands in depends on the host; that every kernel gets one is what is checked.
   EXPECT_NE(r.output.find("-bound"), std::string::npos);
   std::istringstream lines(r.output);

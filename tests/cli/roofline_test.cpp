@@ -68,6 +68,7 @@ TEST(RooflineCliTest, JsonSchemaIsStable) {
   ExpectKeys(j, {{"schema", kString},
                  {"schema_version", kInt},
                  {"model", T::object},
+                 {"kernels", kString},
                  {"host", T::object},
                  {"decode_kernels", T::object},
                  {"prefill_kernels", T::object},
@@ -75,6 +76,8 @@ TEST(RooflineCliTest, JsonSchemaIsStable) {
                  {"prefill", T::object}});
   EXPECT_EQ(j["schema"], "plumb.roofline");
   EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["kernels"].get<std::string>().rfind("fast (int8 activations for GGUF Q4_0", 0), 0u)
+      << j["kernels"];
   ExpectKeys(j["model"], {{"path", kString},
                           {"dtype", kString},
                           {"parameters", kNumber},

@@ -27,6 +27,9 @@ void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::strin
 void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback);
 // Applies --kernels (kernels/int8_activations.h's family): the flag, else PLUMB_KERNELS, else the fallback.
 void ApplyKernelsFlag(const Flags& flags);
+// "fast (int8 activations for GGUF Q4_0, ...; the exact kernels for other weights), avx512": which kernel
+// family and ISA run now, for the commands that report it (bench, explain, roofline).
+std::string KernelsDescription();
 // Applies --threads and --kernels to the kernels; returns the thread count in use.
 int ApplyThreadsFlag(const Flags& flags);
 // --ctx resolved against the model: 0 means `fallback` (clamped to the model's context length); a value
