@@ -4,11 +4,24 @@
 #include <limits>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/int8_activations.h"
 
 namespace plumb::cli {
 
+void AddKvDtypeFlag(Flags& flags) {
+  flags.AddValue(
+      "kv-dtype", "D",
+      "KV cache element type: f32, f16, bf16, fp8-e4m3, fp8-e5m2 (default: f16 with --kernels fast, "
+      "f32 with exact)");
+}
+
+KvDtype ReadKvDtypeFlag(const Flags& flags) {
+  if (flags.IsSet("kv-dtype")) return ParseKvDtype(flags.String("kv-dtype"));
+  return kernels::ActiveFamily() == kernels::KernelFamily::kFast ? KvDtype::kF16 : KvDtype::kF32;
+}
+
 void AddPagedKvFlags(Flags& flags) {
-  flags.AddValue("kv-dtype", "D", "KV cache element type: f32, f16, bf16, fp8-e4m3, fp8-e5m2", "f32");
+  AddKvDtypeFlag(flags);
   flags.AddValue("block-size", "N", "KV cache positions per block (a power of two, 1..256)", "16");
   flags.AddValue("kv-budget-mib", "MiB", "memory for the paged KV cache's block pool", "1024");
   flags.AddSwitch("no-prefix-cache", "do not share the KV blocks of prompts' common prefixes");
@@ -19,7 +32,7 @@ PagedKvConfig ReadPagedKvFlags(const Flags& flags, const ModelConfig& model, int
   c.n_layers = model.num_layers;
   c.n_kv_heads = model.num_kv_heads;
   c.head_dim = model.head_dim;
-  c.dtype = ParseKvDtype(flags.String("kv-dtype"));
+  c.dtype = ReadKvDtypeFlag(flags);
   c.block_size = flags.Int("block-size", 1, 256);
   if ((c.block_size & (c.block_size - 1)) != 0) {
     throw MakeError("--block-size: ", c.block_size, " is not a power of two (1, 2, 4, ..., 256)");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench_batch.h"
+#include "plumb/cli/batch_flags.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
@@ -62,6 +63,7 @@ struct Settings {
   int gen_tokens = 0;
   int repetitions = 0;
   std::size_t probe_bytes = 0;
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 Settings ReadSettings(const Flags& flags) {
@@ -75,6 +77,7 @@ Settings ReadSettings(const Flags& flags) {
   s.gen_tokens = flags.Int("gen-tokens", 1, std::numeric_limits<int>::max() / 2);
   s.repetitions = flags.Int("repetitions", 1, 1000);
   s.probe_bytes = static_cast<std::size_t>(flags.Int("probe-mib", 1, 1 << 16)) << 20;
+  s.kv_dtype = ReadKvDtypeFlag(flags);  // after ApplyKernelsFlag: its default follows the family
   return s;
 }
 
@@ -110,8 +113,9 @@ std::string Format(double value, int precision) {
 // What attention reads per decode step: the key and value of every cached position, the new one included,
 // in every layer and KV head (FP32). Step s (0-based) runs at cache length P + s, so it reads P + s + 1
 // positions; the mean over the G steps is P + (G + 1) / 2.
-double MeanKvBytesPerDecodeStep(const ModelConfig& c, int prompt_tokens, int gen_tokens) {
-  const double bytes_per_position = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * sizeof(float);
+double MeanKvBytesPerDecodeStep(const ModelConfig& c, KvDtype dtype, int prompt_tokens, int gen_tokens) {
+  const double bytes_per_position =
+      2.0 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<double>(KvDtypeBytes(dtype));
   return bytes_per_position * (prompt_tokens + (gen_tokens + 1) / 2.0);
 }
 
@@ -128,7 +132,7 @@ Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream
   GenerationOptions options;
   options.max_new_tokens = s.gen_tokens + 1;  // the first token comes from the prefill, the others each from
                                               // one decode step
-  ContiguousKvCache cache = model.NewKvCache(s.prompt_tokens + s.gen_tokens + 1);
+  ContiguousKvCache cache = model.NewKvCache(s.prompt_tokens + s.gen_tokens + 1, s.kv_dtype);
   std::vector<double> prefill, decode;
   for (int run = 0; run <= s.repetitions; ++run) {
     err << "\rbench: " << threads << " thread(s), " << (run == 0 ? "warm-up" : "run " + std::to_string(run))
@@ -154,12 +158,13 @@ Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream
 
 void PrintTable(std::ostream& out, const Model& model, const Settings& s, const std::vector<Row>& rows) {
   const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
-  const double kv_bytes = MeanKvBytesPerDecodeStep(model.config(), s.prompt_tokens, s.gen_tokens);
+  const double kv_bytes = MeanKvBytesPerDecodeStep(model.config(), s.kv_dtype, s.prompt_tokens, s.gen_tokens);
   const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes;
   const std::string pp = "pp" + std::to_string(s.prompt_tokens);
   const std::string tg = "tg" + std::to_string(s.gen_tokens);
   out << "model: " << s.model_path << " | weights " << Format(model.weights().Bytes() / 1e6, 1) << " MB"
-      << " | kernels: " << KernelsDescription() << " | " << s.repetitions << " runs per row after 1 warm-up\n"
+      << " | kernels: " << KernelsDescription() << " | KV " << KvDtypeName(s.kv_dtype) << " | "
+      << s.repetitions << " runs per row after 1 warm-up\n"
       << "weight B/token: ModelWeights::BytesReadPerDecodeStep. KV B/token: keys and values attention reads "
          "per decode step, mean over the "
       << s.gen_tokens << " steps (context " << s.prompt_tokens + 1 << ".." << s.prompt_tokens + s.gen_tokens
@@ -184,8 +189,8 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
 int RunBench(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = BenchFlags();
   if (!flags.ParseUnlessHelp(args, kBenchUsage, out)) return 0;
-  const Settings settings = ReadSettings(flags);
   ApplyKernelsFlag(flags);
+  const Settings settings = ReadSettings(flags);
   Model model = Model::Load(settings.model_path);
   if (flags.IsSet("batch")) {
     kernels::SetNumThreads(settings.threads.back());

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <limits>
 
+#include "plumb/cli/batch_flags.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
@@ -32,6 +33,7 @@ Flags ChatFlags() {
   f.AddValue("max-tokens", "N", "maximum length of one reply, in tokens", "1024");
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");
+  AddKvDtypeFlag(f);
   return f;
 }
 
@@ -72,7 +74,8 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
   err << "plumb chat: " << model_path << " | template " << ChatStyleName(chat_template.style())
       << " | context " << ctx << " tokens | " << (interactive ? "/exit or Ctrl-D to quit" : "reading stdin")
       << "\n";
-  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt);
+  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt,
+                      ReadKvDtypeFlag(flags));
   std::string line;
   for (;;) {
     if (interactive) out << "> " << std::flush;

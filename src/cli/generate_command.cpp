@@ -69,7 +69,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
     const Tokenizer& tokenizer = loaded.RequireTokenizer("--prompt");
     prompt = tokenizer.Encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
-  ContiguousKvCache cache = loaded.model.NewKvCache(ctx, ParseKvDtype(flags.String("kv-dtype")));
+  ContiguousKvCache cache = loaded.model.NewKvCache(ctx, ReadKvDtypeFlag(flags));
 
   GenerationStats stats;
   if (text_mode) {

@@ -14,12 +14,13 @@ constexpr int kMinReplyTokens = 16;
 }  // namespace
 
 ChatSession::ChatSession(Model& model, const Tokenizer& tokenizer, ChatTemplate chat_template,
-                         int context_positions, GenerationOptions options, std::string system_prompt)
+                         int context_positions, GenerationOptions options, std::string system_prompt,
+                         KvDtype kv_dtype)
     : model_(model),
       tokenizer_(tokenizer),
       template_(std::move(chat_template)),
       options_(std::move(options)),
-      cache_(model.NewKvCache(context_positions)),
+      cache_(model.NewKvCache(context_positions, kv_dtype)),
       system_prompt_(std::move(system_prompt)) {
   Reset();
 }

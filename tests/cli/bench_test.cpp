@@ -3,6 +3,8 @@
 // measured ones, and one clear error line for each kind of bad input. No assertion on any speed.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -80,7 +82,8 @@ TEST(Bench, PrintsOneRowPerThreadCountWithTheModelsByteCounts) {
   const ModelConfig& c = model.config();
   double kv_bytes = 0;
   for (int s = 0; s < kGen; ++s) {
-    kv_bytes += 2.0 * c.num_layers * c.num_kv_heads * (kPrompt + s + 1) * c.head_dim * sizeof(float);
+    // f16: the KV cache of the fast kernel family, bench's default.
+    kv_bytes += 2.0 * c.num_layers * c.num_kv_heads * (kPrompt + s + 1) * c.head_dim * sizeof(std::uint16_t);
   }
   kv_bytes /= kGen;
   const double weight_bytes = static_cast<double>(model.weights().BytesReadPerDecodeStep());
@@ -127,6 +130,24 @@ std::array<double, 3> MedianAndRange(const std::string& cell) {
           Number(cell.substr(dash + 5, close - dash - 5))};  // "–" is three bytes in UTF-8
 }
 
+// The KV cache's dtype follows the kernel family unless --kv-dtype names one: f16 with fast (the default),
+// f32 with exact.
+TEST(Bench, TheKvDtypeFollowsTheKernelFamily) {
+  for (const auto& [extra, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "kernels: fast"},
+           {{}, "| KV f16 |"},
+           {{"--kernels", "exact"}, "| KV f32 |"},
+           {{"--kernels", "exact", "--kv-dtype", "bf16"}, "| KV bf16 |"}}) {
+    std::vector<std::string> args = {"bench", "--model",      kModel, "--threads",     "1", "--prompt-tokens",
+                                     "4",     "--gen-tokens", "2",    "--repetitions", "1", "--probe-mib",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::ostringstream out, err;
+    ASSERT_EQ(cli::RunMain(args, out, err), 0) << err.str();
+    EXPECT_NE(out.str().find(expected), std::string::npos) << expected << "\n" << out.str();
+  }
+}
+
 // plumb bench --batch: one row per (context, batch) with its KV bytes, then paged against contiguous for
 // each context, the paged cache both in a fresh pool and in a shuffled one, each ratio a median within its
 // range. No assertion on any speed.
@@ -145,7 +166,8 @@ TEST(Bench, BatchTablesHaveEveryRowAndTheLayoutRatios) {
   ASSERT_EQ(rows.size(), 1u + 4u + 1u + 2u);  // header, 2 contexts × 2 batches, header, 2 contexts
   const Model model = Model::Load(kModel);
   const ModelConfig& c = model.config();
-  const double kv_per_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * sizeof(float);
+  // f16: the KV cache of the fast kernel family, bench's default.
+  const double kv_per_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * sizeof(std::uint16_t);
   int row = 1;
   for (int context : {8, 20}) {
     for (int batch : {1, 3}) {
@@ -153,7 +175,7 @@ TEST(Bench, BatchTablesHaveEveryRowAndTheLayoutRatios) {
       ASSERT_EQ(cells.size(), 8u);
       EXPECT_EQ(cells[0], std::to_string(context));
       EXPECT_EQ(cells[1], std::to_string(batch));
-      EXPECT_EQ(cells[2], "f32");
+      EXPECT_EQ(cells[2], "f16");
       EXPECT_GT(Number(cells[3]), 0);
       EXPECT_EQ(Number(cells[6]), kv_per_token * batch * (context + 1 + 2 / 2.0));  // mid-run KV read
     }

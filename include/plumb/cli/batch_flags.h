@@ -5,10 +5,17 @@
 
 #include "plumb/cli/flags.h"
 #include "plumb/engine/scheduler.h"
+#include "plumb/formats/kv_dtype.h"
 #include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/config.h"
 
 namespace plumb::cli {
+
+// --kv-dtype alone (chat's cache is contiguous). Unset, the cache is f16 when the fast kernel family runs
+// (what laptop engines keep) and f32 with the exact one (the oracle's precision).
+void AddKvDtypeFlag(Flags& flags);
+// --kv-dtype resolved after --kernels has been applied (common_flags.h ApplyKernelsFlag).
+KvDtype ReadKvDtypeFlag(const Flags& flags);
 
 // --kv-dtype --block-size --kv-budget-mib --no-prefix-cache
 void AddPagedKvFlags(Flags& flags);

@@ -7,6 +7,8 @@
 // the oldest exchanges (never the system prompt) until the new message and room for a reply fit.
 #pragma once
 
+#include "plumb/formats/kv_dtype.h"
+
 #include <functional>
 #include <string>
 #include <string_view>
@@ -32,8 +34,9 @@ class ChatSession {
  public:
   // `options` applies to every reply (max_new_tokens is the cap per reply; stop_ids should hold the
   // model's end-of-generation ids). An empty system prompt leaves the template's default, if any.
+  // The conversation's KV cache holds context_positions positions of kv_dtype.
   ChatSession(Model& model, const Tokenizer& tokenizer, ChatTemplate chat_template, int context_positions,
-              GenerationOptions options, std::string system_prompt = "");
+              GenerationOptions options, std::string system_prompt = "", KvDtype kv_dtype = KvDtype::kF32);
 
   // Adds the user's message and generates the reply, calling on_text with each piece of text as soon as
   // it is complete UTF-8. Throws plumb::Error (leaving the conversation as it was) if the message alone
