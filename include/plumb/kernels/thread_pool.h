@@ -1,13 +1,17 @@
 // plumb's one thread pool: every parallel kernel runs on it (kernels::SetNumThreads sets its size).
 //
-// Why not OpenMP's: a decode step is ~150 short parallel regions (tens of microseconds each), so a worker
-// must be awake when the next one comes, which OpenMP's runtimes do by spinning; but a thread that spins
-// while the thread it waits for has been descheduled by another busy process holds a core that thread needs.
+// Why not OpenMP's: a decode step is a couple of hundred short parallel regions (microseconds to tens of
+// microseconds each), so a worker must be awake when the next one comes, which OpenMP's runtimes do by
+// spinning; but a thread that spins while the thread it waits for has been descheduled by another busy
+// process holds a core that thread needs.
 // Measured on 2 cores with `yes > /dev/null` beside a 2-thread decode of SmolLM2: libgomp's default spin gave
-// 23% of the idle rate; OMP_WAIT_POLICY=passive kept 46% under load but ran at 31% of the idle rate when idle
-// (docs/performance.md). This pool waits in three stages: a short busy spin (the next region is usually
+// 21–23% of the idle rate; OMP_WAIT_POLICY=passive kept 46% under load but ran at 31% of the idle rate when
+// idle (docs/performance.md). This pool waits in three stages: a short busy spin (the next region is usually
 // microseconds away), then sched_yield (a descheduled peer or another process gets the core), then sleep on a
-// condition variable once the pool has been idle for a while (kIdleSleepMicros).
+// condition variable once the pool has been idle for a while (kIdleSleepMicros). And a region that a peer
+// held up by losing its core makes the next regions run on the caller alone for a while, longer while such
+// stalls keep coming (src/kernels/thread_pool.cpp states the rule): on a busy host one running thread beats
+// two that wait for each other.
 //
 // Every parallel entry point splits work statically (StaticShare) or hands out items one at a time
 // (ParallelForDynamic); which thread computes an item never changes a result's bits, so the pool is free to
