@@ -63,10 +63,14 @@ void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback) {
 
 void ApplyKernelsFlag(const Flags& flags) {
   if (!flags.IsSet("kernels") && kernels::FamilyFromEnvironment()) return;
-  const std::string name = flags.String("kernels");
-  const std::optional<kernels::KernelFamily> family = kernels::ParseFamily(name);
-  if (!family) throw MakeError("--kernels ", name, ": expected exact or fast");
-  kernels::SetFamily(*family);
+  kernels::SetFamily(ReadFamilyFlag(flags, "kernels"));
+}
+
+kernels::KernelFamily ReadFamilyFlag(const Flags& flags, const std::string& name) {
+  const std::string value = flags.String(name);
+  const std::optional<kernels::KernelFamily> family = kernels::ParseFamily(value);
+  if (!family) throw MakeError("--", name, " ", value, ": expected exact or fast");
+  return *family;
 }
 
 std::string KernelsDescription() {

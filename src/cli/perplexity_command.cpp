@@ -106,9 +106,7 @@ int RunPerplexity(std::span<const std::string> args, std::ostream& out, std::ost
   options.path = flags.Switch("decode") ? LogitsPath::kDecode : LogitsPath::kPrefill;
   if (flags.IsSet("kl-base-kernels")) {
     if (base_path.empty()) throw MakeError("--kl-base-kernels needs --kl-base");
-    options.base_kernels = kernels::ParseFamily(flags.String("kl-base-kernels"));
-    if (!options.base_kernels)
-      throw MakeError("--kl-base-kernels ", flags.String("kl-base-kernels"), ": expected exact or fast");
+    options.base_kernels = ReadFamilyFlag(flags, "kl-base-kernels");
   }
   ApplyThreadsFlag(flags);
 

@@ -27,6 +27,9 @@ void AddRuntimeFlags(Flags& flags, const std::string& ctx_help, const std::strin
 void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback);
 // Applies --kernels (kernels/int8_activations.h's family): the flag, else PLUMB_KERNELS, else the fallback.
 void ApplyKernelsFlag(const Flags& flags);
+// A kernel family flag's value (--kernels, --kl-base-kernels); throws plumb::Error naming the flag for
+// anything but exact or fast.
+kernels::KernelFamily ReadFamilyFlag(const Flags& flags, const std::string& name);
 // "fast (int8 activations for GGUF Q4_0, ...; the exact kernels for other weights), avx512": which kernel
 // family and ISA run now, for the commands that report it (bench, explain, roofline).
 std::string KernelsDescription();

@@ -32,39 +32,31 @@ void BlockCodes(GgmlType type, const std::uint8_t* block, int w[32]) {
     for (int i = 0; i < 32; ++i) w[i] = static_cast<std::int8_t>(block[2 + i]);
     return;
   }
-  const bool five_bits = type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
-  const int qs_at = type == GgmlType::Q4_0 ? 2 : type == GgmlType::Q4_1 ? 4 : type == GgmlType::Q5_0 ? 6 : 8;
-  const std::uint8_t* qs = block + qs_at;
-  const std::uint32_t qh = five_bits ? ReadU32(qs - 4) : 0;
-  const int offset = type == GgmlType::Q4_0 ? 8 : type == GgmlType::Q5_0 ? 16 : 0;
+  const Int8Layout layout = Int8LayoutOf(type);
+  const std::uint8_t* qs = block + layout.qs;
+  const std::uint32_t qh = layout.five_bits ? ReadU32(qs - 4) : 0;
   for (int i = 0; i < 16; ++i) {
-    w[i] = ((qs[i] & 0x0F) | static_cast<int>((qh >> i) & 1) << 4) - offset;
-    w[i + 16] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1) << 4) - offset;
+    w[i] = ((qs[i] & 0x0F) | static_cast<int>((qh >> i) & 1) << 4) - layout.offset;
+    w[i + 16] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1) << 4) - layout.offset;
   }
-}
-
-bool HasMinimum(GgmlType type) {
-  return type == GgmlType::Q4_1 || type == GgmlType::Q5_1;
 }
 
 }  // namespace
 
 bool HasInt8(const WeightMatrix& W) {
-  return (W.type == GgmlType::Q4_0 || W.type == GgmlType::Q4_1 || W.type == GgmlType::Q5_0 ||
-          W.type == GgmlType::Q5_1 || W.type == GgmlType::Q8_0) &&
-         W.cols % 32 == 0;
+  return Int8LayoutOf(W.type).block_bytes != 0 && W.cols % 32 == 0;
 }
 
 namespace scalar {
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   const int blocks = W.cols / 32;
-  const int block_bytes = GgmlTraits(W.type).block_bytes;
+  const Int8Layout layout = Int8LayoutOf(W.type);
   for (int r = row_begin; r < row_end; ++r) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float m_sum = 0.0f;
     for (int b = 0; b < blocks; ++b) {
-      const std::uint8_t* block = W.Row(r) + Extent(b, block_bytes);
+      const std::uint8_t* block = W.Row(r) + Extent(b, layout.block_bytes);
       int w[32];
       BlockCodes(W.type, block, w);
       const std::int8_t* q = x.q.data() + Extent(b, 32);
@@ -74,10 +66,10 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
         for (int i = 4 * j; i < 4 * j + 4; ++i) p += w[i] * q[i];
         lane[j] = std::fma(f, static_cast<float>(p), lane[j]);
       }
-      if (HasMinimum(W.type)) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
+      if (layout.has_min) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
     }
     const float dot = ReduceLanes(lane);
-    y[r] = HasMinimum(W.type) ? dot + m_sum : dot;
+    y[r] = layout.has_min ? dot + m_sum : dot;
   }
 }
 

@@ -31,7 +31,7 @@ constexpr int kRows = 4;
 template <GgmlType kType>
 PLUMB_AVX2_FMA inline __m256i Partials(__m256i w, __m256i q) {
   __m256i pairs;
-  if constexpr (Int8Layout<kType>::kUnsigned) {
+  if constexpr (Int8LayoutOf(kType).is_unsigned) {
     pairs = _mm256_maddubs_epi16(w, q);
   } else {
     pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));

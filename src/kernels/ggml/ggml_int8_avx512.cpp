@@ -24,7 +24,7 @@ constexpr int kRows = 4;
 
 template <GgmlType kType>
 PLUMB_AVX512_VNNI inline __m256i Partials(__m256i w, __m256i q) {
-  if constexpr (Int8Layout<kType>::kUnsigned) {
+  if constexpr (Int8LayoutOf(kType).is_unsigned) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, q);
   } else {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));

@@ -18,34 +18,29 @@ inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0";
 
 // Where a block of a type with int8 kernels keeps its codes (docs/formats.md "GGUF blocks"): the block's
 // bytes, the offset of qs (Q5's qh is the 4 bytes before it), the offset subtracted from a code (Q4_0's 8,
-// Q5_0's 16), whether it has a minimum m (w = d·q + m) and whether its codes are unsigned.
-template <GgmlType kType>
-struct Int8Layout;
-template <>
-struct Int8Layout<GgmlType::Q4_0> {
-  static constexpr int kBlockBytes = 18, kQs = 2, kOffset = 8;
-  static constexpr bool kHasMin = false, kUnsigned = false;
+// Q5_0's 16), whether it has a minimum m (w = d·q + m), whether its codes are unsigned and whether they have
+// a fifth bit in qh. block_bytes is 0 for a type without int8 kernels. One table for the scalar definition
+// (at run time) and the x86 kernels (at compile time).
+struct Int8Layout {
+  int block_bytes = 0, qs = 0, offset = 0;
+  bool has_min = false, is_unsigned = false, five_bits = false;
 };
-template <>
-struct Int8Layout<GgmlType::Q4_1> {
-  static constexpr int kBlockBytes = 20, kQs = 4, kOffset = 0;
-  static constexpr bool kHasMin = true, kUnsigned = true;
-};
-template <>
-struct Int8Layout<GgmlType::Q5_0> {
-  static constexpr int kBlockBytes = 22, kQs = 6, kOffset = 16;
-  static constexpr bool kHasMin = false, kUnsigned = false;
-};
-template <>
-struct Int8Layout<GgmlType::Q5_1> {
-  static constexpr int kBlockBytes = 24, kQs = 8, kOffset = 0;
-  static constexpr bool kHasMin = true, kUnsigned = true;
-};
-template <>
-struct Int8Layout<GgmlType::Q8_0> {
-  static constexpr int kBlockBytes = 34, kQs = 2, kOffset = 0;
-  static constexpr bool kHasMin = false, kUnsigned = false;
-};
+constexpr Int8Layout Int8LayoutOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return {.block_bytes = 18, .qs = 2, .offset = 8};
+    case GgmlType::Q4_1:
+      return {.block_bytes = 20, .qs = 4, .has_min = true, .is_unsigned = true};
+    case GgmlType::Q5_0:
+      return {.block_bytes = 22, .qs = 6, .offset = 16, .five_bits = true};
+    case GgmlType::Q5_1:
+      return {.block_bytes = 24, .qs = 8, .has_min = true, .is_unsigned = true, .five_bits = true};
+    case GgmlType::Q8_0:
+      return {.block_bytes = 34, .qs = 2};
+    default:
+      return {};
+  }
+}
 
 namespace scalar {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

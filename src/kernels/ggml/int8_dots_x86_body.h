@@ -3,7 +3,7 @@
 // 8 int32 partial sums (maddubs + madd, or VNNI's dpbusd: the same sums, exactly). The including file
 // defines PLUMB_I8_TARGET (the function target, so that Partials inlines into the loop) and, in the
 // namespace it includes this in, kRows and Partials<kType>(w, q): lane j = Σ w_i·q_i over i = 4j .. 4j + 3
-// of the 32 weight codes w (bytes in element order, unsigned where Int8Layout<kType>::kUnsigned, signed
+// of the 32 weight codes w (bytes in element order, unsigned where Int8LayoutOf(kType).is_unsigned, signed
 // otherwise) and x's codes q.
 // R rows at a time share each block's load of x.
 #if !defined(PLUMB_I8_TARGET)
@@ -26,24 +26,24 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
   if constexpr (kType == GgmlType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
   } else {
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + Int8Layout<kType>::kQs));
+    constexpr Int8Layout kLayout = Int8LayoutOf(kType);
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLayout.qs));
     const __m128i low = _mm_and_si128(qs, _mm_set1_epi8(0x0F));
     const __m128i high = _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F));
     __m256i codes = _mm256_set_m128i(high, low);
-    if constexpr (kType == GgmlType::Q5_0 || kType == GgmlType::Q5_1) {
-      const __m256i fifth = BitsToBytes(ReadU32(block + Int8Layout<kType>::kQs - 4));
+    if constexpr (kLayout.five_bits) {
+      const __m256i fifth = BitsToBytes(ReadU32(block + kLayout.qs - 4));
       codes = _mm256_or_si256(codes, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
     }
-    if constexpr (Int8Layout<kType>::kOffset != 0)
-      return _mm256_sub_epi8(codes, _mm256_set1_epi8(Int8Layout<kType>::kOffset));
+    if constexpr (kLayout.offset != 0) return _mm256_sub_epi8(codes, _mm256_set1_epi8(kLayout.offset));
     return codes;
   }
 }
 
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
-  constexpr int kBlockBytes = Int8Layout<kType>::kBlockBytes;
-  constexpr bool kMin = Int8Layout<kType>::kHasMin;
+  constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;
+  constexpr bool kMin = Int8LayoutOf(kType).has_min;
   const int blocks = W.cols / 32;
   const std::uint8_t* row[R];
   __m256 lane[R];
