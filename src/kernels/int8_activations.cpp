@@ -1,13 +1,16 @@
 // The fast family's switch and its activation quantizer (include/plumb/kernels/int8_activations.h).
 #include "plumb/kernels/int8_activations.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
 
+#include "int8_activations_blocks.h"
 #include "plumb/core/error.h"
+#include "plumb/kernels/isa.h"
 
 namespace plumb::kernels {
 namespace {
@@ -48,6 +51,36 @@ const char* FamilyName(KernelFamily family) {
   return family == KernelFamily::kFast ? "fast" : "exact";
 }
 
+namespace scalar {
+
+void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < count; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::fmax(amax, std::fabs(x[i]));
+  }
+  if (!finite) {
+    // A block with an inf or NaN has no int8 form: d = NaN makes every dot with it NaN, as the exact
+    // family's would be (or ±inf there: the fast family does not keep an infinity's sign).
+    std::fill(q, q + 32, std::int8_t{0});
+    *d = *s = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const float scale = amax / 127.0f;
+  const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  int sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int v = i < count ? static_cast<int>(std::round(x[i] * inverse)) : 0;
+    q[i] = static_cast<std::int8_t>(v);
+    sum += v;
+  }
+  *d = scale;
+  *s = scale * static_cast<float>(sum);
+}
+
+}  // namespace scalar
+
 void QuantizeActivations(const float* x, int n, Int8Activations& out) {
   const int blocks = Int8Activations::Blocks(n);
   out.n = n;
@@ -57,28 +90,14 @@ void QuantizeActivations(const float* x, int n, Int8Activations& out) {
     out.d.resize(static_cast<std::size_t>(blocks));
     out.s.resize(static_cast<std::size_t>(blocks));
   }
-  for (int b = 0; b < blocks; ++b) {
+  int b = 0;
+#if defined(__x86_64__)
+  if (ActiveIsa() != Isa::kScalar)
+    b = avx2::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data());
+#endif
+  for (; b < blocks; ++b) {
     const int begin = 32 * b;
-    const int count = n - begin < 32 ? n - begin : 32;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int i = 0; i < count; ++i) {
-      finite = finite && std::isfinite(x[begin + i]);
-      amax = std::fmax(amax, std::fabs(x[begin + i]));
-    }
-    // A block with an inf or NaN has no int8 form: d = NaN makes every dot with it NaN, as the exact
-    // family's would be (or ±inf there: the fast family does not keep an infinity's sign).
-    const float d = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
-    const float inverse = finite && d != 0.0f ? 1.0f / d : 0.0f;
-    std::int8_t* q = out.q.data() + begin;
-    int sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      const int v = i < count ? static_cast<int>(std::round(x[begin + i] * inverse)) : 0;
-      q[i] = static_cast<std::int8_t>(v);
-      sum += v;
-    }
-    out.d[b] = d;
-    out.s[b] = d * static_cast<float>(sum);
+    scalar::QuantizeBlock(x + begin, std::min(32, n - begin), out.q.data() + begin, &out.d[b], &out.s[b]);
   }
 }
 

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plumb/core/error.h"
@@ -18,6 +20,7 @@
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
 #include "plumb/kernels/weight_matrix.h"
+#include "support/int8_rows.h"
 #include "support/isa_variants.h"
 #include "support/naive.h"
 #include "support/weight_samples.h"
@@ -28,23 +31,23 @@ namespace {
 using kernels::Int8Activations;
 using kernels::Isa;
 using kernels::KernelFamily;
+using testing::FamilyGuard;
 using testing::RandomVector;
 using testing::SameBits;
 
 constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                               GgmlType::Q8_0};
+                               GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                               GgmlType::Q5_K, GgmlType::Q6_K};
 
-// Restores the family a test changed.
-class FamilyGuard {
- public:
-  explicit FamilyGuard(KernelFamily family) : previous_(kernels::ActiveFamily()) {
-    kernels::SetFamily(family);
-  }
-  ~FamilyGuard() { kernels::SetFamily(previous_); }
+bool IsKQuant(GgmlType type) {
+  return GgmlTraits(type).block_elements == 256;
+}
 
- private:
-  KernelFamily previous_;
-};
+// Row lengths for a type: whole blocks, several x blocks per weight block where there are sub-blocks.
+std::vector<int> ColsFor(GgmlType type, std::vector<int> small) {
+  if (IsKQuant(type)) return {256, 768, 1280};
+  return small;
+}
 
 TEST(KernelFamily, ParsesExactlyTheTwoNames) {
   EXPECT_EQ(kernels::ParseFamily("exact"), KernelFamily::kExact);
@@ -95,6 +98,53 @@ TEST(QuantizeActivations, ZeroBlocksAreZeroAndNonFiniteBlocksNan) {
   for (int i = 32; i < 64; ++i) EXPECT_EQ(q.q[i], 0);
 }
 
+using QuantizeActivationsIsa = testing::IsaTest<>;
+
+// Every variant's quantizer gives the scalar one's codes, d and s bit for bit: lengths with and without a
+// partial last block, ties at .5 (amax 127 makes 1 / d exactly 1), values just below a tie, −0, subnormals,
+// huge magnitudes, all-zero blocks and blocks holding an inf or a NaN.
+TEST_P(QuantizeActivationsIsa, IsBitwiseTheScalarQuantizer) {
+  const kernels::Isa isa = GetParam();
+  for (int n : {1, 31, 32, 33, 95, 128, 1000}) {
+    std::vector<float> x = RandomVector(n, 3u * n, 5.0f);
+    const float specials[] = {127.0f, 2.5f,   -3.5f, 0.5f, -0.5f, 126.5f, std::nextafter(0.5f, 0.0f),
+                              -0.0f,  1e-40f, -1.5f, 64.5f};
+    for (int i = 0; i < std::min(n, 11); ++i) x[i] = specials[i];
+    if (n >= 128) {
+      std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+      x[70] = std::numeric_limits<float>::infinity();
+      x[100] = std::numeric_limits<float>::quiet_NaN();
+    }
+    if (n >= 1000) {
+      for (int i = 200; i < 232; ++i) x[i] = (i % 2 ? 3e38f : -1e38f) * (static_cast<float>(i - 200) / 32);
+    }
+    kernels::SetIsa(Isa::kScalar);
+    Int8Activations want;
+    kernels::QuantizeActivations(x.data(), n, want);
+    kernels::SetIsa(isa);
+    Int8Activations got;
+    kernels::QuantizeActivations(x.data(), n, got);
+    ASSERT_EQ(got.n, n);
+    for (int b = 0; b < Int8Activations::Blocks(n); ++b) {
+      ASSERT_TRUE(SameBits(got.d[b], want.d[b])) << "n " << n << " block " << b;
+      ASSERT_TRUE(SameBits(got.s[b], want.s[b])) << "n " << n << " block " << b;
+      for (int i = 32 * b; i < 32 * b + 32; ++i)
+        ASSERT_EQ(got.q[i], want.q[i]) << "n " << n << " element " << i;
+    }
+  }
+  // The ties really are ties, rounded away from zero, and the element below one rounds down.
+  Int8Activations q;
+  const float tie[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, std::nextafter(0.5f, 0.0f)};
+  kernels::QuantizeActivations(tie, 7, q);
+  EXPECT_EQ(q.d[0], 1.0f);
+  const int expected[] = {127, 3, -4, 1, -1, 127, 0};
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(q.q[i], expected[i]) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, QuantizeActivationsIsa,
+                         ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
+                         [](const auto& p) { return std::string(kernels::IsaName(p.param)); });
+
 // Σ w_i·x_i in double, w the dequantized row and x the given values.
 double NaiveRowDot(const WeightMatrix& W, int r, const std::vector<double>& x, double* abs_sum) {
   std::vector<float> w(W.cols);
@@ -108,9 +158,41 @@ double NaiveRowDot(const WeightMatrix& W, int r, const std::vector<double>& x, d
   return dot;
 }
 
+// The bytes of a block that hold its codes, for the types with a minimum (value = scale part + m): a copy
+// of the row with them zeroed dequantizes to m alone (exactly: 0·d + m, 0·d1 − dmin·min).
+std::pair<int, int> CodeBytes(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_1:
+      return {4, 20};
+    case GgmlType::Q5_1:
+      return {4, 24};
+    case GgmlType::Q2_K:
+      return {16, 80};
+    case GgmlType::Q4_K:
+      return {16, 144};
+    case GgmlType::Q5_K:
+      return {16, 176};
+    default:
+      return {0, 0};  // no minimum
+  }
+}
+
+// Each element's minimum term m (0 for a type without one).
+std::vector<float> MinPart(const WeightMatrix& W, int r) {
+  std::vector<float> m(W.cols, 0.0f);
+  const auto [first, end] = CodeBytes(W.type);
+  if (first == end) return m;
+  const int block_bytes = GgmlTraits(W.type).block_bytes;
+  std::vector<std::uint8_t> row(W.Row(r), W.Row(r) + W.row_bytes);
+  for (std::size_t b = 0; b < row.size(); b += block_bytes)
+    std::fill(row.begin() + b + first, row.begin() + b + end, std::uint8_t{0});
+  DequantizeRow(W.type, row.data(), m.data(), W.cols);
+  return m;
+}
+
 TEST(Int8RowDotsScalar, IsTheDotWithTheQuantizedActivationsWithinFloatRounding) {
   for (GgmlType type : kTypes) {
-    for (int cols : {32, 96, 576}) {
+    for (int cols : ColsFor(type, {32, 96, 576})) {
       const WeightMatrix W = testing::RandomGgml(type, 9, cols, 3u * cols + static_cast<unsigned>(type));
       const std::vector<float> x = RandomVector(cols, 11u * cols);
       Int8Activations q;
@@ -122,9 +204,15 @@ TEST(Int8RowDotsScalar, IsTheDotWithTheQuantizedActivationsWithinFloatRounding) 
       for (int r = 0; r < W.rows; ++r) {
         double abs_q = 0, abs_x = 0;
         const double with_q = NaiveRowDot(W, r, xq, &abs_q);
-        // Float steps: f = d_w·d_x, one FMA per block and lane, the 8-lane tree, Q4_1's m·s chain and add;
-        // and for Q4_1 the weights' own rounding (q·d + m) that the naive row has: γ_{blocks + 6} covers it.
+        // Float steps: f = d_w·d_x (K-quants: (d·c)·d_x, the first product exact), one FMA per block and
+        // lane, the 8-lane tree, the minimum's chain (m·s per block; K-quants: one per super-block and
+        // lane, s_x or (dmin·min)·d_x rounded once), its tree and the final add; and the weights' own
+        // rounding (scale part + m) that the naive row has: γ_{blocks + 6} covers it. The definition
+        // rounds the scale part and the minimum's separately, so the bound is relative to Σ(|w| + 2|m|)·|x|
+        // (the scale part is within |w| + |m| of 0), not Σ|w·x|, which cancellation can make far smaller.
         const int steps = cols / 32 + 6;
+        const std::vector<float> m = MinPart(W, r);
+        for (int c = 0; c < cols; ++c) abs_q += 2.0 * std::fabs(static_cast<double>(m[c]) * xq[c]);
         EXPECT_NEAR(y[r], with_q, testing::Gamma(steps) * (abs_q + 1e-30) * 2)
             << GgmlTypeName(type) << " " << cols << " row " << r;
         // Against the original x: each q·d is within d/2 of x, so the dot is within Σ_b d_b/2 · Σ|w| of it.
@@ -150,6 +238,10 @@ TEST(Int8RowDots, ErrorsNameTheMatrix) {
   kernels::QuantizeActivations(x.data(), 64, q);
   EXPECT_THROW(kernels::Int8RowDotsOf(q4, 0, 3, q, y.data()), Error);
   EXPECT_NO_THROW(kernels::Int8RowDotsOf(q4, 0, 2, q, y.data()));
+  const WeightMatrix q4k = testing::RandomGgml(GgmlType::Q4_K, 2, 256, 1);
+  std::vector<float> x256(256, 1.0f);
+  kernels::QuantizeActivations(x256.data(), 256, q);
+  EXPECT_NO_THROW(kernels::Int8RowDotsOf(q4k, 0, 2, q, y.data()));
 }
 
 using Int8RowDotsIsa = testing::IsaTest<>;
@@ -161,29 +253,24 @@ TEST_P(Int8RowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {
   ASSERT_NE(variant, nullptr);
   for (GgmlType type : kTypes) {
     for (int rows : {1, 5, 11}) {
-      for (int cols : {32, 96, 608}) {
-        const WeightMatrix W = testing::RandomGgml(type, rows, cols, 7u * cols + rows);
-        // x with exact extremes (±127 codes) and a zero block.
-        std::vector<float> x = RandomVector(cols, 5u * cols + rows, 4.0f);
-        x[0] = 8.0f;
-        x[1] = -8.0f;
-        if (cols >= 96) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
-        Int8Activations q;
-        kernels::QuantizeActivations(x.data(), cols, q);
-        std::vector<float> expected(rows);
-        definition(W, 0, rows, q, expected.data());
-        for (int begin : {0, 1}) {
-          if (begin >= rows) continue;
-          std::vector<float> got(rows, -7.0f);
-          variant(W, begin, rows, q, got.data());
-          for (int r = 0; r < rows; ++r) {
-            if (r < begin) {
-              ASSERT_EQ(got[r], -7.0f) << "row " << r << " is outside the range";
-            } else {
-              ASSERT_TRUE(SameBits(got[r], expected[r]))
-                  << GgmlTypeName(type) << " " << rows << "x" << cols << " row " << r << " from " << begin;
-            }
+      for (int cols : ColsFor(type, {32, 96, 608})) {
+        for (bool extremes : {false, true}) {
+          const WeightMatrix W = testing::RandomGgml(type, rows, cols, 7u * cols + rows);
+          // x with exact extremes (±127 codes) and a zero block; or every code ±127 (the largest int16 pairs
+          // of maddubs).
+          std::vector<float> x = RandomVector(cols, 5u * cols + rows, 4.0f);
+          x[0] = 8.0f;
+          x[1] = -8.0f;
+          if (extremes) {
+            for (int c = 0; c < cols; ++c) x[c] = (c % 3 == 0) ? -0.5f : 0.5f;
           }
+          if (cols >= 96) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+          Int8Activations q;
+          kernels::QuantizeActivations(x.data(), cols, q);
+          ASSERT_TRUE(testing::RowsAreTheDefinitions(variant, definition, W, q,
+                                                     std::string(GgmlTypeName(type)) + " " +
+                                                         std::to_string(rows) + "x" + std::to_string(cols) +
+                                                         (extremes ? " (±127 codes)" : "")));
         }
       }
     }
@@ -226,8 +313,8 @@ TEST_P(Int8RowDotsIsa, GemvRunsTheFastFamilyOnlyWhenAskedAndAtAnyThreadCount) {
 }
 
 // GemvShared (Q, K, V in one region) gives each matrix bitwise its own Gemv, in both families and at any
-// thread count, for a mix of formats: rows with int8 kernels, plain F32 rows, FP8 and INT4 (which the fast
-// family runs exactly), of sizes that split unevenly across threads.
+// thread count, for a mix of formats: rows with int8 kernels (GGUF, INT4), plain F32 rows and FP8 (which
+// the fast family runs exactly), of sizes that split unevenly across threads.
 TEST_P(Int8RowDotsIsa, GemvSharedIsEachMatrixsOwnGemv) {
   constexpr int k = 96;
   const std::vector<WeightMatrix> ws = {

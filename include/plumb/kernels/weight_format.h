@@ -24,8 +24,8 @@
 // The fast family (int8_row_dots: x quantized to int8 once per GEMV, kernels/int8_activations.h, integer
 // dot products; issue 17) is a second set of kernels in the same descriptor, with a scalar definition of its
 // own that its variants match bit for bit, judged against the exact family by the fixture suite's
-// tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 so
-// far); the others run the exact family.
+// tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0 … Q8_0 and the K-quants, packed
+// INT4; docs/architecture.md "Weight formats"); the others run the exact family.
 #pragma once
 
 #include <array>

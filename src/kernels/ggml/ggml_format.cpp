@@ -73,7 +73,7 @@ constexpr WeightFormat kGgmlFormat = {
         /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512, .int8_row_dots = ggml::avx512::Int8RowDots},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
-        /* kNeon */ {.row_dots = ggml::RowDotsNeon},
+        /* kNeon */ {.row_dots = ggml::RowDotsNeon, .int8_row_dots = ggml::neon::Int8RowDots},
         /* kAvx512 */ {},
 #else
         {},

@@ -1,5 +1,5 @@
-// The fast family's GGUF row dots (kernels/int8_activations.h): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows times x
-// quantized to int8, and their scalar definition.
+// The fast family's GGUF row dots (kernels/int8_activations.h): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K and Q6_K rows times x quantized to int8, and their scalar definition.
 //
 // Definition, for row r and x quantized as QuantizeActivations defines (q_x, d_x, s_x per 32-element block):
 //   w_i     the block's integer codes in element order (docs/formats.md "GGUF blocks"): Q4_0 nibble − 8,
@@ -14,6 +14,25 @@
 //             Q5_1]
 // The grouping of 4 products per lane is what x86's maddubs + madd (and VNNI's dpbusd) produce, so the
 // vector kernels need no reordering; every step is exact but the float ones, which they repeat in order.
+//
+// The K-quants (rows of whole 256-element super-blocks; x block b = 8B + t is elements 32t .. 32t + 31 of
+// super-block B) keep p[b][j] and the 8 lanes, with a scale per sub-block:
+//   w_i     the element's q (docs/formats.md "GGUF blocks"): Q2_K 0..3, Q3_K −4..3, Q4_K 0..15, Q5_K 0..31,
+//           Q6_K q − 32 (−32..31)
+//   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q4_K, Q5_K
+//           scale_t (a sub-block is an x block), Q2_K scale, Q3_K scale − 32, Q6_K scales[·] of sub-block
+//           2t + j / 4 (16-element sub-blocks: lanes 0-3 take one, lanes 4-7 the next)
+//   f[b][j] = (d · float(c[b][j])) · d_x[b]                     (d the super-block's FP16 d; d · c is exact,
+//                                                                ≤ 11 + 8 significant bits, so f is the
+//                                                                exact d·c·d_x rounded once)
+//   lane[j] = fma(f[b][j], float(p[b][j]), lane[j])              for b = 0, 1, ...
+//   Q4_K, Q5_K: m_lane[t] = fma(dmin · float(min_t), s_x[8B + t], m_lane[t])   for B = 0, 1, ..., t = 0..7
+//   Q2_K:       m_lane[j] = fma((dmin · float(min[b][j])) · d_x[b], float(σ[b][j]), m_lane[j])   for b = 0,
+//               1, ...; σ[b][j] = Σ q_x[32b + i] over i = 4j .. 4j + 3, min[b][j] as c[b][j] for the mins
+//   y[r]    = tree(lane) [− tree(m_lane) for Q2_K, Q4_K, Q5_K], tree the 8-lane reduction above
+// (dmin · min is exact as d · c is; the m_lanes start at +0.) Q4_K's and Q5_K's minimum goes through s_x, a
+// vector of 8 sub-blocks per super-block; Q2_K's 16-element sub-blocks do not match s_x's 32, so its minimum
+// takes x's sums per lane, which the vector kernels compute once per x block for all rows.
 #include <cmath>
 
 #include "../bytes.h"
@@ -41,15 +60,125 @@ void BlockCodes(GgmlType type, const std::uint8_t* block, int w[32]) {
   }
 }
 
+// One x block (32 elements, t = 0..7) of a K-quant super-block: its codes w, and the integer scale and
+// minimum of its two halves (elements 0..15, 16..31; the same sub-block for Q4_K and Q5_K).
+struct KBlock {
+  int w[32];
+  int scale[2], min[2];
+};
+
+// ggml's get_scale_min_k4 (docs/formats.md "Q4_K"): the (scale, min) pair of sub-block s.
+void ScaleMinK4(const std::uint8_t* b, int s, int* scale, int* min) {
+  if (s < 4) {
+    *scale = b[s] & 63;
+    *min = b[s + 4] & 63;
+  } else {
+    *scale = (b[s + 4] & 0x0F) | (b[s - 4] >> 6) << 4;
+    *min = (b[s + 4] >> 4) | (b[s] >> 6) << 4;
+  }
+}
+
+// Q3_K's scale s − 32 (docs/formats.md "Q3_K").
+int Q3KScale(const std::uint8_t* scales, int s) {
+  const int low = s < 8 ? (scales[s] & 0x0F) : (scales[s - 8] >> 4);
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+KBlock KBlockOf(GgmlType type, const std::uint8_t* sb, int t) {
+  KBlock k{};
+  const int h = t / 4, kk = t % 4;  // Q2_K, Q3_K, Q6_K: element 32t + l = 128h + 32kk + l
+  for (int l = 0; l < 32; ++l) {
+    switch (type) {
+      case GgmlType::Q2_K:
+        k.w[l] = (sb[16 + 32 * h + l] >> (2 * kk)) & 3;
+        break;
+      case GgmlType::Q3_K:
+        k.w[l] = ((sb[32 + 32 * h + l] >> (2 * kk)) & 3) - (((sb[l] >> (4 * h + kk)) & 1) != 0 ? 0 : 4);
+        break;
+      case GgmlType::Q4_K:
+        k.w[l] = (sb[16 + 32 * (t / 2) + l] >> (4 * (t % 2))) & 0x0F;
+        break;
+      case GgmlType::Q5_K:
+        k.w[l] = ((sb[48 + 32 * (t / 2) + l] >> (4 * (t % 2))) & 0x0F) | ((sb[16 + l] >> t) & 1) << 4;
+        break;
+      default: {  // Q6_K
+        const int low = (sb[64 * h + 32 * (kk % 2) + l] >> (4 * (kk / 2))) & 0x0F;
+        const int high = (sb[128 + 32 * h + l] >> (2 * kk)) & 3;
+        k.w[l] = (low | high << 4) - 32;
+      }
+    }
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int s = 2 * t + half;  // the 16-element sub-block
+    switch (type) {
+      case GgmlType::Q2_K:
+        k.scale[half] = sb[s] & 0x0F;
+        k.min[half] = sb[s] >> 4;
+        break;
+      case GgmlType::Q3_K:
+        k.scale[half] = Q3KScale(sb + 96, s);
+        break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        ScaleMinK4(sb + 4, t, &k.scale[half], &k.min[half]);
+        break;
+      default:  // Q6_K
+        k.scale[half] = static_cast<std::int8_t>(sb[192 + s]);
+    }
+  }
+  return k;
+}
+
+// Rows [row_begin, row_end) of a K-quant matrix, as the definition above states.
+void KRowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  const KLayout layout = KLayoutOf(W.type);
+  const int supers = W.cols / 256;
+  for (int r = row_begin; r < row_end; ++r) {
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float m_lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int B = 0; B < supers; ++B) {
+      const std::uint8_t* sb = W.Row(r) + Extent(B, layout.block_bytes);
+      const float d = F16ToF32(ReadU16(sb + layout.d));
+      const float dmin = layout.dmin >= 0 ? F16ToF32(ReadU16(sb + layout.dmin)) : 0.0f;
+      for (int t = 0; t < 8; ++t) {
+        const int b = 8 * B + t;
+        const KBlock k = KBlockOf(W.type, sb, t);
+        const std::int8_t* q = x.q.data() + Extent(b, 32);
+        for (int j = 0; j < 8; ++j) {
+          int p = 0, sigma = 0;
+          for (int i = 4 * j; i < 4 * j + 4; ++i) {
+            p += k.w[i] * q[i];
+            sigma += q[i];
+          }
+          const float f = (d * static_cast<float>(k.scale[j / 4])) * x.d[b];
+          lane[j] = std::fma(f, static_cast<float>(p), lane[j]);
+          if (W.type == GgmlType::Q2_K) {
+            const float g = (dmin * static_cast<float>(k.min[j / 4])) * x.d[b];
+            m_lane[j] = std::fma(g, static_cast<float>(sigma), m_lane[j]);
+          }
+        }
+        if (W.type == GgmlType::Q4_K || W.type == GgmlType::Q5_K) {
+          m_lane[t] = std::fma(dmin * static_cast<float>(k.min[0]), x.s[b], m_lane[t]);
+        }
+      }
+    }
+    const float dot = ReduceLanes(lane);
+    y[r] = layout.dmin >= 0 ? dot - ReduceLanes(m_lane) : dot;
+  }
+}
+
 }  // namespace
 
 bool HasInt8(const WeightMatrix& W) {
+  if (KLayoutOf(W.type).block_bytes != 0) return W.cols % 256 == 0;
   return Int8LayoutOf(W.type).block_bytes != 0 && W.cols % 32 == 0;
 }
 
 namespace scalar {
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  if (KLayoutOf(W.type).block_bytes != 0) return KRowDots(W, row_begin, row_end, x, y);
   const int blocks = W.cols / 32;
   const Int8Layout layout = Int8LayoutOf(W.type);
   for (int r = row_begin; r < row_end; ++r) {

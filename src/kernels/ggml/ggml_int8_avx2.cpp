@@ -39,6 +39,11 @@ PLUMB_AVX2_FMA inline __m256i Partials(__m256i w, __m256i q) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+// acc + p[j] for unsigned codes u ≤ 63 (the K-quants'): a pair is at most 2·63·127 = 16002, no saturation.
+PLUMB_AVX2_FMA inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
+}
+
 #define PLUMB_I8_TARGET PLUMB_AVX2_FMA
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

@@ -31,6 +31,10 @@ PLUMB_AVX512_VNNI inline __m256i Partials(__m256i w, __m256i q) {
   }
 }
 
+PLUMB_AVX512_VNNI inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return _mm256_dpbusd_epi32(acc, u, q);
+}
+
 #define PLUMB_I8_TARGET PLUMB_AVX512_VNNI
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

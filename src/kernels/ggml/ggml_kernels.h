@@ -11,16 +11,16 @@ struct Int8Activations;
 
 namespace plumb::kernels::ggml {
 
-// The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 rows whose
-// columns are whole blocks.
+// The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K and Q6_K rows whose columns are whole blocks.
 bool HasInt8(const WeightMatrix& W);
-inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0";
+inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
-// Where a block of a type with int8 kernels keeps its codes (docs/formats.md "GGUF blocks"): the block's
-// bytes, the offset of qs (Q5's qh is the 4 bytes before it), the offset subtracted from a code (Q4_0's 8,
-// Q5_0's 16), whether it has a minimum m (w = d·q + m), whether its codes are unsigned and whether they have
-// a fifth bit in qh. block_bytes is 0 for a type without int8 kernels. One table for the scalar definition
-// (at run time) and the x86 kernels (at compile time).
+// Where a 32-element block of a type with int8 kernels keeps its codes (docs/formats.md "GGUF blocks"): the
+// block's bytes, the offset of qs (Q5's qh is the 4 bytes before it), the offset subtracted from a code
+// (Q4_0's 8, Q5_0's 16), whether it has a minimum m (w = d·q + m), whether its codes are unsigned and whether
+// they have a fifth bit in qh. block_bytes is 0 for every other type (the K-quants: KLayout). One table for
+// the scalar definition (at run time) and the x86 kernels (at compile time).
 struct Int8Layout {
   int block_bytes = 0, qs = 0, offset = 0;
   bool has_min = false, is_unsigned = false, five_bits = false;
@@ -42,6 +42,29 @@ constexpr Int8Layout Int8LayoutOf(GgmlType type) {
   }
 }
 
+// Where a K-quant super-block (256 elements, docs/formats.md "GGUF blocks") keeps its FP16 factors: its
+// bytes and the offsets of d and dmin (−1 for Q3_K and Q6_K, which have none). block_bytes is 0 for every
+// other type. Their codes and integer scales are read by each kernel as its type's layout says.
+struct KLayout {
+  int block_bytes = 0, d = 0, dmin = -1;
+};
+constexpr KLayout KLayoutOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q2_K:
+      return {.block_bytes = 84, .d = 80, .dmin = 82};
+    case GgmlType::Q3_K:
+      return {.block_bytes = 110, .d = 108};
+    case GgmlType::Q4_K:
+      return {.block_bytes = 144, .d = 0, .dmin = 2};
+    case GgmlType::Q5_K:
+      return {.block_bytes = 176, .d = 0, .dmin = 2};
+    case GgmlType::Q6_K:
+      return {.block_bytes = 210, .d = 208};
+    default:
+      return {};
+  }
+}
+
 namespace scalar {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace scalar
@@ -57,6 +80,17 @@ namespace avx512 {
 // AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace avx512
+#endif
+#if defined(__aarch64__)
+namespace neon {
+// NEON, with the dotprod extension's sdot where HasDotprod(): the fast family's definition (Q4_0 .. Q8_0;
+// scalar:: for the other types).
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// The same with sdot (only where HasDotprod()) or without it on any CPU, so that tests can run both paths.
+void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
+                     float* y);
+bool HasDotprod();  // the CPU's HWCAP says it has dotprod (sdot, udot)
+}  // namespace neon
 #endif
 
 }  // namespace plumb::kernels::ggml

@@ -2,9 +2,9 @@
 // ggml_int8_avx2.cpp and ggml_int8_avx512.cpp, which differ only in how a block's 32 products become the
 // 8 int32 partial sums (maddubs + madd, or VNNI's dpbusd: the same sums, exactly). The including file
 // defines PLUMB_I8_TARGET (the function target, so that Partials inlines into the loop) and, in the
-// namespace it includes this in, kRows and Partials<kType>(w, q): lane j = Σ w_i·q_i over i = 4j .. 4j + 3
+// namespace it includes this in, kRows, Partials<kType>(w, q): lane j = Σ w_i·q_i over i = 4j .. 4j + 3
 // of the 32 weight codes w (bytes in element order, unsigned where Int8LayoutOf(kType).is_unsigned, signed
-// otherwise) and x's codes q.
+// otherwise) and x's codes q, and AddPartials(acc, u, q): acc + the same sums for unsigned codes u ≤ 63.
 // R rows at a time share each block's load of x.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
@@ -82,7 +82,185 @@ void Run(const WeightMatrix& W, int row_begin, int row_end, const Int8Activation
   for (; r < row_end; ++r) Dots<kType, 1>(W, r, x, y);
 }
 
-// Rows [row_begin, row_end) of a Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0 matrix.
+// ---- K-quants: 256-element super-blocks of 8 x blocks --------------------------------------------------
+//
+// Each x block's codes come out of the type's bit planes as unsigned bytes u in element order (w = u −
+// kOffset: Q3_K's 4, Q6_K's 32), and the definition's p is Σ u·q − kOffset·σ with σ = Σ q per 4 elements:
+// one sum per x block for all rows, folded into AddPartials' accumulator. The per-lane float factors are
+// built once per super-block and row, before the rows' integer work; Q4_K's and Q5_K's are one per x block.
+
+template <GgmlType kType>
+constexpr int kKOffsetShift = kType == GgmlType::Q6_K   ? 5
+                              : kType == GgmlType::Q3_K ? 2
+                                                        : -1;  // log2 kOffset
+
+// The 8 bytes of lo, then hi, as 8 floats.
+PLUMB_I8_TARGET inline __m256 BytesToFloats(std::uint32_t lo, std::uint32_t hi) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(hi), static_cast<int>(lo))));
+}
+
+// Q4_K's and Q5_K's 8 six-bit scales and mins (ggml's get_scale_min_k4, docs/formats.md "Q4_K") as floats,
+// with the 12 bytes read as three 32-bit words: each word's 4 bytes are 4 sub-blocks' fields at once.
+PLUMB_I8_TARGET inline void ScalesMinsK4(const std::uint8_t* b, __m256* scale, __m256* min) {
+  const std::uint32_t u0 = ReadU32(b), u1 = ReadU32(b + 4), u2 = ReadU32(b + 8);
+  const std::uint32_t scale_lo = u0 & 0x3F3F3F3F, min_lo = u1 & 0x3F3F3F3F;
+  const std::uint32_t scale_hi = (u2 & 0x0F0F0F0F) | ((u0 >> 6) & 0x03030303) << 4;
+  const std::uint32_t min_hi = ((u2 >> 4) & 0x0F0F0F0F) | ((u1 >> 6) & 0x03030303) << 4;
+  *scale = BytesToFloats(scale_lo, scale_hi);
+  *min = BytesToFloats(min_lo, min_hi);
+}
+
+// The 16 integer scales c of a Q2_K, Q3_K or Q6_K super-block (16-element sub-blocks) as int8 bytes; for
+// Q2_K, `min` gets its 16 mins.
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m128i Scales16(const std::uint8_t* sb, __m128i* min) {
+  if constexpr (kType == GgmlType::Q6_K) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192));
+  } else if constexpr (kType == GgmlType::Q2_K) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb));
+    *min = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
+    return _mm_and_si128(packed, _mm_set1_epi8(0x0F));
+  } else {  // Q3_K: word i's bytes are scales 4i .. 4i + 3 (low 4 bits from bytes 0-7, high 2 from 8-11)
+    const std::uint32_t a0 = ReadU32(sb + 96), a1 = ReadU32(sb + 100), a2 = ReadU32(sb + 104);
+    const std::uint32_t s0 = (a0 & 0x0F0F0F0F) | (a2 & 0x03030303) << 4;
+    const std::uint32_t s1 = (a1 & 0x0F0F0F0F) | ((a2 >> 2) & 0x03030303) << 4;
+    const std::uint32_t s2 = ((a0 >> 4) & 0x0F0F0F0F) | ((a2 >> 4) & 0x03030303) << 4;
+    const std::uint32_t s3 = ((a1 >> 4) & 0x0F0F0F0F) | ((a2 >> 6) & 0x03030303) << 4;
+    const __m128i scales = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2),
+                                          static_cast<int>(s3));
+    return _mm_sub_epi8(scales, _mm_set1_epi8(32));
+  }
+}
+
+PLUMB_I8_TARGET inline __m256i Load32(const std::uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Each byte of v shifted right by `shift` (< 8) and masked. The shift is of 16-bit lanes; the mask keeps
+// only bits that came from the same byte.
+PLUMB_I8_TARGET inline __m256i ByteBits(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// The unsigned codes u of x block t (elements 32t .. 32t + 31) of a K-quant super-block, in element order
+// (docs/formats.md "GGUF blocks"). The bits moved up to join a code (slli_epi16) stay within their byte.
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i KCodes(const std::uint8_t* sb, int t) {
+  const int h = t / 4, k = t % 4;  // Q2_K, Q3_K, Q6_K: element 32t + l = 128h + 32k + l
+  if constexpr (kType == GgmlType::Q4_K) {
+    return ByteBits(Load32(sb + 16 + 32 * (t / 2)), 4 * (t % 2), 0x0F);
+  } else if constexpr (kType == GgmlType::Q5_K) {
+    const __m256i fifth = _mm256_slli_epi16(ByteBits(Load32(sb + 16), t, 1), 4);
+    return _mm256_or_si256(ByteBits(Load32(sb + 48 + 32 * (t / 2)), 4 * (t % 2), 0x0F), fifth);
+  } else if constexpr (kType == GgmlType::Q6_K) {
+    const __m256i high = _mm256_slli_epi16(ByteBits(Load32(sb + 128 + 32 * h), 2 * k, 3), 4);
+    return _mm256_or_si256(ByteBits(Load32(sb + 64 * h + 32 * (k % 2)), 4 * (k / 2), 0x0F), high);
+  } else if constexpr (kType == GgmlType::Q3_K) {
+    const __m256i third = _mm256_slli_epi16(ByteBits(Load32(sb), 4 * h + k, 1), 2);
+    return _mm256_or_si256(ByteBits(Load32(sb + 32 + 32 * h), 2 * k, 3), third);
+  } else {  // Q2_K
+    return ByteBits(Load32(sb + 16 + 32 * h), 2 * k, 3);
+  }
+}
+
+// out[t][j] = (factor · float(c[2t + j / 4])) · d_x[t] for the 8 x blocks t of a super-block with
+// 16-element sub-blocks: sub-block 2t's factor in lanes 0-3, 2t + 1's in lanes 4-7.
+PLUMB_I8_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d_x, __m256 out[8]) {
+  const __m256 sub[2] = {
+      _mm256_mul_ps(factor, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c))),
+      _mm256_mul_ps(factor, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c, 8))))};
+  for (int t = 0; t < 8; ++t) {
+    const int m = 2 * (t % 4);
+    const __m256 pair =
+        _mm256_permutevar8x32_ps(sub[t / 4], _mm256_setr_epi32(m, m, m, m, m + 1, m + 1, m + 1, m + 1));
+    out[t] = _mm256_mul_ps(pair, _mm256_set1_ps(d_x[t]));
+  }
+}
+
+template <GgmlType kType, int R>
+PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+  constexpr KLayout kLayout = KLayoutOf(kType);
+  constexpr bool kSub32 = kType == GgmlType::Q4_K || kType == GgmlType::Q5_K;
+  constexpr bool kMinPerLane = kType == GgmlType::Q2_K;
+  constexpr int kShift = kKOffsetShift<kType>;
+  const int supers = W.cols / 256;
+  const std::uint8_t* row[R];
+  __m256 lane[R], m_lane[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.Row(r0 + r);
+    lane[r] = _mm256_setzero_ps();
+    m_lane[r] = _mm256_setzero_ps();
+  }
+  for (int B = 0; B < supers; ++B) {
+    const float* d_x = x.d.data() + Extent(B, 8);
+    alignas(32) float f_block[R][8];  // Q4_K, Q5_K: f[b] per x block
+    __m256 f_lane[R][8];              // Q2_K, Q3_K, Q6_K: f[b][j]
+    __m256 g_lane[R][8];              // Q2_K: the minimum's factors
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
+      if constexpr (kSub32) {
+        __m256 scale, min;
+        ScalesMinsK4(sb + 4, &scale, &min);
+        _mm256_store_ps(f_block[r], _mm256_mul_ps(_mm256_mul_ps(d, scale), _mm256_loadu_ps(d_x)));
+        const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.dmin)));
+        const __m256 s_x = _mm256_loadu_ps(x.s.data() + Extent(B, 8));
+        m_lane[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, min), s_x, m_lane[r]);
+      } else {
+        __m128i min16 = _mm_setzero_si128();
+        const __m128i scale16 = Scales16<kType>(sb, &min16);
+        LaneFactors(d, scale16, d_x, f_lane[r]);
+        if constexpr (kMinPerLane) {
+          const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.dmin)));
+          LaneFactors(dmin, min16, d_x, g_lane[r]);
+        }
+      }
+    }
+    for (int t = 0; t < 8; ++t) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + Extent(8 * B + t, 32)));
+      __m256i acc = _mm256_setzero_si256();
+      __m256 sigma_f = _mm256_setzero_ps();
+      if constexpr (kShift >= 0 || kMinPerLane) {
+        const __m256i sigma = AddPartials(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        if constexpr (kShift >= 0) acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(sigma, kShift));
+        if constexpr (kMinPerLane) sigma_f = _mm256_cvtepi32_ps(sigma);
+      }
+      for (int r = 0; r < R; ++r) {
+        const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
+        const __m256 p = _mm256_cvtepi32_ps(AddPartials(acc, KCodes<kType>(sb, t), q));
+        if constexpr (kSub32) {
+          lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(f_block[r][t]), p, lane[r]);
+        } else {
+          lane[r] = _mm256_fmadd_ps(f_lane[r][t], p, lane[r]);
+        }
+        if constexpr (kMinPerLane) m_lane[r] = _mm256_fmadd_ps(g_lane[r][t], sigma_f, m_lane[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, lane[r]);
+    const float dot = avx2_common::ReduceLanes(l);
+    if constexpr (kLayout.dmin >= 0) {
+      _mm256_store_ps(l, m_lane[r]);
+      y[r0 + r] = dot - avx2_common::ReduceLanes(l);
+    } else {
+      y[r0 + r] = dot;
+    }
+  }
+}
+
+template <GgmlType kType>
+void RunK(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  int r = row_begin;
+  for (; r + kRows <= row_end; r += kRows) KDots<kType, kRows>(W, r, x, y);
+  for (; r < row_end; ++r) KDots<kType, 1>(W, r, x, y);
+}
+
+// Rows [row_begin, row_end) of a matrix HasInt8 accepts.
 void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   switch (W.type) {
     case GgmlType::Q4_0:
@@ -93,7 +271,19 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
       return Run<GgmlType::Q5_0>(W, row_begin, row_end, x, y);
     case GgmlType::Q5_1:
       return Run<GgmlType::Q5_1>(W, row_begin, row_end, x, y);
-    default:
+    case GgmlType::Q8_0:
       return Run<GgmlType::Q8_0>(W, row_begin, row_end, x, y);
+    case GgmlType::Q2_K:
+      return RunK<GgmlType::Q2_K>(W, row_begin, row_end, x, y);
+    case GgmlType::Q3_K:
+      return RunK<GgmlType::Q3_K>(W, row_begin, row_end, x, y);
+    case GgmlType::Q4_K:
+      return RunK<GgmlType::Q4_K>(W, row_begin, row_end, x, y);
+    case GgmlType::Q5_K:
+      return RunK<GgmlType::Q5_K>(W, row_begin, row_end, x, y);
+    case GgmlType::Q6_K:
+      return RunK<GgmlType::Q6_K>(W, row_begin, row_end, x, y);
+    default:  // no type HasInt8 accepts
+      return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   }
 }

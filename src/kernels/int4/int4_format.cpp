@@ -68,14 +68,19 @@ constexpr WeightFormat kInt4Format = {
     .describe = int4::Describe,
     .side_bytes = int4::SideBytes,
     .row_scale = nullptr,
-    .has_int8 = nullptr,
-    .int8_covers = nullptr,
+    .has_int8 = int4::HasInt8,
+    .int8_covers = int4::kInt8Covers,
     .kernels = {{
-        /* kScalar */ {.row_dots = int4::scalar::RowDots, .decode_rows = int4::scalar::DecodeRows},
+        /* kScalar */ {.row_dots = int4::scalar::RowDots,
+                       .decode_rows = int4::scalar::DecodeRows,
+                       .int8_row_dots = int4::scalar::Int8RowDots},
 #if defined(__x86_64__)
-        /* kAvx2 */ {.row_dots = int4::avx2::RowDots, .decode_rows = int4::avx2::DecodeRows},
+        /* kAvx2 */
+        {.row_dots = int4::avx2::RowDots,
+         .decode_rows = int4::avx2::DecodeRows,
+         .int8_row_dots = int4::avx2::Int8RowDots},
         /* kNeon */ {},
-        /* kAvx512 */ {.row_dots = int4::avx512::RowDots},
+        /* kAvx512 */ {.row_dots = int4::avx512::RowDots, .int8_row_dots = int4::avx512::Int8RowDots},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */ {.row_dots = int4::neon::RowDots},

@@ -7,7 +7,16 @@
 
 #include "plumb/kernels/weight_matrix.h"
 
+namespace plumb::kernels {
+struct Int8Activations;
+}  // namespace plumb::kernels
+
 namespace plumb::kernels::int4 {
+
+// The fast family (int4_int8.cpp, which states its definition): every scheme and group size, for rows whose
+// columns are whole 32-element blocks.
+bool HasInt8(const WeightMatrix& W);
+inline constexpr const char* kInt8Covers = "packed INT4 (every scheme and group size)";
 
 // fn(std::integral_constant<Int4Scheme, S>{}) for S = scheme: how the vector kernels, templates on the
 // scheme, are picked at run time.
@@ -27,15 +36,20 @@ decltype(auto) WithScheme(Int4Scheme scheme, Fn fn) {
 namespace scalar {
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace scalar
 
 #if defined(__x86_64__)
 namespace avx2 {  // AVX2 + F16C
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+// AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F, BW, VL: 16-entry lookup tables
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+// AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace avx512
 #endif
 

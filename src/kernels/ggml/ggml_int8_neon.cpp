@@ -1,0 +1,188 @@
+// The fast family's GGUF row dots with NEON: ggml_int8.cpp's definition, bit for bit. A block's 32 weight
+// codes are made as int8 in element order, elements 0-15 (the low nibbles) in one register and 16-31 (the
+// high ones) in another, so that the definition's p[b][j], the sum of the products of elements 4j .. 4j + 3,
+// is lane j mod 4 of an int32 vector. Every code fits int8 (Q4_1's and Q5_1's unsigned 0..31 too), so one
+// signed multiply serves every type. With the dotprod extension one sdot (vdotq_s32) makes four of the sums
+// from 16 codes; without it vmull_s8 makes the 16 products in int16 (|w·q| ≤ 128·127: exact) and two
+// pairwise widening adds group them in fours. Both are the exact integers. The float steps are the
+// definition's, in its order: f = d_w·d_x (one product), lane = fma(f, float(p), lane) as vfmaq_f32 (fused,
+// as std::fma is) on lanes 0-3 and 4-7, Q4_1/Q5_1's m_sum as a scalar fma in block order, and ReduceLanes'
+// tree. kRows rows at a time share each block's load of x.
+//
+// Whether the CPU has dotprod is read once from the kernel's HWCAP. Only the sdot path is compiled for
+// armv8.2-a+dotprod (GCC 12's arm_neon.h declares vdotq_s32 for that target, and every CPU with dotprod
+// implements it), so nothing of it reaches a CPU without; the plain path is built for the base architecture.
+#include "ggml_kernels.h"
+
+#if defined(__aarch64__)
+
+#include <arm_neon.h>
+#include <sys/auxv.h>
+
+#include <cstdint>
+
+#include "../bytes.h"
+#include "../neon_lanes.h"
+#include "plumb/core/extent.h"
+#include "plumb/kernels/int8_activations.h"
+
+#define PLUMB_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+
+namespace plumb::kernels::ggml::neon {
+namespace {
+
+using neon_lanes::Lanes8;
+
+constexpr int kRows = 4;
+
+// 32 int8 codes in element order: [0, 16) in lo, [16, 32) in hi.
+struct Codes32 {
+  int8x16_t lo;
+  int8x16_t hi;
+};
+
+inline Codes32 Load32(const std::uint8_t* p) {
+  return {vreinterpretq_s8_u8(vld1q_u8(p)), vreinterpretq_s8_u8(vld1q_u8(p + 16))};
+}
+
+// Byte i = 0x10 where bit i of the low 16 bits is set, else 0: elements' fifth bits (qh) in place.
+inline uint8x16_t FifthBits(std::uint32_t bits) {
+  static constexpr std::uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  const uint8x16_t bytes = vcombine_u8(vdup_n_u8(static_cast<std::uint8_t>(bits)),
+                                       vdup_n_u8(static_cast<std::uint8_t>(bits >> 8)));
+  return vandq_u8(vtstq_u8(bytes, vld1q_u8(kBit)), vdupq_n_u8(0x10));
+}
+
+// BlockCodes of ggml_int8.cpp.
+template <GgmlType kType>
+inline Codes32 Codes(const std::uint8_t* block) {
+  if constexpr (kType == GgmlType::Q8_0) {
+    return Load32(block + 2);
+  } else {
+    constexpr Int8Layout kLayout = Int8LayoutOf(kType);
+    const uint8x16_t qs = vld1q_u8(block + kLayout.qs);
+    uint8x16_t lo = vandq_u8(qs, vdupq_n_u8(0x0F));
+    uint8x16_t hi = vshrq_n_u8(qs, 4);
+    if constexpr (kLayout.five_bits) {
+      const std::uint32_t qh = ReadU32(block + kLayout.qs - 4);
+      lo = vorrq_u8(lo, FifthBits(qh));
+      hi = vorrq_u8(hi, FifthBits(qh >> 16));
+    }
+    if constexpr (kLayout.offset != 0) {  // wraps mod 256: the signed code − offset
+      lo = vsubq_u8(lo, vdupq_n_u8(kLayout.offset));
+      hi = vsubq_u8(hi, vdupq_n_u8(kLayout.offset));
+    }
+    return {vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)};
+  }
+}
+
+// Lane j = Σ w_i·q_i over i = 4j .. 4j + 3 of 16 codes: sdot, or the same sums without it.
+PLUMB_DOTPROD inline int32x4_t SdotSums(int8x16_t w, int8x16_t q) {
+  return vdotq_s32(vdupq_n_s32(0), w, q);
+}
+inline int32x4_t PlainSums(int8x16_t w, int8x16_t q) {
+  const int16x8_t first = vmull_s8(vget_low_s8(w), vget_low_s8(q));
+  const int16x8_t second = vmull_high_s8(w, q);
+  return vpaddq_s32(vpaddlq_s16(first), vpaddlq_s16(second));
+}
+
+// One row's lanes and m_sum, and the definition's float steps on them.
+template <GgmlType kType>
+struct RowState {
+  Lanes8 lane = neon_lanes::Zero8();
+  float m_sum = 0.0f;
+
+  void Add(const std::uint8_t* block, float d_x, float s_x, int32x4_t p_lo, int32x4_t p_hi) {
+    const float32x4_t f = vmulq_n_f32(neon_lanes::HalfBroadcast(block), d_x);
+    lane.lo = vfmaq_f32(lane.lo, f, vcvtq_f32_s32(p_lo));
+    lane.hi = vfmaq_f32(lane.hi, f, vcvtq_f32_s32(p_hi));
+    if constexpr (Int8LayoutOf(kType).has_min) {
+      m_sum = __builtin_fmaf(vgetq_lane_f32(neon_lanes::HalfBroadcast(block + 2), 0), s_x, m_sum);
+    }
+  }
+
+  float Result() const {
+    float l[8];
+    neon_lanes::Store8(lane, l);
+    const float dot = neon_lanes::ReduceLanes(l);
+    return Int8LayoutOf(kType).has_min ? dot + m_sum : dot;
+  }
+};
+
+// NAME<kType, R>(W, r0, x, y): rows r0 .. r0 + R − 1 into y[r0 ..], with SUMS making the integer sums. A
+// macro because it is defined twice, for the two targets: GCC fixes a function's target where it is
+// defined, and vdotq_s32 inlines only into a dotprod one.
+#define PLUMB_INT8_NEON_DOTS(NAME, TARGET, SUMS)                                                   \
+  template <GgmlType kType, int R>                                                                 \
+  TARGET void NAME(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {            \
+    constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;                                   \
+    const int blocks = W.cols / 32;                                                                \
+    const std::uint8_t* row[R];                                                                    \
+    RowState<kType> state[R];                                                                      \
+    for (int r = 0; r < R; ++r) row[r] = W.Row(r0 + r);                                            \
+    for (int b = 0; b < blocks; ++b) {                                                             \
+      const Codes32 q = Load32(reinterpret_cast<const std::uint8_t*>(x.q.data() + Extent(b, 32))); \
+      for (int r = 0; r < R; ++r) {                                                                \
+        const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);                               \
+        const Codes32 w = Codes<kType>(block);                                                     \
+        state[r].Add(block, x.d[b], x.s[b], SUMS(w.lo, q.lo), SUMS(w.hi, q.hi));                   \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; ++r) y[r0 + r] = state[r].Result();                                     \
+  }
+
+PLUMB_INT8_NEON_DOTS(SdotDots, PLUMB_DOTPROD, SdotSums)
+PLUMB_INT8_NEON_DOTS(PlainDots, , PlainSums)
+
+#undef PLUMB_INT8_NEON_DOTS
+
+template <GgmlType kType, bool kSdot>
+void Run(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  int r = row_begin;
+  if constexpr (kSdot) {
+    for (; r + kRows <= row_end; r += kRows) SdotDots<kType, kRows>(W, r, x, y);
+    for (; r < row_end; ++r) SdotDots<kType, 1>(W, r, x, y);
+  } else {
+    for (; r + kRows <= row_end; r += kRows) PlainDots<kType, kRows>(W, r, x, y);
+    for (; r < row_end; ++r) PlainDots<kType, 1>(W, r, x, y);
+  }
+}
+
+template <bool kSdot>
+void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  switch (W.type) {
+    case GgmlType::Q4_0:
+      return Run<GgmlType::Q4_0, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q4_1:
+      return Run<GgmlType::Q4_1, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q5_0:
+      return Run<GgmlType::Q5_0, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q5_1:
+      return Run<GgmlType::Q5_1, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q8_0:
+      return Run<GgmlType::Q8_0, kSdot>(W, row_begin, row_end, x, y);
+    default:  // a type whose definition has no NEON variant yet
+      return scalar::Int8RowDots(W, row_begin, row_end, x, y);
+  }
+}
+
+}  // namespace
+
+bool HasDotprod() {
+  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  return has;
+}
+
+void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
+                     float* y) {
+  if (sdot) return RunAnyType<true>(W, row_begin, row_end, x, y);
+  RunAnyType<false>(W, row_begin, row_end, x, y);
+}
+
+void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  Int8RowDotsPath(HasDotprod(), W, row_begin, row_end, x, y);
+}
+
+}  // namespace plumb::kernels::ggml::neon
+
+#endif  // defined(__aarch64__)

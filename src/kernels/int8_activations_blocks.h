@@ -1,0 +1,22 @@
+// QuantizeActivations' block quantizers (kernels/int8_activations.h states the definition), one per ISA.
+// Internal to src/kernels/.
+#pragma once
+
+#include <cstdint>
+
+namespace plumb::kernels {
+
+namespace scalar {
+// One block: x[0 .. count) (count ≤ 32; the rest of the block is 0) into q[32], *d and *s.
+void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s);
+}  // namespace scalar
+
+#if defined(__x86_64__)
+namespace avx2 {
+// Blocks [0, blocks) of x, each bitwise scalar::QuantizeBlock of 32 elements; returns how many it did
+// (`blocks`; 0 on a CPU without AVX2, for the caller's scalar loop to do them all).
+int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s);
+}  // namespace avx2
+#endif
+
+}  // namespace plumb::kernels
