@@ -86,7 +86,8 @@ void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::Kernel
     out << KernelLine(k, k.flops, k.Bytes(), seconds, roof) << "\n"
         << Wrap(RegimeReason(regime, roof, k.flops, k.Bytes(), seconds), kWidth, 11, true);
   }
-  out << "\nWhole model (per-layer kernels summed over all " << pass.kernels[1].instances << " layers):\n\n"
+  out << "\nWhole model (per-layer kernels summed over all "
+      << pass.Kernel(ForwardKernel::kAttnNorm).instances << " layers):\n\n"
       << Header() << "\n";
   double bound = 0;
   for (const KernelCost& k : pass.kernels) {
@@ -155,7 +156,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   kernels::SetNumThreads(threads);
   ApplyKernelsFlag(flags);
   const roofline::WeightBytes weights = roofline::WeightBytesOf(model.weights());
-  const roofline::CostOptions options{4, 4};  // the FP32 cache and activations plumb runs with
+  const roofline::CostOptions options = RunCostOptions(model, KvDtype::kF32);  // explain's cache is FP32
   const double kv_per_token = 2.0 * c.num_layers * c.KvDim() * 4;
 
   // Warm-up on a throwaway cache: page faults on the mapped weights and thread start-up belong to no kernel.
@@ -218,8 +219,9 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   para("prompt: " + std::to_string(P) + " tokens:" + ids);
   out << "\n== 1. Prefill: all " << P << " prompt tokens in one pass ==\n\n";
   para("Every projection multiplies the " + std::to_string(P) + " token rows by a weight matrix (" +
-       prefill.kernels[2].shape + "), so each weight byte read from memory serves " + std::to_string(P) +
-       " tokens: the pass does " + Fixed(prefill.Intensity(), 1) + " FLOP per byte moved.");
+       prefill.Kernel(ForwardKernel::kQProj).shape + "), so each weight byte read from memory serves " +
+       std::to_string(P) + " tokens: the pass does " + Fixed(prefill.Intensity(), 1) +
+       " FLOP per byte moved.");
   out << "\n";
   ExplainPass(out, prefill, prefill_timer, layer, roof);
   const double prefill_seconds = prefill_timer.PassSeconds();
@@ -230,9 +232,9 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
 
   out << "\n== 2. Decode: one token per pass ==\n\n";
   para("Step 1 feeds token " + Piece(tm, generated[0]) + " at position " + std::to_string(P) +
-       ". Every projection is now one row times a weight matrix (" + first_step.kernels[2].shape +
-       "): each weight byte read serves one token, " + Fixed(first_step.Intensity(), 2) +
-       " FLOP per byte moved.");
+       ". Every projection is now one row times a weight matrix (" +
+       first_step.Kernel(ForwardKernel::kQProj).shape + "): each weight byte read serves one token, " +
+       Fixed(first_step.Intensity(), 2) + " FLOP per byte moved.");
   out << "\n";
   ExplainPass(out, first_step, step_timers[0], layer, roof);
   out << "\nEvery step, at its context:\n\n";

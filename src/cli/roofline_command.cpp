@@ -81,6 +81,7 @@ struct Report {
   std::string kernels;  // KernelsDescription(): the family and ISA that ran
   ModelConfig config;
   roofline::WeightBytes weights;
+  roofline::CostOptions options;  // RunCostOptions: the KV dtype, and whether int8 kernels ran
   double kv_bytes_per_token = 0;
   HostMeasurement host;
   PassCost decode_kernels;  // the first --batch at the first --context (the first decode row measured)
@@ -114,7 +115,8 @@ Settings ReadSettings(const Flags& flags, const ModelConfig& c) {
 }
 
 void Measure(Model& model, const Settings& s, Report& r, std::ostream& err) {
-  const roofline::CostOptions options{static_cast<double>(KvDtypeBytes(s.kv)), 4};
+  r.options = RunCostOptions(model, s.kv);
+  const roofline::CostOptions& options = r.options;
   r.decode_kernels =
       roofline::DecodeStepCost(r.config, r.weights, options, s.batches.front(), s.contexts.front());
   r.prefill = roofline::PrefillCost(r.config, r.weights, options, s.prompt);
@@ -295,7 +297,7 @@ const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7
 
 std::string Svg(const Report& r, const Settings& s) {
   const roofline::Roof roof = r.host.roof();
-  const roofline::CostOptions options{static_cast<double>(KvDtypeBytes(s.kv)), 4};
+  const roofline::CostOptions& options = r.options;
   auto step = [&](int batch, int context) {
     return roofline::DecodeStepCost(r.config, r.weights, options, batch, context);
   };

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/weight_format.h"
 #include "plumb/model/model.h"
 #include "plumb/model/pack.h"
 #include "plumb/roofline/host_probe.h"
@@ -199,6 +200,13 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
   options.format = *format;
   options.threads = threads;
   return RepackModel(source, options);
+}
+
+roofline::CostOptions RunCostOptions(const Model& model, KvDtype kv) {
+  roofline::CostOptions options{static_cast<double>(KvDtypeBytes(kv)), 4};
+  const std::vector<LayerWeights>& layers = model.weights().layers;
+  options.int8_activations = !layers.empty() && kernels::UsesInt8RowDots(layers.front().wq);
+  return options;
 }
 
 std::string StoredDtypeName(const Model& model) {

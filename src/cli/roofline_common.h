@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "plumb/cli/flags.h"
+#include "plumb/formats/kv_dtype.h"
+#include "plumb/roofline/cost_model.h"
 #include "plumb/roofline/presets.h"
 #include "plumb/roofline/regime.h"
 
@@ -86,6 +88,9 @@ Model LoadModelAs(const std::string& path, const std::string& dtype, int threads
 
 // A short name of how a loaded model stores its layer matrices: "Q4_1", "F32", "fp8-e4m3", "int4-sym-g32".
 std::string StoredDtypeName(const Model& model);
+// The cost model's options for a run of `model` with a `kv` cache: FP32 activations, and the `quantize`
+// kernel where the active family runs int8 kernels on the model's projections (kernels/int8_activations.h).
+roofline::CostOptions RunCostOptions(const Model& model, KvDtype kv);
 
 // One sentence: why a kernel is in its regime (roofline/regime.h), with the numbers.
 std::string RegimeReason(roofline::Regime regime, const roofline::Roof& roof, double flops, double bytes,

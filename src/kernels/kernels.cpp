@@ -112,18 +112,25 @@ void Gemv(const WeightMatrix& W, const float* x, float* y) {
 // thread, into its scratch, which every thread reads.
 void GemvShared(std::span<const GemvOutput> outputs, const float* x) {
   if (outputs.empty()) return;
+  thread_local Int8Activations scratch;
+  Int8Activations& xq = scratch;  // a reference, so the pool's threads below share this thread's copy
+  const bool any_int8 =
+      std::any_of(outputs.begin(), outputs.end(), [](const GemvOutput& o) { return UsesInt8RowDots(*o.W); });
+  if (any_int8) QuantizeActivations(x, outputs[0].W->cols, xq);
+  GemvShared(outputs, x, xq);
+}
+
+void GemvShared(std::span<const GemvOutput> outputs, const float* x, const Int8Activations& xq) {
+  if (outputs.empty()) return;
   const int k = outputs[0].W->cols;
   int total_rows = 0;
-  bool any_int8 = false;
   for (const GemvOutput& o : outputs) {
     if (o.W->cols != k)
       throw MakeError("GemvShared: a matrix of ", o.W->cols, " columns beside one of ", k, " (one input x)");
+    if (UsesInt8RowDots(*o.W) && xq.n != k)
+      throw MakeError("GemvShared: x quantized with ", xq.n, " elements for a matrix of ", k, " columns");
     total_rows += o.W->rows;
-    any_int8 = any_int8 || UsesInt8RowDots(*o.W);
   }
-  thread_local Int8Activations scratch;
-  Int8Activations& xq = scratch;  // a reference, so the pool's threads below share this thread's copy
-  if (any_int8) QuantizeActivations(x, k, xq);
   RunParallel([&](int t, int threads) {
     int begin = 0, end = 0;
     ThreadRows(total_rows, t, threads, begin, end);
@@ -135,6 +142,34 @@ void GemvShared(std::span<const GemvOutput> outputs, const float* x) {
     }
   });
 }
+
+namespace {
+
+// Y[m][W.rows] with the fast family's int8 kernels (W must have them): each row of X quantized once, then
+// the threads split W's rows as Gemv does, and each walks its share kTile rows at a time, taking every row of
+// X over those weight rows while they are in L1. Each Y row is bitwise Gemv's for that row alone: the same
+// kernel over the same rows and the same quantized x.
+void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
+  const int n = W.rows;
+  const int k = W.cols;
+  thread_local std::vector<Int8Activations> scratch;
+  std::vector<Int8Activations>& xq = scratch;  // a reference, so the pool's threads share this thread's
+  if (xq.size() < static_cast<std::size_t>(m)) xq.resize(m);
+  for (int i = 0; i < m; ++i) QuantizeActivations(X + Extent(i, k), k, xq[i]);
+  const Int8RowDotsFn dots = KernelsFor(*W.format, ActiveIsa()).int8_row_dots;
+  // 16 rows of a 1536-column Q4_1 matrix are 15 KiB: they stay in L1 while every row of X passes over them.
+  constexpr int kTile = 16;
+  RunParallel([&](int t, int threads) {
+    int begin = 0, end = 0;
+    ThreadRows(n, t, threads, begin, end);
+    for (int r0 = begin; r0 < end; r0 += kTile) {
+      const int r1 = std::min(r0 + kTile, end);
+      for (int i = 0; i < m; ++i) dots(W, r0, r1, xq[i], Y + Extent(i, n));
+    }
+  });
+}
+
+}  // namespace
 
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   const int n = W.rows;
@@ -149,6 +184,7 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
   // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
   if (m >= 2 && m <= small_gemm::kMaxRows) {
+    if (m <= kInt8GemmMaxRows && UsesInt8RowDots(W)) return Int8GemvBatch(W, X, m, Y);
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
     return;
   }
@@ -194,6 +230,7 @@ void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
     Gemv(W, X, Y);
     return;
   }
+  if (UsesInt8RowDots(W)) return Int8GemvBatch(W, X, rows, Y);  // the fast family's Gemv, row by row
   // Each weight tile decoded once (exactly: DequantizeRow / DecodePackedRow's values) and dotted with every
   // row of X in scalar::Dot's order, the FP8 scale after the dot: each Y row is bitwise Gemv's, whatever the
   // other rows, their number or the thread count (small_gemm.h).

@@ -9,6 +9,8 @@ std::string_view ForwardKernelName(ForwardKernel kernel) {
       return "embedding";
     case ForwardKernel::kAttnNorm:
       return "attn_norm";
+    case ForwardKernel::kQuantize:
+      return "quantize";
     case ForwardKernel::kQProj:
       return "q_proj";
     case ForwardKernel::kKProj:

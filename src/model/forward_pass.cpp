@@ -106,10 +106,23 @@ void ForwardPass::RmsNorm(ForwardKernel kernel, int layer, const std::vector<flo
   Done(kernel, layer);
 }
 
+bool ForwardPass::QuantizeAlone(int layer, const WeightMatrix& W, const float* in) {
+  if (!observer_ || rows_ != 1 || !kernels::UsesInt8RowDots(W)) return false;
+  kernels::QuantizeActivations(in, W.cols, xq_);
+  Done(ForwardKernel::kQuantize, layer);
+  return true;
+}
+
+void ForwardPass::MultiplyRows(const WeightMatrix& W, const float* in, float* out, bool quantized) {
+  if (!quantized) return Multiply(W, in, rows_, out);
+  const kernels::GemvOutput one{&W, out};
+  kernels::GemvShared({&one, 1}, in, xq_);  // what Multiply's one-row Gemv computes, from xq_
+}
+
 void ForwardPass::Project(ForwardKernel kernel, int layer, const WeightMatrix& W,
                           const std::vector<float>& bias, const std::vector<float>& in,
                           std::vector<float>& out) {
-  Multiply(W, in.data(), rows_, out.data());
+  MultiplyRows(W, in.data(), out.data(), QuantizeAlone(layer, W, in.data()));
   AddBias(out.data(), rows_, bias);
   Done(kernel, layer);
 }
@@ -118,7 +131,13 @@ void ForwardPass::Project(int layer, const std::vector<float>& in,
                           std::initializer_list<ProjectionOf> projections) {
   constexpr std::size_t kMaxShared = 4;
   if (projection_ != Projection::kGemvOrGemm || rows_ != 1 || observer_ || projections.size() > kMaxShared) {
-    for (const ProjectionOf& p : projections) Project(p.kernel, layer, *p.W, *p.bias, in, *p.out);
+    bool quantized = false;  // `in` once for all of them, as GemvShared quantizes it
+    for (const ProjectionOf& p : projections) {
+      quantized = quantized || QuantizeAlone(layer, *p.W, in.data());
+      MultiplyRows(*p.W, in.data(), p.out->data(), quantized);
+      AddBias(p.out->data(), rows_, *p.bias);
+      Done(p.kernel, layer);
+    }
     return;
   }
   kernels::GemvOutput outputs[kMaxShared];
@@ -130,7 +149,7 @@ void ForwardPass::Project(int layer, const std::vector<float>& in,
 
 void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W,
                                 const std::vector<float>& in) {
-  Multiply(W, in.data(), rows_, a_.projected.data());
+  MultiplyRows(W, in.data(), a_.projected.data(), QuantizeAlone(layer, W, in.data()));
   AddInPlace(a_.x.data(), a_.projected.data(), Extent(rows_, c_.hidden_size));
   Done(kernel, layer);
 }

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/model/config.h"
 #include "plumb/model/forward_observer.h"
@@ -69,7 +70,7 @@ class ForwardPass {
   // Several projections of the same input (q, k and v; gate and up), each as Project computes it. A decode
   // (one row, Projection::kGemvOrGemm) without an observer runs them as one kernels::GemvShared: one
   // parallel region and one quantization of `in` instead of one per matrix, the same bits. With an
-  // observer they run one by one, so each keeps its own timing line.
+  // observer they run one by one, so each keeps its own timing line (and the quantization, once, its own).
   struct ProjectionOf {
     ForwardKernel kernel;
     const WeightMatrix* W;
@@ -95,6 +96,14 @@ class ForwardPass {
 
  private:
   void Multiply(const WeightMatrix& W, const float* in, int rows, float* out) const;
+  // The fast family's quantization of `in` for W into xq_, timed as a kernel of its own (kQuantize), when an
+  // observer times a one-row pass and W runs int8 kernels; true when it ran. Otherwise the kernels quantize
+  // inside the projection's time: without an observer, for several rows (kernels::Gemm's small-row path),
+  // and always for the LM head (one vector of d, left in its line).
+  bool QuantizeAlone(int layer, const WeightMatrix& W, const float* in);
+  // out = in · Wᵀ over the pass's rows: Multiply, or from xq_ when `quantized` (QuantizeAlone ran): the
+  // same bits.
+  void MultiplyRows(const WeightMatrix& W, const float* in, float* out, bool quantized);
   // `kernel` of `layer` (-1 outside the layers) has just finished over `rows` rows (-1: the pass's).
   void Done(ForwardKernel kernel, int layer, int rows = -1);
 
@@ -104,8 +113,9 @@ class ForwardPass {
   Projection projection_;
   Activations& a_;
   ForwardObserver* observer_;
-  int rows_ = 0;        // every chunk's tokens
-  int logit_rows_ = 0;  // rows whose logits are returned
+  int rows_ = 0;                 // every chunk's tokens
+  int logit_rows_ = 0;           // rows whose logits are returned
+  kernels::Int8Activations xq_;  // QuantizeAlone's
   Clock::time_point last_;
 };
 

@@ -258,6 +258,14 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
   };
   add(ForwardKernel::kEmbedding, 1, Rows(rows, c.hidden_size), 0, R * w.embedding_row, R * d * a, 0);
   norm(ForwardKernel::kAttnNorm, layers, R, w.attn_norm / L);
+  if (o.int8_activations && rows == 1) {
+    // The inputs of q/k/v, o, gate/up and down, each rounded to int8 once: |x|, the block's max, × 1/d, the
+    // rounding and the block sum, 5 FLOPs an element; each float read, its int8 code written, and two floats
+    // (d, s) per block of 32.
+    const double e = 2 * d + qd + f;
+    add(ForwardKernel::kQuantize, layers, Rows(rows, static_cast<int>(e)), 5 * e, 0,
+        e * a + e * (1 + 2 * 4.0 / 32), 0);
+  }
   projection(ForwardKernel::kQProj, d, qd, w.q, bias_q, false);
   projection(ForwardKernel::kKProj, d, kvd, w.k, bias_kv, false);
   projection(ForwardKernel::kVProj, d, kvd, w.v, bias_kv, false);

@@ -39,10 +39,12 @@ constexpr T kNumber = T::number_float;
 constexpr T kInt = T::number_unsigned;
 constexpr T kString = T::string;
 
-void ExpectKernels(const nlohmann::json& kernels) {
-  ASSERT_EQ(kernels.size(), 16u);  // every ForwardKernel, in order
+// Every ForwardKernel, in order; `quantize` (the fast family's int8 rounding of x) only where it ran.
+void ExpectKernels(const nlohmann::json& kernels, bool quantize) {
+  ASSERT_EQ(kernels.size(), quantize ? 17u : 16u);
   EXPECT_EQ(kernels[0]["name"], "embedding");
-  EXPECT_EQ(kernels[15]["name"], "lm_head");
+  EXPECT_EQ(kernels[2]["name"], quantize ? "quantize" : "q_proj");
+  EXPECT_EQ(kernels[kernels.size() - 1]["name"], "lm_head");
   for (const nlohmann::json& k : kernels) {
     ExpectKeys(k, {{"name", kString},
                    {"instances", kInt},
@@ -98,12 +100,14 @@ TEST(RooflineCliTest, JsonSchemaIsStable) {
   ASSERT_EQ(j["host"]["bandwidth"].size(), 1u);
   ExpectKeys(j["host"]["bandwidth"][0], {{"threads", kInt}, {"bytes_per_second", kNumber}});
   ExpectKeys(j["decode_kernels"], {{"batch", kInt}, {"context", kInt}, {"kernels", T::array}});
-  ExpectKernels(j["decode_kernels"]["kernels"]);
+  // Q8_0 has int8 kernels and roofline runs the fast family by default: a batch-1 decode step quantizes x
+  // (its first --batch is 1); an 8-token prefill does it inside its projections.
+  ExpectKernels(j["decode_kernels"]["kernels"], /*quantize=*/true);
   ExpectKeys(j["prefill_kernels"], {{"prompt", kInt}, {"kernels", T::array}});
-  ExpectKernels(j["prefill_kernels"]["kernels"]);
+  ExpectKernels(j["prefill_kernels"]["kernels"], /*quantize=*/false);
   // The tiny model's q_proj at batch 1: 2·64·64 FLOPs in each of 2 layers.
-  EXPECT_EQ(j["decode_kernels"]["kernels"][2]["name"], "q_proj");
-  EXPECT_EQ(j["decode_kernels"]["kernels"][2]["flops"], 2 * 2 * 64 * 64);
+  EXPECT_EQ(j["decode_kernels"]["kernels"][3]["name"], "q_proj");
+  EXPECT_EQ(j["decode_kernels"]["kernels"][3]["flops"], 2 * 2 * 64 * 64);
   ASSERT_EQ(j["decode"].size(), 4u);
   for (const nlohmann::json& d : j["decode"]) {
     const bool skipped = d["skipped"].get<bool>();

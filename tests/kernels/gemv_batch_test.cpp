@@ -3,6 +3,9 @@
 // the thread count, one x row, many), 1 to 3 threads and every RowDot variant of this build. This is what
 // makes Model::Step with batch_invariant equal to one-at-a-time Decode.
 //
+// In the fast family (int8 activations), GemvBatch and the small-row Gemm run the int8 kernels row by row:
+// again every row bitwise its Gemv.
+//
 // Also kernels::Gemm for decode batches (2..64 rows, src/kernels/small_gemm.h): within the dot-product error
 // bound of the exact product of the decoded weights, and the same bits for every variant and thread count.
 #include <gtest/gtest.h>
@@ -19,6 +22,7 @@
 #include "plumb/formats/fp8.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/formats/int4.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/packed_dot.h"
 #include "plumb/kernels/row_dot.h"
@@ -29,6 +33,7 @@
 namespace plumb {
 namespace {
 
+using kernels::KernelFamily;
 using testing::RandomVector;
 
 // A GGUF matrix of random blocks with finite FP16 scales (every code reachable), or random plain values.
@@ -114,6 +119,16 @@ const Named kWeightTypes[] = {
     {"INT4_asym_f16zero_g128", MakeInt4<Int4Scheme::kAsymmetricF16Zero, 128>, 1},
 };
 
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    std::uint32_t g, w;
+    std::memcpy(&g, &got[e], 4);
+    std::memcpy(&w, &want[e], 4);
+    ASSERT_EQ(g, w) << what << " element " << e << ": " << got[e] << " != " << want[e];
+  }
+}
+
 class GemvBatchTypes : public ::testing::TestWithParam<std::tuple<int, kernels::Isa>> {
  protected:
   void SetUp() override {
@@ -122,6 +137,7 @@ class GemvBatchTypes : public ::testing::TestWithParam<std::tuple<int, kernels::
     kernels::SetIsa(std::get<1>(GetParam()));
   }
   void TearDown() override {
+    kernels::SetFamily(KernelFamily::kExact);
     kernels::SetIsa(saved_);
     kernels::SetNumThreads(0);
   }
@@ -137,24 +153,32 @@ TEST_P(GemvBatchTypes, EveryRowIsBitwiseGemvOfThatRowAlone) {
   for (int cols : col_counts) {
     for (int w_rows : {1, 7, 130}) {
       const WeightMatrix W = type.make(w_rows, cols, static_cast<std::uint32_t>(cols * 31 + w_rows));
-      for (int rows : {1, 3, 17}) {
+      for (int rows : {1, 2, 3, 17}) {
         const std::vector<float> X = RandomVector(static_cast<std::size_t>(rows) * cols, rows + cols);
-        std::vector<float> expected(static_cast<std::size_t>(rows) * w_rows);
-        kernels::SetNumThreads(1);
-        for (int i = 0; i < rows; ++i) kernels::Gemv(W, X.data() + i * cols, expected.data() + i * w_rows);
-        for (int threads : {1, 2, 3}) {
-          kernels::SetNumThreads(threads);
-          std::vector<float> Y(expected.size(), -1.0f);
-          kernels::GemvBatch(W, X.data(), rows, Y.data());
-          for (std::size_t e = 0; e < Y.size(); ++e) {
-            std::uint32_t got, want;
-            std::memcpy(&got, &Y[e], 4);
-            std::memcpy(&want, &expected[e], 4);
-            ASSERT_EQ(got, want) << type.name << " cols " << cols << " W rows " << w_rows << " x rows "
-                                 << rows << " threads " << threads << " element " << e << ": " << Y[e]
-                                 << " != " << expected[e];
+        // Both families: in the fast one, a type with int8 kernels runs them for every row, as its Gemv does
+        // (and so does Gemm up to kInt8GemmMaxRows rows).
+        for (KernelFamily family : {KernelFamily::kExact, KernelFamily::kFast}) {
+          kernels::SetFamily(family);
+          std::vector<float> expected(static_cast<std::size_t>(rows) * w_rows);
+          kernels::SetNumThreads(1);
+          for (int i = 0; i < rows; ++i) kernels::Gemv(W, X.data() + i * cols, expected.data() + i * w_rows);
+          const bool int8 = kernels::UsesInt8RowDots(W) && rows <= kernels::kInt8GemmMaxRows;
+          for (int threads : {1, 2, 3}) {
+            kernels::SetNumThreads(threads);
+            std::vector<float> Y(expected.size(), -1.0f);
+            kernels::GemvBatch(W, X.data(), rows, Y.data());
+            const std::string what = type.name + " " + kernels::FamilyName(family) + " cols " +
+                                     std::to_string(cols) + " W rows " + std::to_string(w_rows) + " x rows " +
+                                     std::to_string(rows) + " threads " + std::to_string(threads);
+            ExpectSameBits(Y, expected, what);
+            if (int8) {
+              std::fill(Y.begin(), Y.end(), -1.0f);
+              kernels::Gemm(X.data(), rows, W, Y.data());
+              ExpectSameBits(Y, expected, what + " (Gemm)");
+            }
           }
         }
+        kernels::SetFamily(KernelFamily::kExact);
       }
     }
   }
@@ -172,16 +196,6 @@ std::vector<float> DecodedRow(const WeightMatrix& W, int r, float& scale) {
     if (W.Is(kernels::kFp8Format)) scale = W.fp8_scales[W.fp8_per_row ? r : 0];
   }
   return row;
-}
-
-void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    std::uint32_t g, w;
-    std::memcpy(&g, &got[e], 4);
-    std::memcpy(&w, &want[e], 4);
-    ASSERT_EQ(g, w) << what << " element " << e << ": " << got[e] << " != " << want[e];
-  }
 }
 
 TEST_P(GemvBatchTypes, SmallRowGemmIsWithinTheDotProductBoundAndTheSameBitsForEveryVariant) {

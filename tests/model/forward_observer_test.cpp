@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/model/forward_observer.h"
 #include "plumb/model/model.h"
 #include "support/golden.h"
@@ -52,20 +53,36 @@ class ForwardObserverTest : public ::testing::Test {
  protected:
   ForwardObserverTest() : golden_(testing::FixtureDir("tiny-llama")), model_(Model::Load(golden_.dir())) {}
 
-  // The kernels one pass must report, in order: embedding, 13 per layer, final_norm, lm_head.
-  void ExpectKernelSequence(const Recorder& r, int rows, int logit_rows) const {
-    const int layers = model_.config().num_layers;
-    ASSERT_EQ(r.kernels.size(), static_cast<std::size_t>(3 + 13 * layers));
+  // The kernels one pass must report, in order: embedding, 13 per layer (and `quantize` before the
+  // projections of a one-row pass whose weights run the fast family's int8 kernels, 4 more), final_norm,
+  // lm_head.
+  static void ExpectKernelSequence(const Model& model, const Recorder& r, int rows, int logit_rows,
+                                   bool quantized = false) {
+    using K = ForwardKernel;
+    std::vector<K> layer = {K::kAttnNorm};
+    const auto quantize = [&] {
+      if (quantized) layer.push_back(K::kQuantize);
+    };
+    quantize();
+    layer.insert(layer.end(), {K::kQProj, K::kKProj, K::kVProj, K::kRope, K::kKvWrite, K::kAttention});
+    quantize();
+    layer.insert(layer.end(), {K::kOProj, K::kMlpNorm});
+    quantize();
+    layer.insert(layer.end(), {K::kGateProj, K::kUpProj, K::kSwiGlu});
+    quantize();
+    layer.push_back(K::kDownProj);
+    const int layers = model.config().num_layers;
+    ASSERT_EQ(r.kernels.size(), 3 + layer.size() * layers);
     std::size_t i = 0;
     EXPECT_EQ(r.kernels[i].kernel, ForwardKernel::kEmbedding);
     EXPECT_EQ(r.kernels[i++].layer, -1);
     for (int l = 0; l < layers; ++l) {
-      for (int k = static_cast<int>(ForwardKernel::kAttnNorm);
-           k <= static_cast<int>(ForwardKernel::kDownProj); ++k, ++i) {
-        EXPECT_EQ(r.kernels[i].kernel, static_cast<ForwardKernel>(k)) << "kernel " << i;
+      for (K k : layer) {
+        EXPECT_EQ(r.kernels[i].kernel, k) << "kernel " << i;
         EXPECT_EQ(r.kernels[i].layer, l);
         EXPECT_EQ(r.kernels[i].rows, rows);
         EXPECT_GE(r.kernels[i].seconds, 0.0);
+        ++i;
       }
     }
     EXPECT_EQ(r.kernels[i].kernel, ForwardKernel::kFinalNorm);
@@ -73,6 +90,9 @@ class ForwardObserverTest : public ::testing::Test {
     EXPECT_EQ(r.kernels[i + 1].rows, logit_rows);
     EXPECT_EQ(r.passes_begun, 1);
     EXPECT_EQ(r.passes_ended, 1);
+  }
+  void ExpectKernelSequence(const Recorder& r, int rows, int logit_rows) const {
+    ExpectKernelSequence(model_, r, rows, logit_rows);
   }
 
   // Layer inputs chain: layer 0's input is the embedding rows, and kAfterMlp of l is the input of l + 1.
@@ -159,6 +179,35 @@ TEST_F(ForwardObserverTest, DecodeAndStepReportTheSameActivations) {
     EXPECT_EQ(decoded.activations[i].data, stepped.activations[i].data) << "activation " << i;
   ASSERT_EQ(step_logits.size(), decode_copy.size());
   EXPECT_EQ(std::memcmp(step_logits.data(), decode_copy.data(), decode_copy.size() * sizeof(float)), 0);
+}
+
+// In the fast family a one-row pass over Q4_1 weights reports its quantizations as their own kernel, and
+// computes the same bits as without an observer (where GemvShared quantizes inside the projections); a
+// prefill of several rows quantizes inside its projections, with no line of its own.
+TEST_F(ForwardObserverTest, TheFastFamilysQuantizationIsAKernelOfItsOwnInADecode) {
+  Model q4 = Model::Load(golden_.dir() + "/model.q4_1.gguf");
+  kernels::SetFamily(kernels::KernelFamily::kFast);
+  const std::vector<int>& prompt = golden_.prompt_ids();
+  const int P = static_cast<int>(prompt.size());
+  ContiguousKvCache plain_cache = q4.NewKvCache(64);
+  ContiguousKvCache cache = q4.NewKvCache(64);
+  q4.Prefill(prompt, plain_cache);
+  Recorder prefill;
+  q4.set_observer(&prefill);
+  q4.Prefill(prompt, cache);
+  q4.set_observer(nullptr);
+  ExpectKernelSequence(q4, prefill, P, 1);
+
+  const std::span<const float> plain_logits = q4.Decode(prompt.back(), plain_cache);
+  const std::vector<float> plain(plain_logits.begin(), plain_logits.end());
+  Recorder decoded;
+  q4.set_observer(&decoded);
+  const std::span<const float> observed = q4.Decode(prompt.back(), cache);
+  q4.set_observer(nullptr);
+  kernels::SetFamily(kernels::KernelFamily::kExact);
+  ExpectKernelSequence(q4, decoded, 1, 1, /*quantized=*/true);
+  ASSERT_EQ(observed.size(), plain.size());
+  EXPECT_EQ(std::memcmp(observed.data(), plain.data(), plain.size() * sizeof(float)), 0);
 }
 
 TEST(ForwardKernelNames, EveryKernelHasItsOwnName) {

@@ -1,7 +1,7 @@
 // Model::Step, the batched forward pass, against the one-sequence functions it must agree with:
-//   - batch_invariant: every logit bitwise what Decode gives the same sequence run alone, token by token,
-//     whatever the other sequences in the step, the chunking (prefill chunks beside decodes), the KV layout
-//     (contiguous or paged) and the thread count (1 or 2);
+//   - batch_invariant: every logit bitwise what Decode gives the same sequence run alone, token by token, in
+//     either kernel family, whatever the other sequences in the step, the chunking (prefill chunks beside
+//     decodes), the KV layout (contiguous or paged) and the thread count (1 or 2);
 //   - the default (a BLAS GEMM for steps of several rows): within the phases' tolerance of those logits
 //     (tests/model/forward_test.cpp: 1e-5 of the largest logit, FP32 rounding of a different summation
 //     order), and the same greedy tokens;
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/model/model.h"
 #include "support/golden.h"
@@ -117,18 +118,23 @@ void RunSchedule(Model& model, const std::vector<std::vector<int>>& tokens, int 
   EXPECT_EQ(paged_b.length(), 8);
 }
 
+// In both kernel families: the fast one's int8 GEMVs are per row too (kernels::GemvBatch).
 TEST_P(Steps, BatchInvariantStepIsBitwiseDecodeAloneForAnyBatchLayoutAndThreads) {
-  kernels::SetNumThreads(1);
-  std::vector<std::vector<std::vector<float>>> alone;
-  for (const std::vector<int>& t : tokens_) alone.push_back(DecodeAlone(*model_, t));
-  for (int threads : {1, 2}) {
-    kernels::SetNumThreads(threads);
-    RunSchedule(*model_, tokens_, 4, {.batch_invariant = true},
-                [&](int seq, int t, std::span<const float> got) {
-                  EXPECT_TRUE(SameBits(got, alone[seq][t]))
-                      << "sequence " << seq << " token " << t << " at " << threads << " threads";
-                });
+  for (kernels::KernelFamily family : {kernels::KernelFamily::kExact, kernels::KernelFamily::kFast}) {
+    kernels::SetFamily(family);
+    kernels::SetNumThreads(1);
+    std::vector<std::vector<std::vector<float>>> alone;
+    for (const std::vector<int>& t : tokens_) alone.push_back(DecodeAlone(*model_, t));
+    for (int threads : {1, 2}) {
+      kernels::SetNumThreads(threads);
+      RunSchedule(
+          *model_, tokens_, 4, {.batch_invariant = true}, [&](int seq, int t, std::span<const float> got) {
+            EXPECT_TRUE(SameBits(got, alone[seq][t])) << kernels::FamilyName(family) << ": sequence " << seq
+                                                      << " token " << t << " at " << threads << " threads";
+          });
+    }
   }
+  kernels::SetFamily(kernels::KernelFamily::kExact);
 }
 
 TEST_P(Steps, DefaultStepIsWithinTheToleranceOfDecodeAloneAndGreedyAgrees) {

@@ -66,6 +66,30 @@ TEST(CostModelTest, TinyModelDecodeStepKernelByKernel) {
   EXPECT_DOUBLE_EQ(p.KvBytes(), 2 * (2.0 * 11 * 32 * 4 + 2.0 * 32 * 4));
 }
 
+// The fast family's quantization of x: the four projection inputs of a layer (q/k/v's and gate/up's d =
+// 64, o's 64, down's 160) for a one-row pass, and nothing for several rows or in the exact family.
+TEST(CostModelTest, Int8ActivationsAddAQuantizeKernelToOneRowPasses) {
+  const ModelConfig c = Tiny();
+  const WeightBytes w = WeightBytesFor(c, ParseWeightDtype("q4_1"));
+  CostOptions fast = kF32;
+  fast.int8_activations = true;
+  const PassCost p = DecodeStepCost(c, w, fast, 1, 10);
+  const KernelCost& q = p.Kernel(ForwardKernel::kQuantize);
+  const double e = 64 + 64 + 64 + 160;
+  EXPECT_EQ(q.instances, 2);
+  EXPECT_EQ(q.shape, "1×352");
+  EXPECT_DOUBLE_EQ(q.flops, 5 * e);
+  EXPECT_DOUBLE_EQ(q.weight_bytes, 0);
+  EXPECT_DOUBLE_EQ(q.activation_bytes, e * 4 + e * 1.25);    // read as FP32; int8 codes and d, s per 32 out
+  EXPECT_EQ(p.kernels[1].kernel, ForwardKernel::kAttnNorm);  // in ForwardKernel order
+  EXPECT_EQ(p.kernels[2].kernel, ForwardKernel::kQuantize);
+  EXPECT_DOUBLE_EQ(p.Bytes() - DecodeStepCost(c, w, kF32, 1, 10).Bytes(), 2 * q.Bytes());
+  for (const PassCost& none :
+       {DecodeStepCost(c, w, fast, 2, 10), PrefillCost(c, w, fast, 5), DecodeStepCost(c, w, kF32, 1, 10)}) {
+    for (const KernelCost& k : none.kernels) EXPECT_NE(k.kernel, ForwardKernel::kQuantize);
+  }
+}
+
 TEST(CostModelTest, TinyModelPrefill) {
   const ModelConfig c = Tiny();
   const PassCost p = PrefillCost(c, WeightBytesFor(c, ParseWeightDtype("f32")), kF32, 5);

@@ -12,6 +12,8 @@
 
 namespace plumb::kernels {
 
+struct Int8Activations;  // kernels/int8_activations.h
+
 // Threads used by every kernel below: plumb's pool (kernels/thread_pool.h; OpenBLAS runs single-threaded
 // inside it). n <= 0 means all the processors this process may run on.
 void SetNumThreads(int n);
@@ -43,8 +45,15 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         types are decoded into per-thread FP32 tiles of ~8 MiB that cblas_sgemm multiplies, so prefill
 //         stays a GEMM while the model stays quantized (BLAS's summation order is its own). Scratch tiles
 //         are per thread and kept between calls: a steady state allocates nothing.
+//   The fast family (kernels/int8_activations.h), for a matrix with int8 kernels: Gemv quantizes x and runs
+//   them; Gemm with up to kInt8GemmMaxRows rows runs them row by row (each row of X quantized once, each
+//   tile of weight rows taken by every row while it is in L1), so each row is bitwise its Gemv. From 3 rows
+//   on, small_gemm's decoded tiles are faster (every row would extract the codes again: SmolLM2 Q4_1, batch
+//   4, 2 threads, 19.9 ms a step against 16.4; docs/performance.md) and Gemm uses them in both families, as
+//   prefill's cblas_sgemm.
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
+inline constexpr int kInt8GemmMaxRows = 2;
 
 // Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in
 // one parallel region over the matrices' rows taken together (so small matrices like K and V do not each pay
@@ -55,6 +64,11 @@ struct GemvOutput {
   float* y;
 };
 void GemvShared(std::span<const GemvOutput> outputs, const float* x);
+// The same with x's quantization done by the caller (xq = QuantizeActivations of x, kernels/
+// int8_activations.h), for the matrices that run the fast family's int8 kernels; the others read x. For a
+// caller that times the quantization as a kernel of its own (plumb explain). Throws plumb::Error when such a
+// matrix's columns are not xq.n.
+void GemvShared(std::span<const GemvOutput> outputs, const float* x, const Int8Activations& xq);
 
 // out[W.cols] = row r of W in FP32 (the token-embedding lookup). For FP8 each element is Fp8ToF32(q)·scale,
 // rounded to FP32 once: the row as a vector of its own, where the GEMV applies the scale to the dot instead.
@@ -103,7 +117,8 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 // each weight row is read from memory once for all rows: Gemm's small-row kernel (src/kernels/small_gemm.h)
 // with each product rounded and then added (scalar::Dot's order) instead of fused (what that costs against
 // Gemm: docs/performance.md, "Batched decode"). The pool over weight rows. The batch-invariant projection of
-// Model::Step: a row's result does not depend on the other rows, their number, or the thread count.
+// Model::Step: a row's result does not depend on the other rows, their number, or the thread count. In the
+// fast family a matrix with int8 kernels runs them row by row, for any number of rows: again each row's Gemv.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
 }  // namespace plumb::kernels

@@ -10,10 +10,13 @@
 namespace plumb {
 
 // The kernels of a forward pass, in the order they run in each layer (embedding before the first layer,
-// final_norm and lm_head after the last). Model::Step runs RoPE for all its chunks, then their cache writes.
+// final_norm and lm_head after the last; kQuantize, where it runs, four times a layer). Model::Step runs RoPE
+// for all its chunks, then their cache writes.
 enum class ForwardKernel : std::uint8_t {
   kEmbedding,  // token ids -> [rows][d] (a row lookup, dequantized)
   kAttnNorm,   // RMSNorm before attention
+  kQuantize,   // the fast family's rounding of x to int8 (kernels/int8_activations.h) for the projections of
+               // a one-row pass that run int8 kernels: before q/k/v, o, gate/up and down
   kQProj,      // [rows][d] · Wqᵀ (+ bias)
   kKProj,      // [rows][d] · Wkᵀ (+ bias)
   kVProj,      // [rows][d] · Wvᵀ (+ bias)

@@ -102,6 +102,9 @@ struct PassCost {
 struct CostOptions {
   double kv_element_bytes = 4;  // KvDtypeBytes of the cache
   double activation_bytes = 4;  // plumb's activations are FP32
+  // The fast kernel family over weights with int8 kernels (kernels/int8_activations.h): a one-row pass then
+  // has a `quantize` kernel, x rounded to int8 before the projections.
+  bool int8_activations = false;
 };
 
 // One decode step of `batch` sequences, each holding `context` positions before it (so attending to
