@@ -70,7 +70,8 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
 }
 
 bool UsesInt8RowDots(const WeightMatrix& W) {
-  return ActiveFamily() == KernelFamily::kFast && W.format->has_int8 != nullptr && W.format->has_int8(W);
+  return ActiveFamily() == KernelFamily::kFast && !W.exact_only && W.format->has_int8 != nullptr &&
+         W.format->has_int8(W);
 }
 
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {

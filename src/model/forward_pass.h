@@ -98,8 +98,8 @@ class ForwardPass {
   void Multiply(const WeightMatrix& W, const float* in, int rows, float* out) const;
   // The fast family's quantization of `in` for W into xq_, timed as a kernel of its own (kQuantize), when an
   // observer times a one-row pass and W runs int8 kernels; true when it ran. Otherwise the kernels quantize
-  // inside the projection's time: without an observer, for several rows (kernels::Gemm's small-row path),
-  // and always for the LM head (one vector of d, left in its line).
+  // inside the projection's time: without an observer, and for several rows (kernels::Gemm's small-row
+  // path). The LM head is exact_only (model.cpp): it has none.
   bool QuantizeAlone(int layer, const WeightMatrix& W, const float* in);
   // out = in · Wᵀ over the pass's rows: Multiply, or from xq_ when `quantized` (QuantizeAlone ran): the
   // same bits.

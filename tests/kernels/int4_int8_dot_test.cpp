@@ -138,6 +138,14 @@ TEST_P(Int4Int8RowDotsIsa, GemvRunsThemInTheFastFamilyAtAnyThreadCount) {
       ASSERT_TRUE(SameBits(y[r], exact[r])) << "exact, threads " << t << " row " << r;
   }
   kernels::SetNumThreads(threads);
+  // A matrix marked exact_only (a model's LM head) runs the exact kernels in the fast family.
+  WeightMatrix exact_only = W;
+  exact_only.exact_only = true;
+  {
+    FamilyGuard guard(KernelFamily::kFast);
+    kernels::Gemv(exact_only, x.data(), y.data());
+    for (int r = 0; r < W.rows; ++r) ASSERT_TRUE(SameBits(y[r], exact[r])) << "exact_only, row " << r;
+  }
   // Columns that are not whole blocks run the exact kernels in the fast family too.
   const std::vector<float> x40 = RandomVector(40, 4);
   std::vector<float> a(5), b(5);

@@ -181,7 +181,8 @@ TEST_F(ForwardObserverTest, DecodeAndStepReportTheSameActivations) {
   EXPECT_EQ(std::memcmp(step_logits.data(), decode_copy.data(), decode_copy.size() * sizeof(float)), 0);
 }
 
-// In the fast family a one-row pass over Q4_1 weights reports its quantizations as their own kernel, and
+// In the fast family a one-row pass over Q4_1 weights reports its quantizations as their own kernel (none
+// for the LM head, which stays exact), and
 // computes the same bits as without an observer (where GemvShared quantizes inside the projections); a
 // prefill of several rows quantizes inside its projections, with no line of its own.
 TEST_F(ForwardObserverTest, TheFastFamilysQuantizationIsAKernelOfItsOwnInADecode) {
@@ -208,6 +209,13 @@ TEST_F(ForwardObserverTest, TheFastFamilysQuantizationIsAKernelOfItsOwnInADecode
   ExpectKernelSequence(q4, decoded, 1, 1, /*quantized=*/true);
   ASSERT_EQ(observed.size(), plain.size());
   EXPECT_EQ(std::memcmp(observed.data(), plain.data(), plain.size() * sizeof(float)), 0);
+  // The LM head keeps the exact kernels in the fast family: the logits are the exact GEMV of the final norm.
+  const WeightMatrix& head = q4.weights().LmHead();
+  EXPECT_TRUE(head.exact_only);
+  const std::vector<float>& final_norm = decoded.activations.back().data;
+  std::vector<float> exact_logits(head.rows);
+  kernels::Gemv(head, final_norm.data(), exact_logits.data());
+  EXPECT_EQ(std::memcmp(plain.data(), exact_logits.data(), plain.size() * sizeof(float)), 0);
 }
 
 TEST(ForwardKernelNames, EveryKernelHasItsOwnName) {

@@ -92,7 +92,8 @@ std::string Int8Coverage();
 void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // W's decode_rows on ActiveIsa(). Throws plumb::Error for rows outside the matrix.
 void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
-// Whether W runs the fast family's kernels when ActiveFamily() is kFast.
+// Whether W runs the fast family's kernels: ActiveFamily() is kFast, W is not exact_only, and its format
+// has int8 kernels for it.
 bool UsesInt8RowDots(const WeightMatrix& W);
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
 // plumb::Error when W's format has none for W, or for rows outside the matrix.

@@ -50,6 +50,10 @@ struct WeightMatrix {
   const std::uint16_t* int4_scales = nullptr;  // [rows][Int4Groups(cols, group_size)] FP16
   const std::uint8_t* int4_zeros = nullptr;    // [rows][Int4ZeroRowBytes(int4, cols)]; null for kSymmetric
 
+  // Runs the exact kernels in either family (kernels/int8_activations.h): the model marks its LM head so,
+  // whose logits pick the token (docs/quantization.md, "The fast kernel family against the exact one").
+  bool exact_only = false;
+
   const std::uint8_t* Row(int r) const { return data + Extent(r, row_bytes); }
   // Every byte the matrix is stored in: the rows and the format's side arrays (scales, zero points).
   std::size_t Bytes() const;
