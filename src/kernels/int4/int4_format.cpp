@@ -83,7 +83,7 @@ constexpr WeightFormat kInt4Format = {
         /* kAvx512 */ {.row_dots = int4::avx512::RowDots, .int8_row_dots = int4::avx512::Int8RowDots},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
-        /* kNeon */ {.row_dots = int4::neon::RowDots},
+        /* kNeon */ {.row_dots = int4::neon::RowDots, .int8_row_dots = int4::neon::Int8RowDots},
         /* kAvx512 */ {},
 #else
         {},
