@@ -9,7 +9,7 @@ file(GLOB PLUMB_KERNELS_ONLY_SOURCES CONFIGURE_DEPENDS
      src/formats/dtype.cpp src/formats/fp8.cpp src/formats/int4.cpp src/formats/ggml_types.cpp
      src/formats/gguf_blocks.cpp src/formats/kv_dtype.cpp src/kernels/isa.cpp
      src/kernels/*/*.cpp src/kernels/weight_format.cpp src/kernels/packed_dot.cpp src/kernels/kv_decode*.cpp
-     src/kernels/weight_matrix.cpp src/kernels/int8_activations.cpp)
+     src/kernels/weight_matrix.cpp src/kernels/int8_activations*.cpp)
 add_library(plumb_kernels STATIC ${PLUMB_KERNELS_ONLY_SOURCES})
 target_include_directories(plumb_kernels PUBLIC include)
 target_link_libraries(plumb_kernels PRIVATE plumb_flags)
@@ -37,7 +37,7 @@ if(PLUMB_BUILD_TESTS)
 
   # The kernel tests that use only the sources above; the *neon_test.cpp ones exist only on aarch64.
   set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp tests/kernels/weight_format_test.cpp
-                               tests/kernels/kv_decode_test.cpp)
+                               tests/kernels/kv_decode_test.cpp tests/kernels/quantize_activations_test.cpp)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     file(GLOB PLUMB_NEON_TESTS CONFIGURE_DEPENDS tests/kernels/*neon_test.cpp)
     list(APPEND PLUMB_KERNELS_ONLY_TESTS ${PLUMB_NEON_TESTS})

@@ -94,6 +94,9 @@ void QuantizeActivations(const float* x, int n, Int8Activations& out) {
 #if defined(__x86_64__)
   if (ActiveIsa() != Isa::kScalar)
     b = avx2::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data());
+#elif defined(__aarch64__)
+  if (ActiveIsa() == Isa::kNeon)
+    b = neon::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data());
 #endif
   for (; b < blocks; ++b) {
     const int begin = 32 * b;

@@ -19,4 +19,11 @@ int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* 
 }  // namespace avx2
 #endif
 
+#if defined(__aarch64__)
+namespace neon {
+// The same with NEON (every aarch64 CPU has it): FCVTAS rounds half away from zero, as std::round.
+int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s);
+}  // namespace neon
+#endif
+
 }  // namespace plumb::kernels
