@@ -118,26 +118,9 @@ TEST_P(Int4Int8RowDotsIsa, GemvRunsThemInTheFastFamilyAtAnyThreadCount) {
   EXPECT_TRUE(W.format->has_int8(W));
   EXPECT_FALSE(odd.format->has_int8(odd));
   const std::vector<float> x = RandomVector(192, 9);
-  Int8Activations q;
-  kernels::QuantizeActivations(x.data(), 192, q);
-  std::vector<float> fast(W.rows), exact(W.rows), y(W.rows);
-  kernels::Int8RowDotsOf(W, 0, W.rows, q, fast.data());
+  testing::ExpectGemvFollowsTheFamily(W, x);
+  std::vector<float> exact(W.rows), y(W.rows);
   kernels::RowDotsOf(W, 0, W.rows, x.data(), exact.data());
-  const int threads = kernels::NumThreads();
-  for (int t : {1, 2, 3}) {
-    kernels::SetNumThreads(t);
-    {
-      FamilyGuard guard(KernelFamily::kFast);
-      kernels::Gemv(W, x.data(), y.data());
-      for (int r = 0; r < W.rows; ++r)
-        ASSERT_TRUE(SameBits(y[r], fast[r])) << "fast, threads " << t << " row " << r;
-    }
-    FamilyGuard guard(KernelFamily::kExact);
-    kernels::Gemv(W, x.data(), y.data());
-    for (int r = 0; r < W.rows; ++r)
-      ASSERT_TRUE(SameBits(y[r], exact[r])) << "exact, threads " << t << " row " << r;
-  }
-  kernels::SetNumThreads(threads);
   // A matrix marked exact_only (a model's LM head) runs the exact kernels in the fast family.
   WeightMatrix exact_only = W;
   exact_only.exact_only = true;

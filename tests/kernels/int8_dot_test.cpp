@@ -190,30 +190,7 @@ TEST_P(Int8RowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {
 }
 
 TEST_P(Int8RowDotsIsa, GemvRunsTheFastFamilyOnlyWhenAskedAndAtAnyThreadCount) {
-  const WeightMatrix W = testing::RandomGgml(GgmlType::Q4_1, 37, 96, 3);
-  const std::vector<float> x = RandomVector(96, 9);
-  Int8Activations q;
-  kernels::QuantizeActivations(x.data(), 96, q);
-  std::vector<float> fast(W.rows), exact(W.rows), y(W.rows);
-  kernels::Int8RowDotsOf(W, 0, W.rows, q, fast.data());
-  kernels::RowDotsOf(W, 0, W.rows, x.data(), exact.data());
-  const int threads = kernels::NumThreads();
-  for (int t : {1, 2, 3}) {
-    kernels::SetNumThreads(t);
-    {
-      FamilyGuard guard(KernelFamily::kFast);
-      kernels::Gemv(W, x.data(), y.data());
-      for (int r = 0; r < W.rows; ++r)
-        ASSERT_TRUE(SameBits(y[r], fast[r])) << "fast, threads " << t << " row " << r;
-    }
-    {
-      FamilyGuard guard(KernelFamily::kExact);
-      kernels::Gemv(W, x.data(), y.data());
-      for (int r = 0; r < W.rows; ++r)
-        ASSERT_TRUE(SameBits(y[r], exact[r])) << "exact, threads " << t << " row " << r;
-    }
-  }
-  kernels::SetNumThreads(threads);
+  testing::ExpectGemvFollowsTheFamily(testing::RandomGgml(GgmlType::Q4_1, 37, 96, 3), RandomVector(96, 9));
   // A format without fast kernels runs the exact ones in the fast family.
   const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 5, 40, true, 2);
   const std::vector<float> x40 = RandomVector(40, 4);

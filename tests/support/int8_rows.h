@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
 #include "plumb/kernels/weight_matrix.h"
 #include "support/weight_samples.h"
@@ -51,6 +52,29 @@ inline ::testing::AssertionResult RowsAreTheDefinitions(kernels::Int8RowDotsFn v
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// kernels::Gemv of W (whose format has int8 kernels for it) at 1, 2 and 3 threads: bitwise its int8 row dots
+// in the fast family, bitwise its exact row dots in the exact one.
+inline void ExpectGemvFollowsTheFamily(const WeightMatrix& W, const std::vector<float>& x) {
+  kernels::Int8Activations q;
+  kernels::QuantizeActivations(x.data(), W.cols, q);
+  std::vector<float> fast(W.rows), exact(W.rows), y(W.rows);
+  kernels::Int8RowDotsOf(W, 0, W.rows, q, fast.data());
+  kernels::RowDotsOf(W, 0, W.rows, x.data(), exact.data());
+  const int threads = kernels::NumThreads();
+  for (int t : {1, 2, 3}) {
+    kernels::SetNumThreads(t);
+    for (kernels::KernelFamily family : {kernels::KernelFamily::kFast, kernels::KernelFamily::kExact}) {
+      FamilyGuard guard(family);
+      kernels::Gemv(W, x.data(), y.data());
+      const std::vector<float>& want = family == kernels::KernelFamily::kFast ? fast : exact;
+      for (int r = 0; r < W.rows; ++r)
+        ASSERT_TRUE(SameBits(y[r], want[r]))
+            << kernels::FamilyName(family) << ", threads " << t << " row " << r;
+    }
+  }
+  kernels::SetNumThreads(threads);
 }
 
 }  // namespace plumb::testing
