@@ -8,6 +8,7 @@
 
 #include "../../src/kernels/ggml/ggml_kernels.h"
 #include "../../src/kernels/int4/int4_kernels.h"
+#include "../../src/kernels/int8_sums_neon.h"
 #include "plumb/formats/int4.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/weight_format.h"
@@ -49,7 +50,7 @@ void ExpectBitwiseTheDefinition(PathFn path, const char* name) {
 }
 
 TEST(Int4Int8RowDotsNeon, SdotIsBitwiseTheDefinition) {
-  if (!kernels::ggml::neon::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
+  if (!kernels::int8_sums::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
   ExpectBitwiseTheDefinition(
       [](const WeightMatrix& W, int begin, int end, const Int8Activations& x, float* y) {
         kernels::int4::neon::Int8RowDotsPath(true, W, begin, end, x, y);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../../src/kernels/ggml/ggml_kernels.h"
+#include "../../src/kernels/int8_sums_neon.h"
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/int8_activations.h"
@@ -98,7 +99,7 @@ int ExpectBitwiseTheDefinition(PathFn path, const char* name) {
 }
 
 TEST(Int8RowDotsNeon, SdotIsBitwiseTheDefinition) {
-  if (!kernels::ggml::neon::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
+  if (!kernels::int8_sums::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
   const int cases = ExpectBitwiseTheDefinition(
       [](const WeightMatrix& W, int begin, int end, const Int8Activations& x, float* y) {
         kernels::ggml::neon::Int8RowDotsPath(true, W, begin, end, x, y);
@@ -122,7 +123,7 @@ TEST(Int8RowDotsNeon, IsRegisteredAndPicksItsPath) {
             &kernels::ggml::neon::Int8RowDots);
   EXPECT_EQ(kernels::KernelsFor(kernels::kGgmlFormat, Isa::kNeon).int8_row_dots,
             &kernels::ggml::neon::Int8RowDots);
-  RecordProperty("dotprod", kernels::ggml::neon::HasDotprod() ? "yes" : "no");
+  RecordProperty("dotprod", kernels::int8_sums::HasDotprod() ? "yes" : "no");
   ExpectBitwiseTheDefinition(kernels::ggml::neon::Int8RowDots, "dispatched");
 }
 

@@ -17,34 +17,21 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
-
-#define PLUMB_AVX2_FMA __attribute__((target("avx2,f16c,fma")))
 
 namespace plumb::kernels::ggml::avx2 {
 namespace {
 
 constexpr int kRows = 4;
 
-// p[j], j = 0..7, as int32 lanes: the products of elements 4j .. 4j + 3 summed.
-template <GgmlType kType>
-PLUMB_AVX2_FMA inline __m256i Partials(__m256i w, __m256i q) {
-  __m256i pairs;
-  if constexpr (Int8LayoutOf(kType).is_unsigned) {
-    pairs = _mm256_maddubs_epi16(w, q);
-  } else {
-    pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
-  }
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+// acc + p[j] for unsigned codes u (int8_sums_x86.h).
+PLUMB_INT8_AVX2 inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return int8_sums::Avx2(acc, u, q);
 }
 
-// acc + p[j] for unsigned codes u ≤ 63 (the K-quants'): a pair is at most 2·63·127 = 16002, no saturation.
-PLUMB_AVX2_FMA inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
-}
-
-#define PLUMB_I8_TARGET PLUMB_AVX2_FMA
+#define PLUMB_I8_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET
 

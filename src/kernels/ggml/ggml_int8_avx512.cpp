@@ -12,30 +12,21 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
-
-#define PLUMB_AVX512_VNNI __attribute__((target("avx2,f16c,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace plumb::kernels::ggml::avx512 {
 namespace {
 
 constexpr int kRows = 4;
 
-template <GgmlType kType>
-PLUMB_AVX512_VNNI inline __m256i Partials(__m256i w, __m256i q) {
-  if constexpr (Int8LayoutOf(kType).is_unsigned) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, q);
-  } else {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
-  }
+// acc + p[j] for unsigned codes u (int8_sums_x86.h).
+PLUMB_INT8_VNNI inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return int8_sums::Vnni(acc, u, q);
 }
 
-PLUMB_AVX512_VNNI inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
-  return _mm256_dpbusd_epi32(acc, u, q);
-}
-
-#define PLUMB_I8_TARGET PLUMB_AVX512_VNNI
+#define PLUMB_I8_TARGET PLUMB_INT8_VNNI
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET
 

@@ -17,16 +17,14 @@
 #if defined(__aarch64__)
 
 #include <arm_neon.h>
-#include <sys/auxv.h>
 
 #include <cstdint>
 
 #include "../bytes.h"
+#include "../int8_sums_neon.h"
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
-
-#define PLUMB_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 
 namespace plumb::kernels::ggml::neon {
 namespace {
@@ -76,15 +74,8 @@ inline Codes32 Codes(const std::uint8_t* block) {
   }
 }
 
-// Lane j = Σ w_i·q_i over i = 4j .. 4j + 3 of 16 codes: sdot, or the same sums without it.
-PLUMB_DOTPROD inline int32x4_t SdotSums(int8x16_t w, int8x16_t q) {
-  return vdotq_s32(vdupq_n_s32(0), w, q);
-}
-inline int32x4_t PlainSums(int8x16_t w, int8x16_t q) {
-  const int16x8_t first = vmull_s8(vget_low_s8(w), vget_low_s8(q));
-  const int16x8_t second = vmull_high_s8(w, q);
-  return vpaddq_s32(vpaddlq_s16(first), vpaddlq_s16(second));
-}
+using int8_sums::PlainSums;
+using int8_sums::SdotSums;
 
 // One row's lanes and m_sum, and the definition's float steps on them.
 template <GgmlType kType>
@@ -131,7 +122,7 @@ struct RowState {
     for (int r = 0; r < R; ++r) y[r0 + r] = state[r].Result();                                     \
   }
 
-PLUMB_INT8_NEON_DOTS(SdotDots, PLUMB_DOTPROD, SdotSums)
+PLUMB_INT8_NEON_DOTS(SdotDots, PLUMB_INT8_DOTPROD, SdotSums)
 PLUMB_INT8_NEON_DOTS(PlainDots, , PlainSums)
 
 #undef PLUMB_INT8_NEON_DOTS
@@ -168,11 +159,6 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
 
 }  // namespace
 
-bool HasDotprod() {
-  static const bool has = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-  return has;
-}
-
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                      float* y) {
   if (sdot) return RunAnyType<true>(W, row_begin, row_end, x, y);
@@ -180,7 +166,7 @@ void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_en
 }
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  Int8RowDotsPath(HasDotprod(), W, row_begin, row_end, x, y);
+  Int8RowDotsPath(int8_sums::HasDotprod(), W, row_begin, row_end, x, y);
 }
 
 }  // namespace plumb::kernels::ggml::neon

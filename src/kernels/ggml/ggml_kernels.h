@@ -83,13 +83,13 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 #endif
 #if defined(__aarch64__)
 namespace neon {
-// NEON, with the dotprod extension's sdot where HasDotprod(): the fast family's definition (Q4_0 .. Q8_0;
+// NEON, with the dotprod extension's sdot where the CPU has it (int8_sums::HasDotprod): the fast family's
+// definition (Q4_0 .. Q8_0;
 // scalar:: for the other types).
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
-// The same with sdot (only where HasDotprod()) or without it on any CPU, so that tests can run both paths.
+// The same with sdot (only where the CPU has dotprod) or without it on any CPU, so that tests run both.
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                      float* y);
-bool HasDotprod();  // the CPU's HWCAP says it has dotprod (sdot, udot)
 }  // namespace neon
 #endif
 

@@ -1,14 +1,26 @@
 // The fast family's GGUF block dots (ggml_int8.cpp's definition), written once and compiled by
 // ggml_int8_avx2.cpp and ggml_int8_avx512.cpp, which differ only in how a block's 32 products become the
 // 8 int32 partial sums (maddubs + madd, or VNNI's dpbusd: the same sums, exactly). The including file
-// defines PLUMB_I8_TARGET (the function target, so that Partials inlines into the loop) and, in the
-// namespace it includes this in, kRows, Partials<kType>(w, q): lane j = Σ w_i·q_i over i = 4j .. 4j + 3
-// of the 32 weight codes w (bytes in element order, unsigned where Int8LayoutOf(kType).is_unsigned, signed
-// otherwise) and x's codes q, and AddPartials(acc, u, q): acc + the same sums for unsigned codes u ≤ 63.
+// defines PLUMB_I8_TARGET (the function target, so that the sums inline into the loop) and, in the
+// namespace it includes this in, kRows and AddPartials(acc, u, q): acc + (lane j = Σ u_i·q_i over
+// i = 4j .. 4j + 3) for unsigned codes u and x's codes q (int8_sums_x86.h).
 // R rows at a time share each block's load of x.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
 #endif
+
+// p[j], j = 0..7, as int32 lanes: the products of the 32 weight codes w (bytes in element order, unsigned
+// where Int8LayoutOf(kType).is_unsigned, signed otherwise) and x's codes q, elements 4j .. 4j + 3 summed.
+// No int16 pair of maddubs saturates: |w| ≤ 128 and |q| ≤ 127, so a pair is at most 2·128·127 = 32512.
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i Partials(__m256i w, __m256i q) {
+  if constexpr (Int8LayoutOf(kType).is_unsigned) {
+    return AddPartials(_mm256_setzero_si256(), w, q);
+  } else {
+    const int8_sums::SignMoved m = int8_sums::MoveSign(w, q);
+    return AddPartials(_mm256_setzero_si256(), m.u, m.q);
+  }
+}
 
 // Byte i = 0xFF where bit i of the 32 bits is set, else 0 (element i's fifth bit in Q5_0 / Q5_1): each
 // byte gets the bits' byte i / 8, and OR-ing every bit but i % 8 leaves 0xFF exactly when bit i % 8 is set.

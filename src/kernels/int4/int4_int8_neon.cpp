@@ -4,9 +4,9 @@
 //
 // Per block, x's 32 codes are split once into its even and odd columns (vuzp1/vuzp2), for all the rows
 // computed together; a row's 16 code bytes give the even columns' codes in their low nibbles and the odd
-// ones' in their high nibbles, as signed bytes (sym (n ^ 8) − 8, asym n − z, asym-f16zero n), so one sdot of
-// each half makes lanes 0-3 and 4-7 of the definition's p[b][j]. Without dotprod, vmull_s8 makes the 16
-// products in int16 (|c·q| ≤ 15·127) and two pairwise widening adds group them in fours: the same integers.
+// ones' in their high nibbles, as signed bytes (sym (n ^ 8) − 8, asym n − z, asym-f16zero n), so one sum of
+// each half (int8_sums_neon.h: sdot, or vmull_s8 and pairwise adds without dotprod; the same integers)
+// makes lanes 0-3 and 4-7 of the definition's p[b][j].
 // The float steps are the definition's: f = s·d_x, vfmaq_f32 (fused, as std::fma) per lane, the f16-zero
 // term's chain of scalar FMAs, the lanes' tree.
 #include "int4_kernels.h"
@@ -19,7 +19,7 @@
 
 #include "../bytes.h"
 #include "../chunked_dot.h"
-#include "../ggml/ggml_kernels.h"  // neon::HasDotprod
+#include "../int8_sums_neon.h"
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
@@ -31,9 +31,9 @@ namespace {
 constexpr int kRows = 4;
 
 namespace with_sdot {
-#define PLUMB_I8_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
+#define PLUMB_I8_TARGET PLUMB_INT8_DOTPROD
 PLUMB_I8_TARGET inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
-  return vdotq_s32(vdupq_n_s32(0), c, q);
+  return int8_sums::SdotSums(c, q);
 }
 #include "int4_int8_neon_body.h"
 #undef PLUMB_I8_TARGET
@@ -42,9 +42,7 @@ PLUMB_I8_TARGET inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
 namespace plain {
 #define PLUMB_I8_TARGET
 inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
-  const int16x8_t first = vmull_s8(vget_low_s8(c), vget_low_s8(q));
-  const int16x8_t second = vmull_high_s8(c, q);
-  return vpaddq_s32(vpaddlq_s16(first), vpaddlq_s16(second));
+  return int8_sums::PlainSums(c, q);
 }
 #include "int4_int8_neon_body.h"
 #undef PLUMB_I8_TARGET
@@ -61,7 +59,7 @@ void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_en
 }
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  Int8RowDotsPath(ggml::neon::HasDotprod(), W, row_begin, row_end, x, y);
+  Int8RowDotsPath(int8_sums::HasDotprod(), W, row_begin, row_end, x, y);
 }
 
 }  // namespace neon

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
 
@@ -33,18 +34,18 @@ namespace {
 constexpr int kRows = 4;
 
 namespace with_avx2 {
-#define PLUMB_I8_TARGET __attribute__((target("avx2,f16c,fma")))
-PLUMB_I8_TARGET inline __m256i Sums(__m256i u, __m256i q, __m256i init) {
-  return _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
+#define PLUMB_I8_TARGET PLUMB_INT8_AVX2
+PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return int8_sums::Avx2(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
 #undef PLUMB_I8_TARGET
 }  // namespace with_avx2
 
 namespace with_vnni {
-#define PLUMB_I8_TARGET __attribute__((target("avx2,f16c,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
-PLUMB_I8_TARGET inline __m256i Sums(__m256i u, __m256i q, __m256i init) {
-  return _mm256_dpbusd_epi32(init, u, q);
+#define PLUMB_I8_TARGET PLUMB_INT8_VNNI
+PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+  return int8_sums::Vnni(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
 #undef PLUMB_I8_TARGET

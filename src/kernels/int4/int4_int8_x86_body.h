@@ -1,8 +1,8 @@
 // The fast family's INT4 row dots' loop (int4_int8.cpp's definition), written once and compiled twice by
-// int4_int8_x86.cpp: for AVX2 + FMA and for AVX-512 VNNI, which differ only in Sums(u, q, init): init plus,
-// in int32 lane j, the products of the unsigned bytes u and the signed bytes q at 4j .. 4j + 3. The including
-// file defines PLUMB_I8_TARGET (the function target, so that Sums inlines into the loop) and Sums, in the
-// namespace it includes this in.
+// int4_int8_x86.cpp: for AVX2 + FMA and for AVX-512 VNNI, which differ only in AddPartials(acc, u, q): acc
+// plus, in int32 lane j, the products of the unsigned bytes u and the signed bytes q at 4j .. 4j + 3
+// (int8_sums_x86.h). The including file defines PLUMB_I8_TARGET (the function target, so that AddPartials
+// inlines into the loop) and AddPartials, in the namespace it includes this in.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int4_int8_x86_body.h"
 #endif
@@ -62,7 +62,7 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
       __m256i init = _mm256_setzero_si256();
       if constexpr (S == Int4Scheme::kSymmetric) {
         // −8·Σ q per lane: u = c + 8 overcounts each lane by 8 times its four codes of x.
-        init = _mm256_sub_epi32(init, _mm256_slli_epi32(Sums(_mm256_set1_epi8(1), q, init), 3));
+        init = _mm256_sub_epi32(init, _mm256_slli_epi32(AddPartials(init, _mm256_set1_epi8(1), q), 3));
       }
       for (int r = 0; r < R; ++r) {
         const std::uint8_t* block = codes[r] + Extent(b, 16);
@@ -70,12 +70,12 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
         const __m256i nibbles = Nibbles(block);
         __m256i p;
         if constexpr (S == Int4Scheme::kSymmetric) {
-          p = Sums(_mm256_xor_si256(nibbles, _mm256_set1_epi8(8)), q, init);
+          p = AddPartials(init, _mm256_xor_si256(nibbles, _mm256_set1_epi8(8)), q);
         } else if constexpr (S == Int4Scheme::kAsymmetric) {
-          const __m256i c = _mm256_sub_epi8(nibbles, zero[r]);
-          p = Sums(_mm256_sign_epi8(c, c), _mm256_sign_epi8(q, c), init);
+          const int8_sums::SignMoved m = int8_sums::MoveSign(_mm256_sub_epi8(nibbles, zero[r]), q);
+          p = AddPartials(init, m.u, m.q);
         } else {
-          p = Sums(nibbles, q, init);
+          p = AddPartials(init, nibbles, q);
         }
         lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(s[r] * d_x), _mm256_cvtepi32_ps(p), lane[r]);
         if constexpr (S == Int4Scheme::kAsymmetricF16Zero) z_sum[r] = __builtin_fmaf(sz[r], x.s[b], z_sum[r]);

@@ -56,7 +56,7 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 #if defined(__aarch64__)
 namespace neon {
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
-// The fast family's definition, with sdot where the CPU has dotprod (ggml::neon::HasDotprod).
+// The fast family's definition, with sdot where the CPU has dotprod (int8_sums::HasDotprod).
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 // The same with sdot (only where the CPU has dotprod) or without it on any CPU, so that tests run both.
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
