@@ -121,8 +121,8 @@ void ForwardPass::MultiplyRows(const WeightMatrix& W, const float* in, float* ou
 
 void ForwardPass::Project(ForwardKernel kernel, int layer, const WeightMatrix& W,
                           const std::vector<float>& bias, const std::vector<float>& in,
-                          std::vector<float>& out) {
-  MultiplyRows(W, in.data(), out.data(), QuantizeAlone(layer, W, in.data()));
+                          std::vector<float>& out, bool quantized) {
+  MultiplyRows(W, in.data(), out.data(), quantized || QuantizeAlone(layer, W, in.data()));
   AddBias(out.data(), rows_, bias);
   Done(kernel, layer);
 }
@@ -134,9 +134,7 @@ void ForwardPass::Project(int layer, const std::vector<float>& in,
     bool quantized = false;  // `in` once for all of them, as GemvShared quantizes it
     for (const ProjectionOf& p : projections) {
       quantized = quantized || QuantizeAlone(layer, *p.W, in.data());
-      MultiplyRows(*p.W, in.data(), p.out->data(), quantized);
-      AddBias(p.out->data(), rows_, *p.bias);
-      Done(p.kernel, layer);
+      Project(p.kernel, layer, *p.W, *p.bias, in, *p.out, quantized);
     }
     return;
   }

@@ -64,9 +64,10 @@ class ForwardPass {
   // out[row] = RMSNorm(in[row]) ⊙ weight.
   void RmsNorm(ForwardKernel kernel, int layer, const std::vector<float>& in,
                const std::vector<float>& weight, std::vector<float>& out);
-  // out[row] = in[row] · Wᵀ (+ bias, when the model has one).
+  // out[row] = in[row] · Wᵀ (+ bias, when the model has one). `quantized`: xq_ already holds `in`
+  // (QuantizeAlone ran for an earlier projection of the same input).
   void Project(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& bias,
-               const std::vector<float>& in, std::vector<float>& out);
+               const std::vector<float>& in, std::vector<float>& out, bool quantized = false);
   // Several projections of the same input (q, k and v; gate and up), each as Project computes it. A decode
   // (one row, Projection::kGemvOrGemm) without an observer runs them as one kernels::GemvShared: one
   // parallel region and one quantization of `in` instead of one per matrix, the same bits. With an

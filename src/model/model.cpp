@@ -154,7 +154,7 @@ Model::Model(ModelConfig config, ModelWeights weights)
   // The fast family rounds x to int8 for the projections inside the layers but not for the LM head: on
   // SmolLM2 Q4_1 that halves its perplexity cost (+0.42% of exact instead of +0.54%, KL 2.3e-3 instead of
   // 3.1e-3) for 3–6% of decode speed (docs/quantization.md).
-  (weights_.lm_head.rows > 0 ? weights_.lm_head : weights_.token_embedding).exact_only = true;
+  weights_.LmHead().exact_only = true;
 }
 
 Model::~Model() = default;

@@ -35,6 +35,7 @@ struct ModelWeights {
   WeightMatrix lm_head;           // [V, d] lm_head; empty (0 rows) when tied to the embedding
 
   const WeightMatrix& LmHead() const { return lm_head.rows > 0 ? lm_head : token_embedding; }
+  WeightMatrix& LmHead() { return lm_head.rows > 0 ? lm_head : token_embedding; }
   std::size_t Bytes() const;  // every weight, once (a tied head counted once)
   // Weight bytes one decode step reads: every matrix and vector once, except the token embedding, of which
   // only one row is read, unless the LM head is tied to it and reads it all.
