@@ -242,6 +242,19 @@ TEST_P(Int8RowDotsIsa, GemvSharedIsEachMatrixsOwnGemv) {
     EXPECT_NE(std::string(e.what()).find("a matrix of 64 columns beside one of 96"), std::string::npos)
         << e.what();
   }
+  // x quantized by the caller for another length than the matrices' columns (the fast family only reads it).
+  FamilyGuard guard(KernelFamily::kFast);
+  Int8Activations short_x;
+  kernels::QuantizeActivations(x.data(), 64, short_x);
+  const std::vector<kernels::GemvOutput> one = {{&ws[0], y.data()}};
+  try {
+    kernels::GemvShared(one, x.data(), short_x);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x quantized with 64 elements for a matrix of 96 columns"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Int8RowDotsIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
