@@ -57,7 +57,8 @@ void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback) {
       "kernels", "F",
       std::string("exact (the definitions, bit for bit) or fast (int8 activations where the weight "
                   "type has them: ") +
-          kernels::Int8Coverage() + "); PLUMB_KERNELS, when set, replaces the default",
+          kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() +
+          "); PLUMB_KERNELS, when set, replaces the default",
       kernels::FamilyName(fallback));
 }
 
@@ -77,7 +78,7 @@ std::string KernelsDescription() {
   const kernels::KernelFamily family = kernels::ActiveFamily();
   std::string text = kernels::FamilyName(family);
   if (family == kernels::KernelFamily::kFast)
-    text += " (int8 activations for " + kernels::Int8Coverage() + "; the exact kernels for other weights)";
+    text += " (int8 activations for " + kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() + ")";
   return text + ", " + kernels::IsaName(kernels::ActiveIsa());
 }
 

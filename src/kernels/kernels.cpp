@@ -60,13 +60,15 @@ void GemvF32(const float* w, int n, int k, const float* x, float* y) {
   });
 }
 
-// y[begin .. end) of W · x with W's kernels in the active family: the int8 ones over xq where W has them
-// (the fast family), else the exact ones over x.
+// y[begin .. end) of W · x with W's kernels in the active family: in the fast family the int8 ones over xq
+// or the FMA ones over x where W has them, else the exact ones over x.
 void GemvRows(const WeightMatrix& W, int begin, int end, const float* x, const Int8Activations& xq,
               float* y) {
   if (end <= begin) return;
   if (UsesInt8RowDots(W)) {
     KernelsFor(*W.format, ActiveIsa()).int8_row_dots(W, begin, end, xq, y);
+  } else if (UsesFmaRowDots(W)) {
+    KernelsFor(*W.format, ActiveIsa()).fma_row_dots(W, begin, end, x, y);
   } else if (W.IsF32()) {
     F32Rows(reinterpret_cast<const float*>(W.data), W.cols, begin, end, x, y);
   } else {
@@ -169,6 +171,23 @@ void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
   });
 }
 
+// Y[m][W.rows] with the fast family's FMA kernels (W must have them), each Y row bitwise Gemv's for that row
+// alone, walked as Int8GemvBatch walks its rows.
+void FmaGemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
+  const int n = W.rows;
+  const int k = W.cols;
+  const RowDotsFn dots = KernelsFor(*W.format, ActiveIsa()).fma_row_dots;
+  constexpr int kTile = 16;  // 16 F16 rows of 1536 columns: 48 KiB, in L2 while every row of X passes
+  RunParallel([&](int t, int threads) {
+    int begin = 0, end = 0;
+    ThreadRows(n, t, threads, begin, end);
+    for (int r0 = begin; r0 < end; r0 += kTile) {
+      const int r1 = std::min(r0 + kTile, end);
+      for (int i = 0; i < m; ++i) dots(W, r0, r1, X + Extent(i, k), Y + Extent(i, n));
+    }
+  });
+}
+
 }  // namespace
 
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
@@ -176,7 +195,7 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   const int k = W.cols;
   const bool f32 = W.IsF32();
   if (m <= 0 || n <= 0) return;
-  if (m == 1 && !f32) {  // one row: the GEMV's fused decode and dot beat decoding a tile first
+  if (m == 1 && (!f32 || UsesFmaRowDots(W))) {  // one row: the GEMV's fused decode and dot beat a tile first
     Gemv(W, X, Y);
     return;
   }
@@ -231,6 +250,7 @@ void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
     return;
   }
   if (UsesInt8RowDots(W)) return Int8GemvBatch(W, X, rows, Y);  // the fast family's Gemv, row by row
+  if (UsesFmaRowDots(W)) return FmaGemvBatch(W, X, rows, Y);
   // Each weight tile decoded once (exactly: DequantizeRow / DecodePackedRow's values) and dotted with every
   // row of X in scalar::Dot's order, the FP8 scale after the dot: each Y row is bitwise Gemv's, whatever the
   // other rows, their number or the thread count (small_gemm.h).

@@ -17,13 +17,26 @@ std::span<const WeightFormat* const> WeightFormats() {
   return kAll;
 }
 
-std::string Int8Coverage() {
+namespace {
+
+// The formats' `covers` strings (int8_covers or fma_covers), joined with "; ".
+std::string Coverage(const char* WeightFormat::*covers) {
   std::string covered;
   for (const WeightFormat* format : WeightFormats()) {
-    if (format->int8_covers == nullptr) continue;
-    covered += (covered.empty() ? "" : "; ") + std::string(format->int8_covers);
+    if (format->*covers == nullptr) continue;
+    covered += (covered.empty() ? "" : "; ") + std::string(format->*covers);
   }
   return covered;
+}
+
+}  // namespace
+
+std::string Int8Coverage() {
+  return Coverage(&WeightFormat::int8_covers);
+}
+
+std::string FmaCoverage() {
+  return Coverage(&WeightFormat::fma_covers);
 }
 
 namespace {
@@ -55,6 +68,7 @@ FormatKernels KernelsFor(const WeightFormat& format, Isa isa) {
   k.row_dots = Pick(format, isa, &FormatKernels::row_dots);
   k.decode_rows = Pick(format, isa, &FormatKernels::decode_rows);
   k.int8_row_dots = Pick(format, isa, &FormatKernels::int8_row_dots);
+  k.fma_row_dots = Pick(format, isa, &FormatKernels::fma_row_dots);
   return k;
 }
 
@@ -72,6 +86,21 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
 bool UsesInt8RowDots(const WeightMatrix& W) {
   return ActiveFamily() == KernelFamily::kFast && !W.exact_only && W.format->has_int8 != nullptr &&
          W.format->has_int8(W);
+}
+
+bool UsesFmaRowDots(const WeightMatrix& W) {
+  return ActiveFamily() == KernelFamily::kFast && !W.exact_only && W.format->has_fma != nullptr &&
+         W.format->has_fma(W);
+}
+
+void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  CheckRows("FmaRowDotsOf", W, row_begin, row_end);
+  if (W.format->has_fma == nullptr || !W.format->has_fma(W)) {
+    throw MakeError("FmaRowDotsOf: the fast family has no FMA kernels for a ", W.format->describe(W),
+                    " matrix");
+  }
+  if (row_end > row_begin)
+    Pick(*W.format, ActiveIsa(), &FormatKernels::fma_row_dots)(W, row_begin, row_end, x, y);
 }
 
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {

@@ -191,19 +191,21 @@ TEST_P(Int8RowDotsIsa, IsBitwiseTheDefinitionOnAwkwardShapes) {
 
 TEST_P(Int8RowDotsIsa, GemvRunsTheFastFamilyOnlyWhenAskedAndAtAnyThreadCount) {
   testing::ExpectGemvFollowsTheFamily(testing::RandomGgml(GgmlType::Q4_1, 37, 96, 3), RandomVector(96, 9));
-  // A format without fast kernels runs the exact ones in the fast family.
+  // A float format runs the FMA kernels in the fast family, not the int8 ones (fma_family_test.cpp has the
+  // rest of their choice).
   const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 5, 40, true, 2);
   const std::vector<float> x40 = RandomVector(40, 4);
   std::vector<float> a(5), b(5);
-  kernels::RowDotsOf(fp8, 0, 5, x40.data(), a.data());
+  kernels::FmaRowDotsOf(fp8, 0, 5, x40.data(), a.data());
   FamilyGuard guard(KernelFamily::kFast);
+  EXPECT_FALSE(kernels::UsesInt8RowDots(fp8));
   kernels::Gemv(fp8, x40.data(), b.data());
   for (int r = 0; r < 5; ++r) EXPECT_TRUE(SameBits(a[r], b[r])) << r;
 }
 
 // GemvShared (Q, K, V in one region) gives each matrix bitwise its own Gemv, in both families and at any
 // thread count, for a mix of formats: rows with int8 kernels (GGUF, INT4), plain F32 rows and FP8 (which
-// the fast family runs exactly), of sizes that split unevenly across threads.
+// the fast family runs with FMA), of sizes that split unevenly across threads.
 TEST_P(Int8RowDotsIsa, GemvSharedIsEachMatrixsOwnGemv) {
   constexpr int k = 96;
   const std::vector<WeightMatrix> ws = {

@@ -25,7 +25,10 @@
 // dot products; issue 17) is a second set of kernels in the same descriptor, with a scalar definition of its
 // own that its variants match bit for bit, judged against the exact family by the fixture suite's
 // tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0 … Q8_0 and the K-quants, packed
-// INT4; docs/architecture.md "Weight formats"); the others run the exact family.
+// INT4; docs/architecture.md "Weight formats").
+// The fast family's float formats (F32, F16, BF16 and FP8: fma_row_dots, x kept in FP32) decode each weight
+// exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/fma_dot.h states
+// the order); has_fma says which matrices. A matrix in neither set runs the exact family.
 #pragma once
 
 #include <array>
@@ -52,7 +55,8 @@ using Int8RowDotsFn = void (*)(const WeightMatrix& W, int row_begin, int row_end
 struct FormatKernels {
   RowDotsFn row_dots = nullptr;
   DecodeRowsFn decode_rows = nullptr;
-  Int8RowDotsFn int8_row_dots = nullptr;  // the fast family; null everywhere today
+  Int8RowDotsFn int8_row_dots = nullptr;  // the fast family, for the formats has_int8 covers
+  RowDotsFn fma_row_dots = nullptr;       // the fast family, for the formats has_fma covers
 };
 
 constexpr int kIsaCount = 4;  // the values of Isa
@@ -70,6 +74,9 @@ struct WeightFormat {
   bool (*has_int8)(const WeightMatrix& W);
   // What has_int8 covers, for help and error text ("GGUF Q4_0, Q4_1, ..."); null where has_int8 is.
   const char* int8_covers;
+  // Whether the fast family's fma_row_dots cover W (its float formats); null: no matrix of this format.
+  bool (*has_fma)(const WeightMatrix& W);
+  const char* fma_covers;  // what has_fma covers, for help and error text; null where has_fma is
   // Indexed by Isa. [Isa::kScalar] is the definition: every member set.
   std::array<FormatKernels, kIsaCount> kernels;
 };
@@ -86,6 +93,8 @@ FormatKernels KernelsFor(const WeightFormat& format, Isa isa);
 
 // Every format's int8_covers, joined: the weight types the fast family has int8 kernels for.
 std::string Int8Coverage();
+// Every format's fma_covers, joined: the float weight types the fast family runs with FMA.
+std::string FmaCoverage();
 
 // W's row_dots on ActiveIsa(): y[row_begin .. row_end) written, as defined above. Throws plumb::Error for a
 // row range outside the matrix.
@@ -95,6 +104,12 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
 // Whether W runs the fast family's kernels: ActiveFamily() is kFast, W is not exact_only, and its format
 // has int8 kernels for it.
 bool UsesInt8RowDots(const WeightMatrix& W);
+// Whether W runs the fast family's FMA kernels: ActiveFamily() is kFast, W is not exact_only, and its format
+// has FMA kernels for it. (No matrix is covered by both has_int8 and has_fma.)
+bool UsesFmaRowDots(const WeightMatrix& W);
+// W's fma_row_dots on ActiveIsa(): y[r] = RowScale(W, r) · FmaDot(row r decoded, x) (kernels/fma_dot.h) for
+// r in [row_begin, row_end). Throws plumb::Error when W's format has none for W, or for rows outside it.
+void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
 // plumb::Error when W's format has none for W, or for rows outside the matrix.
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

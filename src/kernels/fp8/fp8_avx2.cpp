@@ -37,25 +37,9 @@ constexpr int kRows = 4;
 
 using avx2_shared::CanScaleX;
 using avx2_shared::E4M3NanTracker;
-
-// 16 codes at p as FP16 bits, codes 0-7 in lo and 8-15 in hi: E5M2 code << 8; E4M3 the value · 2^-8,
-// with its NaN codes (S.1111.111) read as the finite 1.875 (kernels that see them must note them apart:
-// E4M3NanTracker).
-struct Halves {
-  __m128i lo, hi;
-};
-template <Fp8Format F>
-PLUMB_AVX2 inline Halves Fp8ToHalf(const std::uint8_t* p) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (F == Fp8Format::kE5M2) {
-    return {_mm_unpacklo_epi8(_mm_setzero_si128(), bytes), _mm_unpackhi_epi8(_mm_setzero_si128(), bytes)};
-  } else {
-    // Sign-extended and shifted: S.S.EEEE.MMM.0000000; clearing bit 14 leaves S.0EEEE.MMM0000000.
-    const __m256i s = _mm256_slli_epi16(_mm256_cvtepi8_epi16(bytes), 7);
-    const __m256i half = _mm256_and_si256(s, _mm256_set1_epi16(static_cast<short>(0xBF80)));
-    return {_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)};
-  }
-}
+using avx2_shared::Fp8Exact16;
+using avx2_shared::Fp8ToHalf;
+using avx2_shared::Halves;
 
 // The 32 codes at p as weights, for fp8_dots_x86_body.h: two runs of 16 through FP16.
 template <Fp8Format F>
@@ -80,20 +64,10 @@ PLUMB_AVX2 void DecodeRow(const WeightMatrix& W, int r, float* out) {
   const int cols = W.cols;
   const int full16 = cols - cols % 16;
   for (int c = 0; c < full16; c += 16) {
-    const Halves half = Fp8ToHalf<F>(row + c);
-    __m256 w0 = _mm256_cvtph_ps(half.lo);
-    __m256 w1 = _mm256_cvtph_ps(half.hi);
-    if constexpr (F == Fp8Format::kE4M3) {
-      // Exact: the value · 2^-8, times 2^8. NaN codes (decoded as 1.875 · 2^-8) become NaN again.
-      const __m256 nan_value = _mm256_set1_ps(480.0f);
-      const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-      w0 = _mm256_mul_ps(w0, _mm256_set1_ps(256.0f));
-      w1 = _mm256_mul_ps(w1, _mm256_set1_ps(256.0f));
-      w0 = _mm256_or_ps(w0, _mm256_cmp_ps(_mm256_and_ps(w0, abs_mask), nan_value, _CMP_EQ_OQ));
-      w1 = _mm256_or_ps(w1, _mm256_cmp_ps(_mm256_and_ps(w1, abs_mask), nan_value, _CMP_EQ_OQ));
-    }
-    _mm256_storeu_ps(out + c, w0);
-    _mm256_storeu_ps(out + c + 8, w1);
+    __m256 w[2];
+    Fp8Exact16<F>(row + c, w);
+    _mm256_storeu_ps(out + c, w[0]);
+    _mm256_storeu_ps(out + c + 8, w[1]);
   }
   const float* table = Fp8DecodeTable(F);
   for (int c = full16; c < cols; ++c) out[c] = table[row[c]];

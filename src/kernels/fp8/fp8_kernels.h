@@ -10,12 +10,16 @@ namespace plumb::kernels::fp8 {
 namespace scalar {
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+// The fast family's definition (fp8_format.cpp): scale_r · FmaDot(row r's values, x), kernels/fma_dot.h.
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace scalar
 
 #if defined(__x86_64__)
 namespace avx2 {  // AVX2 + F16C
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+// AVX2 + F16C + FMA (scalar:: on a CPU without FMA): the fast family's definition.
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace avx2
 namespace avx512 {  // E4M3 with GFNI; E5M2, or a CPU without GFNI, runs avx2::
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
@@ -25,6 +29,7 @@ void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 #if defined(__aarch64__)
 namespace neon {
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace neon
 #endif
 

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "../neon_lanes.h"
+#include "fp8_neon.h"
 
 namespace plumb::kernels::fp8::neon {
 namespace {
@@ -24,26 +25,6 @@ using neon_lanes::AddTail;
 using neon_lanes::Lanes8;
 
 constexpr int kRows = 4;
-
-template <Fp8Format kFormat>
-Lanes8 DecodeFp8(uint8x8_t codes) {
-  const uint16x8_t c = vmovl_u8(codes);
-  const uint16x8_t sign = vshlq_n_u16(vandq_u16(c, vdupq_n_u16(0x80)), 8);
-  const uint16x8_t magnitude = vandq_u16(c, vdupq_n_u16(0x7F));
-  uint16x8_t half;
-  uint16x8_t nan;
-  if constexpr (kFormat == Fp8Format::kE4M3) {
-    half = vorrq_u16(sign, vshlq_n_u16(magnitude, 7));
-    nan = vceqq_u16(magnitude, vdupq_n_u16(0x7F));  // S.1111.111
-  } else {
-    half = vshlq_n_u16(c, 8);
-    nan = vcgtq_u16(magnitude, vdupq_n_u16(0x7C));  // S.11111.{01,10,11}
-  }
-  half = vbslq_u16(nan, vorrq_u16(sign, vdupq_n_u16(0x7E00)), half);
-  const Lanes8 w = neon_lanes::HalvesToFloat(half);
-  if constexpr (kFormat == Fp8Format::kE4M3) return neon_lanes::Mul8(w, vdupq_n_f32(256.0f));
-  return w;
-}
 
 template <Fp8Format kFormat, int R>
 void Fp8Dots(const WeightMatrix& W, int row0, const float* x, float* y) {

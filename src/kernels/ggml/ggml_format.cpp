@@ -60,20 +60,27 @@ constexpr WeightFormat kGgmlFormat = {
     .row_scale = nullptr,
     .has_int8 = ggml::HasInt8,
     .int8_covers = ggml::kInt8Covers,
+    .has_fma = ggml::HasFma,
+    .fma_covers = ggml::kFmaCovers,
     .kernels = {{
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,
                        .decode_rows = ggml::DecodeRowsScalar,
-                       .int8_row_dots = ggml::scalar::Int8RowDots},
+                       .int8_row_dots = ggml::scalar::Int8RowDots,
+                       .fma_row_dots = ggml::scalar::FmaRowDots},
 #if defined(__x86_64__)
         /* kAvx2 */
         {.row_dots = ggml::RowDotsAvx2,
          .decode_rows = ggml::avx2::DecodeRows,
-         .int8_row_dots = ggml::avx2::Int8RowDots},
+         .int8_row_dots = ggml::avx2::Int8RowDots,
+         .fma_row_dots = ggml::avx2::FmaRowDots},
         /* kNeon */ {},
         /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512, .int8_row_dots = ggml::avx512::Int8RowDots},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
-        /* kNeon */ {.row_dots = ggml::RowDotsNeon, .int8_row_dots = ggml::neon::Int8RowDots},
+        /* kNeon */
+        {.row_dots = ggml::RowDotsNeon,
+         .int8_row_dots = ggml::neon::Int8RowDots,
+         .fma_row_dots = ggml::neon::FmaRowDots},
         /* kAvx512 */ {},
 #else
         {},

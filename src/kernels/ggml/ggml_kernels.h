@@ -65,7 +65,12 @@ constexpr KLayout KLayoutOf(GgmlType type) {
   }
 }
 
+// The fast family's float rows (float_fma.cpp; the definition is kernels/fma_dot.h's): F32, F16, BF16.
+bool HasFma(const WeightMatrix& W);
+inline constexpr const char* kFmaCovers = "F32, F16, BF16";
+
 namespace scalar {
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace scalar
 
@@ -73,6 +78,8 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 namespace avx2 {
 // AVX2 + F16C: rows [r0, r0 + count) of W, exactly DequantizeRow's values.
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+// AVX2 + F16C + FMA (scalar:: on a CPU without FMA): the FMA definition for F32, F16 and BF16 rows.
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace avx2
@@ -83,6 +90,8 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 #endif
 #if defined(__aarch64__)
 namespace neon {
+// The FMA definition for F32, F16 and BF16 rows.
+void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // NEON, with the dotprod extension's sdot where the CPU has it (int8_sums::HasDotprod): the fast family's
 // definition (Q4_0 .. Q8_0;
 // scalar:: for the other types).
