@@ -40,32 +40,40 @@ PLUMB_FMA inline float Reduce(const __m256 acc[4]) {
   return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
 }
 
-// Rows [r0, r0 + R) of W: y[r] = Decoder::Scale(W, r, FmaDot(row r, x)). Decoder (a struct of static
-// members, force-inlined into this target) gives:
-//   Load32(row, c, w[4])   the weights of columns [c, c + 32) of the row stored at `row`, exactly
-//   At(row, c)             the weight of column c (the tail)
-//   Scale(W, r, dot)       the finished dot's scaling (FP8's row scale; the dot itself where there is none)
-//   kBytesPer32            the bytes 32 columns take (for the prefetch)
+// Rows [r0, r0 + R) of W: y[r] = FmaDot(row r, x) finished by the decoder (FP8's row scale). Decoder (a
+// struct of static members, force-inlined into this target) gives:
+//   X(p)                      8 elements of x as the products want them: loaded, or times an exact factor
+//                             (2^8 for FP8 E4M3) that Load32's weights carry the inverse of
+//   Load32(row, c, w[4], s)   the weights of columns [c, c + 32) of the row stored at `row`, such that each
+//                             product w·X(x) is the same real number as the definition's weight times x
+//                             (so the fused sum rounds the same); s is the row's State, which may note what
+//                             the weights cannot carry (FP8 E4M3's NaN codes)
+//   At(row, c)                the exact weight of column c (the tail, dotted with x itself)
+//   Start(s)                  a row's State before its first column
+//   Finish(W, r, dot, s)      y[r] from the row's finished dot (the NaN noted in s; the row scale)
+//   kBytesPer32               the bytes 32 columns take (for the prefetch)
 // R rows share each load of x; each row has its own four chains.
 template <class Decoder, int R>
 PLUMB_FMA void FmaRows(const WeightMatrix& W, int r0, const float* x, float* y) {
   const int cols = W.cols;
   const int full = cols - cols % kFmaLanes;
   const std::uint8_t* row[R];
+  typename Decoder::State state[R];
   __m256 acc[R][4];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
+    Decoder::Start(state[r]);
     for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_ps();
   }
   for (int c = 0; c < full; c += kFmaLanes) {
     __m256 xv[4];
-    for (int v = 0; v < 4; ++v) xv[v] = _mm256_loadu_ps(x + c + 8 * v);
+    for (int v = 0; v < 4; ++v) xv[v] = Decoder::X(x + c + 8 * v);
     for (int r = 0; r < R; ++r) {
       // The rows the next pass reads, at this column (avx2_common::Prefetch says why).
       avx2_common::Prefetch(row[r],
                             R * W.row_bytes + static_cast<std::size_t>(c / kFmaLanes) * Decoder::kBytesPer32);
       __m256 w[4];
-      Decoder::Load32(row[r], c, w);
+      Decoder::Load32(row[r], c, w, state[r]);
       for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_fmadd_ps(w[v], xv[v], acc[r][v]);
     }
   }
@@ -80,8 +88,16 @@ PLUMB_FMA void FmaRows(const WeightMatrix& W, int r0, const float* x, float* y) 
       }
     }
   }
-  for (int r = 0; r < R; ++r) y[r0 + r] = Decoder::Scale(W, r0 + r, Reduce(acc[r]));
+  for (int r = 0; r < R; ++r) y[r0 + r] = Decoder::Finish(W, r0 + r, Reduce(acc[r]), state[r]);
 }
+
+// The Decoder members of a format whose weights are their values: x as it is, no state, the dot as it is.
+struct PlainDecoder {
+  struct State {};
+  PLUMB_FMA static inline __m256 X(const float* p) { return _mm256_loadu_ps(p); }
+  static void Start(State&) {}
+  static float Finish(const WeightMatrix&, int, float dot, const State&) { return dot; }
+};
 
 // Rows [row_begin, row_end) of W, four at a time, then one at a time.
 template <class Decoder>

@@ -72,7 +72,8 @@ float StatedRow(const WeightMatrix& W, int r, const float* x) {
 TEST(FmaDefinition, EachFormatsScalarKernelIsTheStatedOrder) {
   for (int cols : kCols) {
     for (const testing::FloatCase& c : Cases(5, cols, 100 + cols)) {
-      for (const std::vector<float>& x : {RandomVector(cols, 7 + cols), AwkwardX(cols, 9 + cols)}) {
+      for (const std::vector<float>& x :
+           {RandomVector(cols, 7 + cols), AwkwardX(cols, 9 + cols), testing::HugeX(cols, 11 + cols)}) {
         std::vector<float> y(c.W.rows);
         c.W.format->kernels[static_cast<int>(Isa::kScalar)].fma_row_dots(c.W, 0, c.W.rows, x.data(),
                                                                          y.data());
@@ -131,7 +132,8 @@ TEST_P(FmaRowDotsIsa, BitwiseTheDefinitionOnAwkwardShapes) {
       const kernels::RowDotsFn variant = kernels::KernelsFor(*c.W.format, isa()).fma_row_dots;
       const kernels::RowDotsFn definition = c.W.format->kernels[static_cast<int>(Isa::kScalar)].fma_row_dots;
       ASSERT_NE(variant, nullptr);
-      for (const std::vector<float>& x : {RandomVector(cols, 17 + cols), AwkwardX(cols, 19 + cols)}) {
+      for (const std::vector<float>& x :
+           {RandomVector(cols, 17 + cols), AwkwardX(cols, 19 + cols), testing::HugeX(cols, 21 + cols)}) {
         std::vector<float> want(c.W.rows);
         definition(c.W, 0, c.W.rows, x.data(), want.data());
         for (int begin : {0, 1}) {

@@ -53,4 +53,12 @@ inline std::vector<float> AwkwardX(int n, std::uint32_t seed) {
   return x;
 }
 
+// x with one element past 2^120, so that 2^8·x would not be exact: the FP8 E4M3 kernels that fold 2^8 into x
+// must take their other road for it.
+inline std::vector<float> HugeX(int n, std::uint32_t seed) {
+  std::vector<float> x = RandomVector(n, seed);
+  x[n / 2] = 0x1p121f;
+  return x;
+}
+
 }  // namespace plumb::testing

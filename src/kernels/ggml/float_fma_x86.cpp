@@ -17,13 +17,9 @@
 namespace plumb::kernels::ggml::avx2 {
 namespace {
 
-struct NoScale {
-  static float Scale(const WeightMatrix&, int, float dot) { return dot; }
-};
-
-struct F32 : NoScale {
+struct F32 : fma_x86::PlainDecoder {
   static constexpr std::size_t kBytesPer32 = 128;
-  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4]) {
+  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4], State&) {
     const float* p = reinterpret_cast<const float*>(row) + c;
     for (int v = 0; v < 4; ++v) w[v] = _mm256_loadu_ps(p + 8 * v);
   }
@@ -34,9 +30,9 @@ struct F32 : NoScale {
   }
 };
 
-struct F16 : NoScale {
+struct F16 : fma_x86::PlainDecoder {
   static constexpr std::size_t kBytesPer32 = 64;
-  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4]) {
+  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4], State&) {
     const std::uint8_t* p = row + 2 * static_cast<std::size_t>(c);
     for (int v = 0; v < 4; ++v)
       w[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * v)));
@@ -46,9 +42,9 @@ struct F16 : NoScale {
   }
 };
 
-struct BF16 : NoScale {
+struct BF16 : fma_x86::PlainDecoder {
   static constexpr std::size_t kBytesPer32 = 64;
-  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4]) {
+  PLUMB_FMA static inline void Load32(const std::uint8_t* row, int c, __m256 w[4], State&) {
     const std::uint8_t* p = row + 2 * static_cast<std::size_t>(c);
     for (int v = 0; v < 4; ++v) {
       const __m256i wide =
