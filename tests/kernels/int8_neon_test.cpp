@@ -1,11 +1,11 @@
 // The NEON variant of the fast family's GGUF row dots (src/kernels/ggml/ggml_int8_neon.cpp) bitwise against
 // its scalar definition (kGgmlFormat's kScalar int8_row_dots), on both of its paths: sdot where the CPU has
 // dotprod (skipped, and said so, where it has not) and plain NEON, which runs on every CPU. Awkward shapes:
-// 1, 5 and 11 rows (the four-row path, the single-row path and both), 1, 3 and 19 blocks, ranges starting at
-// row 0 and 1; x with exact ±127 codes, a block of all −127 and a zero block; a row whose first block holds
-// the type's largest codes (so the integer sums reach their extremes); and a block of x that is not finite.
-// The x86 variants are int8_dot_test.cpp's. Built only for aarch64 (cmake/kernels-only.cmake) and run under
-// qemu-user in CI.
+// 1, 5 and 11 rows (the four-row path, the single-row path and both), 1, 3 and 19 blocks (the K-quants: 1
+// and 3 super-blocks), ranges starting at row 0 and 1; x with exact ±127 codes, a block of all −127 and a
+// zero block; a row whose first block holds the type's largest codes (so the integer sums reach their
+// extremes); and a block of x that is not finite. The x86 variants are int8_dot_test.cpp's. Built only for
+// aarch64 (cmake/kernels-only.cmake) and run under qemu-user in CI.
 #if !defined(__aarch64__)
 #error "int8_neon_test.cpp tests the aarch64 NEON kernels; the build must not compile it for another target"
 #endif
@@ -37,12 +37,19 @@ using kernels::Int8Activations;
 using kernels::Isa;
 
 constexpr GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                               GgmlType::Q8_0};
+                               GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                               GgmlType::Q5_K, GgmlType::Q6_K};
+
+bool IsKQuant(GgmlType type) {
+  return kernels::ggml::KLayoutOf(type).block_bytes != 0;
+}
 
 // A random matrix whose last row's first block has every code at the type's largest magnitude (Q4_0 −8,
-// Q4_1 15, Q5_0 −16, Q5_1 31, Q8_0 −128), its scales left as drawn.
+// Q4_1 15, Q5_0 −16, Q5_1 31, Q8_0 −128), its scales left as drawn. A K-quant matrix stays random (its
+// codes' bits are spread over the super-block).
 WeightMatrix WithExtremeBlock(GgmlType type, int rows, int cols, std::uint32_t seed) {
   const WeightMatrix random = testing::RandomGgml(type, rows, cols, seed);
+  if (IsKQuant(type)) return random;
   std::vector<std::uint8_t> bytes(random.data,
                                   random.data + random.row_bytes * static_cast<std::size_t>(rows));
   std::uint8_t* block = bytes.data() + random.row_bytes * static_cast<std::size_t>(rows - 1);
@@ -80,7 +87,7 @@ int ExpectBitwiseTheDefinition(PathFn path, const char* name) {
   int cases = 0;
   for (GgmlType type : kTypes) {
     for (int rows : {1, 5, 11}) {
-      for (int cols : {32, 96, 608}) {
+      for (int cols : IsKQuant(type) ? std::vector<int>{256, 768} : std::vector<int>{32, 96, 608}) {
         for (bool non_finite : {false, true}) {
           const WeightMatrix W = WithExtremeBlock(type, rows, cols, 7u * cols + rows);
           Int8Activations q;

@@ -85,6 +85,30 @@ int Q3KScale(const std::uint8_t* scales, int s) {
   return (low | high << 4) - 32;
 }
 
+// The integer scale and minimum of x block t's two halves (its 16-element sub-blocks 2t and 2t + 1; one
+// 32-element sub-block for Q4_K and Q5_K, so both halves alike). min stays 0 for Q3_K and Q6_K.
+void KScales(GgmlType type, const std::uint8_t* sb, int t, int scale[2], int min[2]) {
+  for (int half = 0; half < 2; ++half) {
+    const int s = 2 * t + half;  // the 16-element sub-block
+    min[half] = 0;
+    switch (type) {
+      case GgmlType::Q2_K:
+        scale[half] = sb[s] & 0x0F;
+        min[half] = sb[s] >> 4;
+        break;
+      case GgmlType::Q3_K:
+        scale[half] = Q3KScale(sb + 96, s);
+        break;
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        ScaleMinK4(sb + 4, t, &scale[half], &min[half]);
+        break;
+      default:  // Q6_K
+        scale[half] = static_cast<std::int8_t>(sb[192 + s]);
+    }
+  }
+}
+
 KBlock KBlockOf(GgmlType type, const std::uint8_t* sb, int t) {
   KBlock k{};
   const int h = t / 4, kk = t % 4;  // Q2_K, Q3_K, Q6_K: element 32t + l = 128h + 32kk + l
@@ -109,24 +133,7 @@ KBlock KBlockOf(GgmlType type, const std::uint8_t* sb, int t) {
       }
     }
   }
-  for (int half = 0; half < 2; ++half) {
-    const int s = 2 * t + half;  // the 16-element sub-block
-    switch (type) {
-      case GgmlType::Q2_K:
-        k.scale[half] = sb[s] & 0x0F;
-        k.min[half] = sb[s] >> 4;
-        break;
-      case GgmlType::Q3_K:
-        k.scale[half] = Q3KScale(sb + 96, s);
-        break;
-      case GgmlType::Q4_K:
-      case GgmlType::Q5_K:
-        ScaleMinK4(sb + 4, t, &k.scale[half], &k.min[half]);
-        break;
-      default:  // Q6_K
-        k.scale[half] = static_cast<std::int8_t>(sb[192 + s]);
-    }
-  }
+  KScales(type, sb, t, k.scale, k.min);
   return k;
 }
 
@@ -169,6 +176,10 @@ void KRowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activ
 }
 
 }  // namespace
+
+void KSubBlockScales(GgmlType type, const std::uint8_t* sb, int scale[16], int min[16]) {
+  for (int t = 0; t < 8; ++t) KScales(type, sb, t, scale + 2 * t, min + 2 * t);
+}
 
 bool HasInt8(const WeightMatrix& W) {
   if (KLayoutOf(W.type).block_bytes != 0) return W.cols % 256 == 0;

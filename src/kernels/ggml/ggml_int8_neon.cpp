@@ -1,4 +1,5 @@
-// The fast family's GGUF row dots with NEON: ggml_int8.cpp's definition, bit for bit. A block's 32 weight
+// The fast family's GGUF row dots with NEON: ggml_int8.cpp's definition, bit for bit (the K-quants:
+// kquant_int8_neon.h, included below). A block's 32 weight
 // codes are made as int8 in element order, elements 0-15 (the low nibbles) in one register and 16-31 (the
 // high ones) in another, so that the definition's p[b][j], the sum of the products of elements 4j .. 4j + 3,
 // is lane j mod 4 of an int32 vector. Every code fits int8 (Q4_1's and Q5_1's unsigned 0..31 too), so one
@@ -127,15 +128,31 @@ PLUMB_INT8_NEON_DOTS(PlainDots, , PlainSums)
 
 #undef PLUMB_INT8_NEON_DOTS
 
+}  // namespace
+#include "kquant_int8_neon.h"
+namespace {
+
+using DotsFn = void (*)(const WeightMatrix&, int, const Int8Activations&, float*);
+
+// Rows in groups of kRows by Group, then one at a time by Single.
+template <DotsFn Group, DotsFn Single>
+void RunRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  int r = row_begin;
+  for (; r + kRows <= row_end; r += kRows) Group(W, r, x, y);
+  for (; r < row_end; ++r) Single(W, r, x, y);
+}
+
 template <GgmlType kType, bool kSdot>
 void Run(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  int r = row_begin;
-  if constexpr (kSdot) {
-    for (; r + kRows <= row_end; r += kRows) SdotDots<kType, kRows>(W, r, x, y);
-    for (; r < row_end; ++r) SdotDots<kType, 1>(W, r, x, y);
+  constexpr bool kK = KLayoutOf(kType).block_bytes != 0;
+  if constexpr (kSdot && kK) {
+    RunRows<KSdotDots<kType, kRows>, KSdotDots<kType, 1>>(W, row_begin, row_end, x, y);
+  } else if constexpr (kK) {
+    RunRows<KPlainDots<kType, kRows>, KPlainDots<kType, 1>>(W, row_begin, row_end, x, y);
+  } else if constexpr (kSdot) {
+    RunRows<SdotDots<kType, kRows>, SdotDots<kType, 1>>(W, row_begin, row_end, x, y);
   } else {
-    for (; r + kRows <= row_end; r += kRows) PlainDots<kType, kRows>(W, r, x, y);
-    for (; r < row_end; ++r) PlainDots<kType, 1>(W, r, x, y);
+    RunRows<PlainDots<kType, kRows>, PlainDots<kType, 1>>(W, row_begin, row_end, x, y);
   }
 }
 
@@ -152,7 +169,17 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
       return Run<GgmlType::Q5_1, kSdot>(W, row_begin, row_end, x, y);
     case GgmlType::Q8_0:
       return Run<GgmlType::Q8_0, kSdot>(W, row_begin, row_end, x, y);
-    default:  // a type whose definition has no NEON variant yet
+    case GgmlType::Q2_K:
+      return Run<GgmlType::Q2_K, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q3_K:
+      return Run<GgmlType::Q3_K, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q4_K:
+      return Run<GgmlType::Q4_K, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q5_K:
+      return Run<GgmlType::Q5_K, kSdot>(W, row_begin, row_end, x, y);
+    case GgmlType::Q6_K:
+      return Run<GgmlType::Q6_K, kSdot>(W, row_begin, row_end, x, y);
+    default:  // no type HasInt8 accepts
       return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   }
 }

@@ -69,6 +69,11 @@ constexpr KLayout KLayoutOf(GgmlType type) {
 bool HasFma(const WeightMatrix& W);
 inline constexpr const char* kFmaCovers = "F32, F16, BF16";
 
+// The integer scale c and minimum of each 16-element sub-block s = 0..15 of a K-quant super-block at sb, as
+// ggml_int8.cpp's definition reads them (Q4_K and Q5_K: sub-block s has x block s / 2's 32-element scale;
+// min is 0 for Q3_K and Q6_K). For the vector kernels that take a super-block's factors once per row.
+void KSubBlockScales(GgmlType type, const std::uint8_t* sb, int scale[16], int min[16]);
+
 namespace scalar {
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
@@ -93,8 +98,7 @@ namespace neon {
 // The FMA definition for F32, F16 and BF16 rows.
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // NEON, with the dotprod extension's sdot where the CPU has it (int8_sums::HasDotprod): the fast family's
-// definition (Q4_0 .. Q8_0;
-// scalar:: for the other types).
+// definition for every type HasInt8 accepts (Q4_0 .. Q8_0 and the K-quants).
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 // The same with sdot (only where the CPU has dotprod) or without it on any CPU, so that tests run both.
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
