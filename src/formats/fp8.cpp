@@ -114,6 +114,16 @@ std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow) {
   return format == Fp8Format::kE4M3 ? EncodeFp8<3, 7>(value, saturate) : EncodeFp8<2, 15>(value, saturate);
 }
 
+void F32ToFp8Divided(const float* x, int n, float divisor, Fp8Format format, Fp8Overflow overflow,
+                     std::uint8_t* out) {
+  const bool saturate = overflow == Fp8Overflow::kSaturate;
+  if (format == Fp8Format::kE4M3) {
+    for (int i = 0; i < n; ++i) out[i] = EncodeFp8<3, 7>(x[i] / divisor, saturate);
+  } else {
+    for (int i = 0; i < n; ++i) out[i] = EncodeFp8<2, 15>(x[i] / divisor, saturate);
+  }
+}
+
 Fp8Matrix QuantizeFp8(const float* w, int rows, int cols, Fp8Format format, bool per_row) {
   if (rows < 0 || cols < 0) throw MakeError("QuantizeFp8: bad shape [", rows, "][", cols, "]");
   Fp8Matrix m;

@@ -72,9 +72,8 @@ void EncodeKv(KvDtype dtype, const float* src, int n, float scale, void* dst) {
     case KvDtype::kFp8E4M3:
     case KvDtype::kFp8E5M2: {
       // A division, not a multiplication by 1/scale: vLLM's cache kernels (scaled_vec_conversion) divide.
-      auto* out = static_cast<std::uint8_t*>(dst);
-      const Fp8Format format = Fp8FormatOf(dtype);
-      for (int i = 0; i < n; ++i) out[i] = F32ToFp8(src[i] / scale, format, Fp8Overflow::kSaturate);
+      F32ToFp8Divided(src, n, scale, Fp8FormatOf(dtype), Fp8Overflow::kSaturate,
+                      static_cast<std::uint8_t*>(dst));
       return;
     }
   }

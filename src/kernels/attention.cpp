@@ -10,7 +10,9 @@
 #include <limits>
 #include <vector>
 
+#include "attention_by_head.h"
 #include "attention_score.h"
+#include "attention_values.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"
@@ -40,10 +42,12 @@ namespace {
 // Batch-1 decode of SmolLM2 at context n thus has ceil(n / 128) units in A, 9 in B and one per thread in C,
 // where the previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
 // ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
+// A batch whose rows alone give every thread several units (batched decode) takes another split, one unit
+// per (row, KV heads) running all three steps itself: attention_by_head.cpp.
 // Measured figures: docs/performance.md ("Batched decode and the paged KV cache").
 constexpr int kScoreChunk = 128;  // positions per phase-A unit
-constexpr int kValueDims = 32;    // output elements per phase-C unit: 128 B, an adjacent-line pair
-constexpr int kHeadTile = 3;      // query heads accumulated together in phase C
+// kValueDims (output elements per phase-C piece) and kHeadTile (query heads summed together):
+// attention_values.h.
 constexpr std::int64_t kWaveFloats = 1 << 18;  // score floats of one wave (1 MiB) unless one row needs more
 
 // One query row of one item in the current wave, and where its units start in each phase.
@@ -134,25 +138,6 @@ void ForEachRun(const KvLayerView& kv, const void* data, int kv_head, int begin,
     fn(t0, count, bytes + kv.Element(t0, kv_head) * element_bytes);
     t0 += count;
   }
-}
-
-using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
-                            float* s, int s_stride);
-// Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
-void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
-                     float* s, int s_stride) {
-  for (int h = 0; h < n_kv * group; ++h) {
-    float* sh = s + static_cast<std::int64_t>(h) * s_stride;
-    RowDots(GgmlType::F32, run.rows + h / group * run.head_stride, run.position_stride, run.count,
-            q + static_cast<std::int64_t>(h) * head_dim, head_dim, sh);
-    for (int i = 0; i < run.count; ++i) sh[i] *= scale;
-  }
-}
-ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
-#if defined(__x86_64__)
-  if (head_dim % 8 == 0 && ActiveIsa() != Isa::kScalar) return avx2::ScoreRun;
-#endif
-  return ScoreRunRowDots;
 }
 
 // Copies (f32) or decodes (DecodeKvRow, the head's scale) columns [col_begin, col_end) of positions
@@ -247,6 +232,7 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
 // Eight floats in one vector register (GCC/Clang vector extension): elementwise + and · round exactly as
 // the scalar operations do, whatever instructions the target compiles them to.
 using Float8 = float __attribute__((vector_size(32)));
+using Int8 = std::int32_t __attribute__((vector_size(32)));
 constexpr int kLanes8 = kValueDims / 8;
 
 // out_g[j] += p_g[t0 + i] · v_i[j] for g < g_count query heads, j < width output elements, i < count
@@ -290,8 +276,6 @@ template <int G>
   }
 }
 
-using AccumulateFn = void (*)(const float* const* p, int g_count, int width, int t0, int count,
-                              const std::uint8_t* first, std::size_t stride, float* const* out);
 void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int count,
                      const std::uint8_t* first, std::size_t stride, float* const* out) {
   AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
@@ -303,13 +287,6 @@ void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int 
   AccumulateTile<kHeadTile>(p, g_count, width, t0, count, first, stride, out);
 }
 #endif
-// AVX2 where the row dots may use it (kernels/isa.h: PLUMB_ISA=scalar, SetIsa turn both off).
-AccumulateFn ActiveAccumulate() {
-#if defined(__x86_64__)
-  if (ActiveIsa() != Isa::kScalar) return AccumulateAvx2;
-#endif
-  return AccumulatePlain;
-}
 
 // Phase C unit: out_h[d .. d+width) = Σ_t p_h[t] · v_t[d .. d+width) for the pieces [piece_begin,
 // piece_end) of the row's value columns, a piece being kValueDims elements of one KV head (piece i: KV head
@@ -371,31 +348,6 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
   }
 }
 
-// scalar::Softmax(x, n), bit for bit, without a call to fmaxf per element (a tenth of decode attention's
-// time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
-// can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
-// compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
-// definition's loop: exp in FP32, one left-to-right sum, then a multiply by its inverse.
-void SoftmaxRow(float* x, int n) {
-  float max_value = x[0];
-  bool nan = false;
-  for (int i = 0; i < n; ++i) {
-    nan |= x[i] != x[i];
-    max_value = x[i] > max_value ? x[i] : max_value;
-  }
-  if (nan) {
-    scalar::Softmax(x, n);
-    return;
-  }
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max_value);
-    sum += x[i];
-  }
-  const float inv_sum = 1.0f / sum;
-  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
-}
-
 // Runs phases A, B and C over rows (one wave), then returns; each phase's units go to the threads one at a
 // time (they differ in length), and each phase finishes before the next starts. A wave of two units or fewer
 // in phases A and C runs on the calling thread.
@@ -438,6 +390,74 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
 
 }  // namespace
 
+// scalar::Softmax(x, n), bit for bit, without a call to fmaxf per element (a tenth of decode attention's
+// time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
+// can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
+// compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
+// definition's loop: exp in FP32, one left-to-right sum, then a multiply by its inverse.
+void SoftmaxRow(float* x, int n) {
+  // Eight running maxima and NaN flags (a vector compare and select per eight scores, where the scalar loop's
+  // compare-and-branch per score took half of the softmax's own time), combined at the end: without a NaN
+  // the max is the same value whatever the order.
+  Float8 max8 = x[0] + Float8{};
+  Int8 nan8 = {};
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    Float8 v;
+    std::memcpy(&v, x + k, sizeof(v));
+    nan8 |= v != v;
+    max8 = v > max8 ? v : max8;
+  }
+  float max_value = x[0];
+  bool nan = false;
+  for (int l = 0; l < 8; ++l) {
+    nan |= nan8[l] != 0;
+    max_value = max8[l] > max_value ? max8[l] : max_value;
+  }
+  for (; k < n; ++k) {
+    nan |= x[k] != x[k];
+    max_value = x[k] > max_value ? x[k] : max_value;
+  }
+  if (nan) {
+    scalar::Softmax(x, n);
+    return;
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  const float inv_sum = 1.0f / sum;
+  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
+}
+
+// Through the CPU's row dots (kernels/row_dot.h), for any head_dim.
+static void ScoreRunRowDots(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                            float* s, int s_stride) {
+  for (int h = 0; h < n_kv * group; ++h) {
+    float* sh = s + static_cast<std::int64_t>(h) * s_stride;
+    RowDots(GgmlType::F32, run.rows + h / group * run.head_stride, run.position_stride, run.count,
+            q + static_cast<std::int64_t>(h) * head_dim, head_dim, sh);
+    for (int i = 0; i < run.count; ++i) sh[i] *= scale;
+  }
+}
+ScoreRunFn ActiveScoreRun([[maybe_unused]] int head_dim) {
+#if defined(__x86_64__)
+  if (head_dim % 8 == 0 && ActiveIsa() == Isa::kAvx512) return avx512::ScoreRun;
+  if (head_dim % 8 == 0 && ActiveIsa() != Isa::kScalar) return avx2::ScoreRun;
+#endif
+  return ScoreRunRowDots;
+}
+
+// AVX-512 or AVX2 where the row dots may use it (kernels/isa.h: PLUMB_ISA=scalar, SetIsa turn both off).
+AccumulateFn ActiveAccumulate() {
+#if defined(__x86_64__)
+  if (ActiveIsa() == Isa::kAvx512) return avx512::Accumulate;
+  if (ActiveIsa() != Isa::kScalar) return AccumulateAvx2;
+#endif
+  return AccumulatePlain;
+}
+
 void CausalAttention(std::span<const AttentionItem> items, int n_heads) {
   if (n_heads <= 0) throw MakeError("attention: n_heads must be positive, got ", n_heads);
   int context = 0;
@@ -452,6 +472,8 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads) {
                                             CeilDiv(items[i].kv.head_dim, kValueDims) * kValueDims);
   }
   if (context == 0) return;
+  // Enough rows to keep every thread busy with whole (row, KV heads) units: attention_by_head.cpp.
+  if (AttendByKvHeads(items, n_heads)) return;
 
   Workspace& ws = ThreadWorkspace();
   // Per thread: phase A's decoded keys ([kScoreChunk][kv_dim]), or phase C's sums (at most n_heads ·

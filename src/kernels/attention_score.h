@@ -32,6 +32,12 @@ inline void PrefetchBytes(const std::uint8_t* at, int bytes) {
   for (int b = 0; b < bytes; b += 64) __builtin_prefetch(at + b, 0, 2);
 }
 
+// The scores of a run, by the variant for ActiveIsa() and head_dim (attention.cpp): AVX-512's or AVX2's
+// ScoreRun where head_dim is a multiple of 8, else the CPU's row dots.
+using ScoreRunFn = void (*)(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale,
+                            float* s, int s_stride);
+ScoreRunFn ActiveScoreRun(int head_dim);
+
 #if defined(__x86_64__)
 namespace avx2 {
 // The scores of one run for a head_dim that is a multiple of 8, computing scalar::Dot's bits eight
@@ -39,6 +45,12 @@ namespace avx2 {
 void ScoreRun(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale, float* s,
               int s_stride);
 }  // namespace avx2
+namespace avx512 {
+// The same with two positions per 16-lane register (attention_avx512.cpp). Requires
+// IsaSupported(Isa::kAvx512).
+void ScoreRun(const float* q, int n_kv, int group, int head_dim, const KeyRun& run, float scale, float* s,
+              int s_stride);
+}  // namespace avx512
 #endif
 
 }  // namespace plumb::kernels

@@ -275,15 +275,6 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
   });
 }
 
-void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta) {
-  ParallelFor(rows, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      scalar::RopeRotateHalf(x + Extent(r, n_heads, head_dim), n_heads, head_dim,
-                             first_pos + static_cast<int>(r), theta);
-    }
-  });
-}
-
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
   constexpr std::int64_t kChunk = 4096;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;

@@ -9,8 +9,9 @@ DecodeKvRowFn ActiveDecodeKvRow() {
   switch (ActiveIsa()) {
 #if defined(__x86_64__)
     case Isa::kAvx2:
-    case Isa::kAvx512:
       return avx2::DecodeKvRow;
+    case Isa::kAvx512:
+      return avx512::DecodeKvRow;
 #endif
 #if defined(__aarch64__)
     case Isa::kNeon:

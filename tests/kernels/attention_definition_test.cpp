@@ -4,12 +4,14 @@
 // dims 64 and 32 (the vector paths: whole 32-column pieces, the inline 8-lane Dot), 40 (a partial piece)
 // and 18 (not a multiple of 8: the row-dot fallback); GQA 1, 3 and 8; contiguous and paged caches (block
 // sizes 1, 16 and 256, shuffled tables, NaN in every slot past the length); decode, a prefill long enough
-// to span several waves, chunked prefill; 1, 2 and 3 threads; the CPU's vector code and PLUMB_ISA=scalar's.
+// to span several waves, chunked prefill; batches of sequences in every KV dtype (the split by (row, KV heads)
+// of attention_by_head.cpp); 1, 2 and 3 threads; the CPU's vector code and PLUMB_ISA=scalar's.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,82 @@ TEST(AttentionDefinition, F16AndFp8PagedCachesGiveTheDefinitionsBits) {
     PagedTestKv paged(pool, kLength);
     Fill(paged, s.n_kv_heads * s.head_dim);
     CheckAgainstDefinition(paged, s.n_heads, std::string("paged ") + std::string(KvDtypeName(dtype)));
+  }
+}
+
+}  // namespace
+}  // namespace plumb
+
+namespace plumb {
+namespace {
+
+// A batch of decoding sequences (lengths 1 .. 77, none a multiple of the block size, so every last block
+// has a NaN tail) and one prefill chunk, each over its own paged cache: every item's output is the
+// definition's, for batches that split by whole rows, by parts of a row's KV heads, and (one thread per
+// few rows) not at all, in every dtype, on the CPU's vector code and scalar's.
+TEST(AttentionDefinition, BatchesOfSequencesGiveEachTheDefinitionsBits) {
+  for (const Shape s : {kShapes[0], kShapes[2], kShapes[3], Shape{4, 4, 32}}) {
+    for (const KvDtype dtype :
+         {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2}) {
+      std::vector<float> k_scales, v_scales;
+      if (IsFp8(dtype)) {
+        for (int h = 0; h < s.n_kv_heads; ++h) {
+          k_scales.push_back(0.02f * static_cast<float>(h + 1));
+          v_scales.push_back(0.03f / static_cast<float>(h + 1));
+        }
+      }
+      const int kv_dim = s.n_kv_heads * s.head_dim, block_size = 16;
+      const int lengths[] = {77, 1, 33, 17, 50, 5, 64 + 3, 31, 2};
+      TestBlockPool pool(1, s.n_kv_heads, s.head_dim, block_size, 64, dtype, k_scales, v_scales);
+      std::vector<std::unique_ptr<PagedTestKv>> caches;
+      for (const int length : lengths) {
+        caches.push_back(std::make_unique<PagedTestKv>(pool, length));
+        const auto seed = static_cast<std::uint32_t>(length);
+        const std::vector<float> keys = RandomVector(static_cast<std::size_t>(length) * kv_dim, seed);
+        const std::vector<float> values = RandomVector(static_cast<std::size_t>(length) * kv_dim, seed + 1);
+        caches.back()->Reserve(length);
+        for (int p = 0; p < length; ++p) {
+          caches.back()->Write(0, p, keys.data() + static_cast<std::size_t>(p) * kv_dim,
+                               values.data() + static_cast<std::size_t>(p) * kv_dim);
+        }
+        caches.back()->Commit(std::vector<int>(length, 0));
+      }
+      for (const std::size_t batch : {std::size(lengths), std::size_t{3}, std::size_t{1}}) {
+        // Item 0 takes its last 4 rows (a chunk), the others decode their last row.
+        std::vector<std::vector<float>> qs, expected, outs;
+        std::vector<kernels::AttentionItem> items;
+        for (std::size_t i = 0; i < batch; ++i) {
+          const KvLayerView kv = caches[i]->Layer(0);
+          const int rows = i == 0 ? 4 : 1;
+          qs.push_back(RandomVector(static_cast<std::size_t>(rows) * s.n_heads * s.head_dim,
+                                    static_cast<std::uint32_t>(40 + i), 2.0f));
+          expected.push_back(Definition(qs.back(), rows, lengths[i] - rows, kv, s.n_heads));
+        }
+        const kernels::Isa best = kernels::ActiveIsa();
+        for (const kernels::Isa isa : {best, kernels::Isa::kScalar}) {
+          kernels::SetIsa(isa);
+          for (int threads : {1, 2, 3}) {
+            kernels::SetNumThreads(threads);
+            outs.assign(batch, {});
+            items.clear();
+            for (std::size_t i = 0; i < batch; ++i) {
+              outs[i].assign(qs[i].size(), -1.0f);
+              const int rows = i == 0 ? 4 : 1;
+              items.push_back({qs[i].data(), outs[i].data(), rows, lengths[i] - rows, caches[i]->Layer(0)});
+            }
+            kernels::CausalAttention(items, s.n_heads);
+            for (std::size_t i = 0; i < batch; ++i) {
+              ExpectSameBits(outs[i], expected[i],
+                             std::string(KvDtypeName(dtype)) + ", head_dim " + std::to_string(s.head_dim) +
+                                 ", batch " + std::to_string(batch) + ", item " + std::to_string(i) + ", " +
+                                 kernels::IsaName(isa) + ", " + std::to_string(threads) + " threads");
+            }
+          }
+        }
+        kernels::SetIsa(best);
+        kernels::SetNumThreads(0);
+      }
+    }
   }
 }
 

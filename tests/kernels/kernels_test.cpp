@@ -210,6 +210,36 @@ TEST(Rope, PositionZeroIsIdentityAndRowsUseConsecutivePositions) {
             std::vector<float>(at_zero.begin(), at_zero.begin() + n_heads * head_dim));
 }
 
+// kernels::RopeRotateHalf keeps each position's cos and sin for later calls (a table of 1024 slots per
+// calling thread): rows must still be the definition's bits when the table is reused, when a position
+// replaces another in its slot, when a call has more rows than slots, and when theta or head_dim change.
+TEST(Rope, RemembersAnglesWithoutChangingABit) {
+  struct Call {
+    int rows, first_pos, head_dim;
+    float theta;
+  };
+  const Call calls[] = {{3, 7, 64, 10000.0f},  {3, 7, 64, 10000.0f},    {2, 7 + 1024, 64, 10000.0f},
+                        {3, 7, 64, 10000.0f},  {1100, 0, 64, 10000.0f}, {5, 1020, 64, 10000.0f},
+                        {4, 9, 18, 500000.0f}, {4, 9, 64, 500000.0f},   {4, 9, 64, 10000.0f}};
+  for (const Call& c : calls) {
+    const int n_heads = 3;
+    std::vector<float> x =
+        RandomVector(static_cast<std::size_t>(c.rows) * n_heads * c.head_dim, c.rows + c.first_pos);
+    std::vector<float> expected = x;
+    for (int r = 0; r < c.rows; ++r) {
+      kernels::scalar::RopeRotateHalf(expected.data() + static_cast<std::size_t>(r) * n_heads * c.head_dim,
+                                      n_heads, c.head_dim, c.first_pos + r, c.theta);
+    }
+    for (int threads : {1, 2}) {
+      kernels::SetNumThreads(threads);
+      std::vector<float> got = x;
+      kernels::RopeRotateHalf(got.data(), c.rows, n_heads, c.head_dim, c.first_pos, c.theta);
+      EXPECT_EQ(got, expected) << c.rows << " rows from " << c.first_pos << ", head_dim " << c.head_dim;
+    }
+  }
+  kernels::SetNumThreads(0);
+}
+
 // ---- softmax and SwiGLU ----------------------------------------------------------------------------
 TEST(Softmax, MatchesNaiveDoubleAndSumsToOne) {
   for (int n : {1, 2, 9, 100, 1031}) {

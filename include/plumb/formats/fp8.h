@@ -31,6 +31,10 @@ const float* Fp8DecodeTable(Fp8Format format);
 // float -> FP8 bits, round to nearest, ties to even, subnormals included, exactly as CUDA's host-callable
 // __nv_cvt_float_to_fp8(x, saturation, interpretation) (cuda_fp8.hpp); NaN inputs as CUDA maps them.
 std::uint8_t F32ToFp8(float value, Fp8Format format, Fp8Overflow overflow);
+// out[i] = F32ToFp8(x[i] / divisor, format, overflow) for i < n: the FP8 KV cache's write (EncodeKv), with
+// the conversion inlined into the loop rather than called per element.
+void F32ToFp8Divided(const float* x, int n, float divisor, Fp8Format format, Fp8Overflow overflow,
+                     std::uint8_t* out);
 
 // An FP8 weight matrix [rows][cols] and its FP32 scales, as vLLM quantizes weights: per output channel
 // (scales [rows]) or per tensor (scales [1]), scale = amax / Fp8MaxFinite(format) over the row or tensor

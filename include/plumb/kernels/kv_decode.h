@@ -4,7 +4,8 @@
 //   DecodeKvRow(dtype, src, n, scale, dst) == DecodeKv(dtype, src, n, scale, dst)   (formats/kv_dtype.h)
 // f16, bf16 and the FP8 codes convert to FP32 exactly (docs/formats.md: "FP16 (IEEE binary16)", "BF16",
 // "FP8"), so the one rounding is FP8's multiplication by its scale, which every variant does as one FP32
-// multiply. Variants: scalar:: is DecodeKv itself; avx2:: (x86-64 with AVX2 and F16C) and neon:: (aarch64)
+// multiply. Variants: scalar:: is DecodeKv itself; avx2:: (x86-64 with AVX2 and F16C; avx512:: the same
+// on 512-bit registers for f16 and E4M3) and neon:: (aarch64)
 // convert eight elements (E4M3 on AVX2: sixteen) at a time with integer bit operations and the hardware FP16
 // conversion, patching the lanes where the hardware's rule differs from the definition's (it quiets a
 // signalling FP16 NaN; FP8 NaNs are the canonical quiet NaN of their sign). DecodeKvRow picks one by
@@ -29,6 +30,11 @@ namespace avx2 {
 // Requires IsaSupported(Isa::kAvx2). Same contract as kernels::DecodeKvRow.
 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
 }  // namespace avx2
+namespace avx512 {
+// Requires IsaSupported(Isa::kAvx512). Same contract as kernels::DecodeKvRow (f16 and fp8-e4m3 on 512-bit
+// registers, the rest through avx2::).
+void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
+}  // namespace avx512
 #endif
 
 #if defined(__aarch64__)

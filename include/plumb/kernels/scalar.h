@@ -33,6 +33,9 @@ void RmsNorm(const float* x, const float* weight, float* out, int n, float eps);
 //   x'[i + h]  = x[i + h]·cos + x[i]·sin
 // GGUF files pair adjacent elements (2i, 2i+1) instead; see docs/formats.md ("RoPE pairing").
 void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta);
+// RopeRotateHalf's cos and sin for pair i at position pos, computed as stated there (one function, so a
+// kernel that computes them once per position and reuses them has the definition's bits).
+void RopeCosSin(int pos, int i, int head_dim, float theta, float& c, float& s);
 
 // In-place softmax over x[0..n): subtract the max, exponentiate, divide by the FP32 left-to-right sum.
 void Softmax(float* x, int n);

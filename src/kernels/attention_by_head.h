@@ -1,0 +1,18 @@
+// Attention split by (row, KV heads) units, for batches with rows enough to keep every thread busy
+// (src/kernels/attention_by_head.cpp), and the softmax both splits share. Internal to src/kernels.
+#pragma once
+
+#include <span>
+
+#include "plumb/kernels/kernels.h"
+
+namespace plumb::kernels {
+
+// Computes CausalAttention(items, n_heads) and returns true when the items hold enough (row, KV head) pairs
+// for every thread to have several; returns false, computing nothing, otherwise. The items are checked.
+bool AttendByKvHeads(std::span<const AttentionItem> items, int n_heads);
+
+// scalar::Softmax(x, n) in place, bit for bit (attention.cpp).
+void SoftmaxRow(float* x, int n);
+
+}  // namespace plumb::kernels

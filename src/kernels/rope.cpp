@@ -1,0 +1,79 @@
+// kernels::RopeRotateHalf (kernels/kernels.h): scalar::RopeRotateHalf on every row, with each position's
+// cos and sin computed once and then looked up. A batched decode step rotates the same positions in every
+// layer, for q and for k: 60 times per position for SmolLM2, where the definition computes a pow, a cos and a
+// sin in double per pair each time (12x the step's rotation arithmetic). The values are
+// scalar::RopeCosSin's, the function the definition itself calls, and the rotation is the definition's
+// expressions element by element (FP32, no FMA), so every bit is the definition's.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include "plumb/core/extent.h"
+#include "plumb/kernels/kernels.h"
+#include "plumb/kernels/scalar.h"
+#include "plumb/kernels/thread_pool.h"
+
+namespace plumb::kernels {
+namespace {
+
+// A direct-mapped table of the last positions rotated, position p in slot p mod kSlots: the rows of one call
+// are consecutive positions, so up to kSlots of them never share a slot and can be filled in parallel.
+constexpr int kSlots = 1024;
+
+struct AngleCache {
+  std::uint32_t theta_bits = 0;
+  int head_dim = -1;
+  std::vector<int> position;  // [kSlots]: the position whose values the slot holds, or −1
+  std::vector<float> values;  // [kSlots][head_dim]: cos of pairs 0 .. half − 1, then their sin
+};
+
+// The calling thread's table (the pool's workers fill and read it while that thread waits).
+AngleCache& CacheFor(int head_dim, float theta) {
+  thread_local AngleCache cache;
+  const auto bits = std::bit_cast<std::uint32_t>(theta);
+  if (cache.head_dim != head_dim || cache.theta_bits != bits) {
+    cache.head_dim = head_dim;
+    cache.theta_bits = bits;
+    cache.position.assign(kSlots, -1);
+    cache.values.assign(Extent(kSlots, head_dim), 0.0f);
+  }
+  return cache;
+}
+
+void RotateRow(float* x, int n_heads, int head_dim, const float* cos, const float* sin) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + Extent(h, head_dim);
+    for (int i = 0; i < half; ++i) {
+      const float a = v[i];
+      const float b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+}  // namespace
+
+void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta) {
+  const int half = head_dim / 2;
+  AngleCache& cache = CacheFor(head_dim, theta);
+  for (int r0 = 0; r0 < rows; r0 += kSlots) {
+    const int count = std::min(kSlots, rows - r0);
+    ParallelFor(count, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = r0 + begin; r < r0 + end; ++r) {
+        const int pos = first_pos + static_cast<int>(r);
+        const int slot = pos % kSlots;
+        float* cos = cache.values.data() + Extent(slot, head_dim);
+        if (cache.position[static_cast<std::size_t>(slot)] != pos) {
+          for (int i = 0; i < half; ++i) scalar::RopeCosSin(pos, i, head_dim, theta, cos[i], cos[half + i]);
+          cache.position[static_cast<std::size_t>(slot)] = pos;
+        }
+        RotateRow(x + Extent(r, n_heads, head_dim), n_heads, head_dim, cos, cos + half);
+      }
+    });
+  }
+}
+
+}  // namespace plumb::kernels
