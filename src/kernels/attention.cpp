@@ -394,7 +394,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
 // time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
 // can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
 // compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
-// definition's loop: exp in FP32, one left-to-right sum, then a multiply by its inverse.
+// definition's own code (scalar::SoftmaxFromMax).
 void SoftmaxRow(float* x, int n) {
   // Eight running maxima and NaN flags (a vector compare and select per eight scores, where the scalar loop's
   // compare-and-branch per score took half of the softmax's own time), combined at the end: without a NaN
@@ -422,13 +422,7 @@ void SoftmaxRow(float* x, int n) {
     scalar::Softmax(x, n);
     return;
   }
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max_value);
-    sum += x[i];
-  }
-  const float inv_sum = 1.0f / sum;
-  for (int i = 0; i < n; ++i) x[i] *= inv_sum;
+  scalar::SoftmaxFromMax(x, n, max_value);
 }
 
 // Through the CPU's row dots (kernels/row_dot.h), for any head_dim.

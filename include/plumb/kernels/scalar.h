@@ -39,6 +39,9 @@ void RopeCosSin(int pos, int i, int head_dim, float theta, float& c, float& s);
 
 // In-place softmax over x[0..n): subtract the max, exponentiate, divide by the FP32 left-to-right sum.
 void Softmax(float* x, int n);
+// Softmax's steps after its max: x[i] = exp(x[i] − max_value), their left-to-right sum, then each times
+// 1 / sum. For a caller that found the max (the same value Softmax's fmax scan gives) another way.
+void SoftmaxFromMax(float* x, int n, float max_value);
 
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)).
 void SwiGlu(const float* gate, const float* up, float* out, int n);

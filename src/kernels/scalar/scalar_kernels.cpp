@@ -64,6 +64,10 @@ void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta) {
 void Softmax(float* x, int n) {
   float max_value = x[0];
   for (int i = 1; i < n; ++i) max_value = std::fmax(max_value, x[i]);
+  SoftmaxFromMax(x, n, max_value);
+}
+
+void SoftmaxFromMax(float* x, int n, float max_value) {
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - max_value);
