@@ -63,14 +63,19 @@ constexpr WeightFormat kGgmlFormat = {
     .kernels = {{
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,
                        .decode_rows = ggml::DecodeRowsScalar,
-                       .int8_row_dots = ggml::scalar::Int8RowDots},
+                       .int8_row_dots = ggml::scalar::Int8RowDots,
+                       .int8_gemm = Int8GemmByRows<ggml::scalar::Int8RowDots>},
 #if defined(__x86_64__)
         /* kAvx2 */
         {.row_dots = ggml::RowDotsAvx2,
          .decode_rows = ggml::avx2::DecodeRows,
-         .int8_row_dots = ggml::avx2::Int8RowDots},
+         .int8_row_dots = ggml::avx2::Int8RowDots,
+         .int8_gemm = ggml::avx2::Int8Gemm},
         /* kNeon */ {},
-        /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512, .int8_row_dots = ggml::avx512::Int8RowDots},
+        /* kAvx512 */
+        {.row_dots = ggml::RowDotsAvx512,
+         .int8_row_dots = ggml::avx512::Int8RowDots,
+         .int8_gemm = ggml::avx512::Int8Gemm},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */ {.row_dots = ggml::RowDotsNeon, .int8_row_dots = ggml::neon::Int8RowDots},
