@@ -187,8 +187,8 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   }
   // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
   // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order); in the fast
-  // family, up to kInt8GemmMaxRows rows, the format's int8_gemm over the rows quantized (faster there:
-  // kernels.h). SmolLM2 Q4_1, one decode step of 16 sequences: see docs/performance.md, "Batched decode".
+  // family, up to kInt8GemmMaxRows rows, the format's int8_gemm over the rows quantized (kernels.h says why
+  // no further). SmolLM2 Q4_1, one decode step of 16 sequences: see docs/performance.md, "Batched decode".
   if (m >= 2 && m <= small_gemm::kMaxRows) {
     if (m <= kInt8GemmMaxRows && UsesInt8RowDots(W)) return Int8GemvBatch(W, X, m, Y);
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
