@@ -78,7 +78,10 @@ constexpr WeightFormat kGgmlFormat = {
          .int8_gemm = ggml::avx512::Int8Gemm},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
-        /* kNeon */ {.row_dots = ggml::RowDotsNeon, .int8_row_dots = ggml::neon::Int8RowDots},
+        /* kNeon */
+        {.row_dots = ggml::RowDotsNeon,
+         .int8_row_dots = ggml::neon::Int8RowDots,
+         .int8_gemm = ggml::neon::Int8Gemm},
         /* kAvx512 */ {},
 #else
         {},

@@ -98,6 +98,12 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 // The same with sdot (only where the CPU has dotprod) or without it on any CPU, so that tests run both.
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                      float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise; and the same on a chosen
+// path.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
+void Int8GemmPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
+                  int m, float* Y, std::size_t ldy);
 }  // namespace neon
 #endif
 
