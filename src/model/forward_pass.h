@@ -26,7 +26,7 @@ namespace plumb::detail {
 enum class Projection {
   kGemm,        // kernels::Gemm for any number of rows (Prefill)
   kGemvOrGemm,  // kernels::Gemv for one row, kernels::Gemm for more (Decode, Step); a step of decodes
-                // only takes kernels::GemvBatch for fast-family int8 matrices up to kInt8BatchMaxRows rows
+                // only takes kernels::GemvBatch where kernels::Int8BatchPays
   kGemvBatch,   // kernels::GemvBatch: each row bitwise its own Gemv (Step with batch_invariant)
 };
 

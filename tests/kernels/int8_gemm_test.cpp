@@ -15,6 +15,7 @@
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
 #include "plumb/kernels/weight_matrix.h"
+#include "support/int8_rows.h"
 #include "support/isa_variants.h"
 #include "support/naive.h"
 #include "support/weight_samples.h"
@@ -148,6 +149,25 @@ TEST_P(Int8GemmIsa, Int8GemmOfIsBitwiseTheDefinition) {
     const std::vector<Int8Activations> xs = XRows(s.W.cols, 6, 11);
     ASSERT_TRUE(IsTheDefinition(nullptr, s.W, 1, 12, xs, s.name + " (Int8GemmOf)"));
   }
+}
+
+// Int8BatchPays: only where the fast family runs an int8_gemm that prepares the blocks once (GGUF Q4_0 …
+// Q8_0 and INT4 on x86; GGUF on NEON), and up to kInt8BatchMaxRows rows.
+TEST_P(Int8GemmIsa, BatchPaysOnlyWithAMultiRowKernel) {
+  const WeightMatrix q4_1 = testing::RandomGgml(GgmlType::Q4_1, 4, 64, 1);
+  const WeightMatrix q4_k = testing::RandomGgml(GgmlType::Q4_K, 4, 256, 1);
+  const WeightMatrix int4 = testing::RandomInt4({Int4Scheme::kSymmetric, 32}, 4, 64, 1);
+  const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 4, 64, true, 1);
+  const int most = kernels::kInt8BatchMaxRows;
+  testing::FamilyGuard exact(kernels::KernelFamily::kExact);
+  EXPECT_FALSE(kernels::Int8BatchPays(q4_1, 4));
+  testing::FamilyGuard fast(kernels::KernelFamily::kFast);
+  const bool vector = GetParam() != Isa::kScalar;
+  EXPECT_EQ(kernels::Int8BatchPays(q4_1, most), vector);
+  EXPECT_FALSE(kernels::Int8BatchPays(q4_1, most + 1));
+  EXPECT_FALSE(kernels::Int8BatchPays(q4_k, 4));
+  EXPECT_FALSE(kernels::Int8BatchPays(fp8, 4));
+  EXPECT_EQ(kernels::Int8BatchPays(int4, 4), vector && GetParam() != Isa::kNeon);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Int8GemmIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),

@@ -85,6 +85,9 @@ struct WeightFormat {
   float (*row_scale)(const WeightMatrix& W, int r);
   // Whether the fast family's int8_row_dots cover W; null: no matrix of this format.
   bool (*has_int8)(const WeightMatrix& W);
+  // Whether the vector int8_gemm variants take W's weight blocks once for several x rows (rather than
+  // running int8_row_dots per x row, as they do for the rest of has_int8); null: for no matrix.
+  bool (*has_int8_gemm)(const WeightMatrix& W);
   // What has_int8 covers, for help and error text ("GGUF Q4_0, Q4_1, ..."); null where has_int8 is.
   const char* int8_covers;
   // Indexed by Isa. [Isa::kScalar] is the definition: every member set.

@@ -62,6 +62,7 @@ constexpr WeightFormat kFp8Format = {
     .side_bytes = fp8::SideBytes,
     .row_scale = fp8::RowScale,
     .has_int8 = nullptr,
+    .has_int8_gemm = nullptr,
     .int8_covers = nullptr,
     .kernels = {{
         /* kScalar */ {.row_dots = fp8::scalar::RowDots, .decode_rows = fp8::scalar::DecodeRows},

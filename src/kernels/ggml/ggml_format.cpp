@@ -59,6 +59,7 @@ constexpr WeightFormat kGgmlFormat = {
     .side_bytes = ggml::SideBytes,
     .row_scale = nullptr,
     .has_int8 = ggml::HasInt8,
+    .has_int8_gemm = ggml::HasInt8Gemm,
     .int8_covers = ggml::kInt8Covers,
     .kernels = {{
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,

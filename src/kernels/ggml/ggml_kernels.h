@@ -16,6 +16,9 @@ namespace plumb::kernels::ggml {
 // The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
 // Q4_K, Q5_K and Q6_K rows whose columns are whole blocks.
 bool HasInt8(const WeightMatrix& W);
+// The types whose int8_gemm variants prepare each block once for several x rows: Q4_0 … Q8_0 (the K-quants
+// run their row dots per x row).
+bool HasInt8Gemm(const WeightMatrix& W);
 inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
 // Where a 32-element block of a type with int8 kernels keeps its codes (docs/formats.md "GGUF blocks"): the

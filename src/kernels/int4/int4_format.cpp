@@ -69,6 +69,7 @@ constexpr WeightFormat kInt4Format = {
     .side_bytes = int4::SideBytes,
     .row_scale = nullptr,
     .has_int8 = int4::HasInt8,
+    .has_int8_gemm = int4::HasInt8,  // every scheme, where an ISA has int8_gemm (x86)
     .int8_covers = int4::kInt8Covers,
     .kernels = {{
         /* kScalar */ {.row_dots = int4::scalar::RowDots,
