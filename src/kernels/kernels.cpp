@@ -243,12 +243,6 @@ void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {
   small_gemm::Multiply(X, rows, W, Y, small_gemm::Order::kDefinition);
 }
 
-bool Int8BatchPays(const WeightMatrix& W, int rows) {
-  return rows <= kInt8BatchMaxRows && UsesInt8RowDots(W) && ActiveIsa() != Isa::kScalar &&
-         W.format->has_int8_gemm != nullptr && W.format->has_int8_gemm(W) &&
-         KernelsFor(*W.format, ActiveIsa()).int8_gemm != nullptr;
-}
-
 void DequantizeRowOf(const WeightMatrix& W, int r, float* out) {
   DecodeRowsOf(W, r, 1, out);
   if (W.format->row_scale != nullptr) {

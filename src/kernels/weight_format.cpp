@@ -97,6 +97,12 @@ void CheckInt8(const char* what, const WeightMatrix& W, int row_begin, int row_e
 
 }  // namespace
 
+bool Int8BatchPays(const WeightMatrix& W, int rows) {
+  return rows <= kInt8BatchMaxRows && UsesInt8RowDots(W) && ActiveIsa() != Isa::kScalar &&
+         W.format->has_int8_gemm != nullptr && W.format->has_int8_gemm(W) &&
+         KernelsFor(*W.format, ActiveIsa()).int8_gemm != nullptr;
+}
+
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   CheckInt8("Int8RowDotsOf", W, row_begin, row_end, x);
   if (row_end > row_begin) {

@@ -120,16 +120,7 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 // fast family a matrix with int8 kernels runs them, for any number of rows: each row of X quantized once, and
 // the format's int8_gemm (kernels/weight_format.h: each weight block's codes prepared once for several rows
 // of X, every pair bitwise int8_row_dots) over tiles of weight rows that stay in L1; again each row's Gemv.
+// Where that beats Gemm's decoded tiles: Int8BatchPays (kernels/weight_format.h).
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
-// Whether GemvBatch of `rows` rows is faster than Gemm's decoded tiles: the fast family runs W's int8
-// kernels, the active ISA has an int8_gemm that prepares W's blocks once for several rows
-// (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512 VNNI and NEON, INT4 on AVX2 and VNNI; not
-// the K-quants, whose row dots would run per row), and rows ≤ kInt8BatchMaxRows. So a step of that many
-// sequences' decodes (Model::Step, a token each) takes GemvBatch where this holds. Measured on x86 (SmolLM2
-// Q4_1 shapes, 1 thread, AVX-512 VNNI: 0.71-0.78 of small_gemm's time at 4 rows, 0.89-0.94 at 16, the same at
-// 32; AVX2 0.67-0.74 at 4, 0.94-1.05 at 16; bench/batch_gemm_bench and docs/performance.md); NEON's figures
-// are not measured yet.
-bool Int8BatchPays(const WeightMatrix& W, int rows);
-inline constexpr int kInt8BatchMaxRows = 16;
 
 }  // namespace plumb::kernels

@@ -117,6 +117,16 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
 // Whether W runs the fast family's kernels: ActiveFamily() is kFast, W is not exact_only, and its format
 // has int8 kernels for it.
 bool UsesInt8RowDots(const WeightMatrix& W);
+// Whether GemvBatch of `rows` rows is faster than Gemm's decoded tiles: the fast family runs W's int8
+// kernels, the active ISA has an int8_gemm that prepares W's blocks once for several rows
+// (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512 VNNI and NEON, INT4 on AVX2 and VNNI; not
+// the K-quants, whose row dots would run per row), and rows ≤ kInt8BatchMaxRows. So a step of that many
+// sequences' decodes (Model::Step, a token each) takes GemvBatch where this holds. Measured on x86, each
+// SmolLM2-135M Q4_1 projection shape and its Q8_0 LM head timed alone, 1 thread, against small_gemm: AVX-512
+// VNNI 0.63-0.78 of its time at 4 rows, 0.75-0.94 at 16; AVX2 0.66-0.74 at 4, 0.84-1.05 at 16 (and 32
+// rows are no faster: bench/batch_gemm_bench). NEON's are not measured yet.
+bool Int8BatchPays(const WeightMatrix& W, int rows);
+inline constexpr int kInt8BatchMaxRows = 16;
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
 // plumb::Error when W's format has none for W, or for rows outside the matrix.
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
