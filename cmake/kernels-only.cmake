@@ -38,7 +38,7 @@ if(PLUMB_BUILD_TESTS)
   # The kernel tests that use only the sources above; the *neon_test.cpp ones exist only on aarch64.
   set(PLUMB_KERNELS_ONLY_TESTS tests/kernels/row_dot_test.cpp tests/kernels/weight_format_test.cpp
                                tests/kernels/kv_decode_test.cpp tests/kernels/quantize_activations_test.cpp
-                               tests/kernels/fma_dot_test.cpp)
+                               tests/kernels/fma_dot_test.cpp tests/kernels/int8_gemm_test.cpp)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     file(GLOB PLUMB_NEON_TESTS CONFIGURE_DEPENDS tests/kernels/*neon_test.cpp)
     list(APPEND PLUMB_KERNELS_ONLY_TESTS ${PLUMB_NEON_TESTS})

@@ -149,8 +149,9 @@ namespace {
 
 // Y[m][W.rows] with the fast family's int8 kernels (W must have them): each row of X quantized once, then
 // the threads split W's rows as Gemv does, and each walks its share kTile rows at a time, taking every row of
-// X over those weight rows while they are in L1. Each Y row is bitwise Gemv's for that row alone: the same
-// kernel over the same rows and the same quantized x.
+// X over those weight rows while they are in L1: the format's int8_gemm, which prepares each weight block
+// once for several rows of X, or where it has none its int8_row_dots per row. Each Y row is bitwise Gemv's
+// for that row alone: int8_gemm's contract, or the same kernel over the same rows and the same quantized x.
 void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
   const int n = W.rows;
   const int k = W.cols;
@@ -158,7 +159,7 @@ void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
   std::vector<Int8Activations>& xq = scratch;  // a reference, so the pool's threads share this thread's
   if (xq.size() < static_cast<std::size_t>(m)) xq.resize(m);
   for (int i = 0; i < m; ++i) QuantizeActivations(X + Extent(i, k), k, xq[i]);
-  const Int8RowDotsFn dots = KernelsFor(*W.format, ActiveIsa()).int8_row_dots;
+  const FormatKernels kernels = KernelsFor(*W.format, ActiveIsa());
   // 16 rows of a 1536-column Q4_1 matrix are 15 KiB: they stay in L1 while every row of X passes over them.
   constexpr int kTile = 16;
   RunParallel([&](int t, int threads) {
@@ -166,7 +167,11 @@ void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
     ThreadRows(n, t, threads, begin, end);
     for (int r0 = begin; r0 < end; r0 += kTile) {
       const int r1 = std::min(r0 + kTile, end);
-      for (int i = 0; i < m; ++i) dots(W, r0, r1, xq[i], Y + Extent(i, n));
+      if (kernels.int8_gemm != nullptr) {
+        kernels.int8_gemm(W, r0, r1, xq.data(), m, Y, static_cast<std::size_t>(n));
+      } else {
+        for (int i = 0; i < m; ++i) kernels.int8_row_dots(W, r0, r1, xq[i], Y + Extent(i, n));
+      }
     }
   });
 }
@@ -200,8 +205,9 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     return;
   }
   // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
-  // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
-  // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
+  // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order); in the fast
+  // family, up to kInt8GemmMaxRows rows, the format's int8_gemm over the rows quantized (kernels.h says why
+  // no further). SmolLM2 Q4_1, one decode step of 16 sequences: see docs/performance.md, "Batched decode".
   if (m >= 2 && m <= small_gemm::kMaxRows) {
     if (m <= kInt8GemmMaxRows && UsesInt8RowDots(W)) return Int8GemvBatch(W, X, m, Y);
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);

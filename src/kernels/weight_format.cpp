@@ -68,6 +68,13 @@ FormatKernels KernelsFor(const WeightFormat& format, Isa isa) {
   k.row_dots = Pick(format, isa, &FormatKernels::row_dots);
   k.decode_rows = Pick(format, isa, &FormatKernels::decode_rows);
   k.int8_row_dots = Pick(format, isa, &FormatKernels::int8_row_dots);
+  for (;; isa = NextDown(isa)) {  // int8_gemm: no lower than int8_row_dots's ISA
+    const FormatKernels& own = format.kernels[static_cast<int>(isa)];
+    if (own.int8_gemm != nullptr || own.int8_row_dots != nullptr || isa == Isa::kScalar) {
+      k.int8_gemm = own.int8_gemm;
+      break;
+    }
+  }
   k.fma_row_dots = Pick(format, isa, &FormatKernels::fma_row_dots);
   return k;
 }
@@ -103,18 +110,42 @@ void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float
     Pick(*W.format, ActiveIsa(), &FormatKernels::fma_row_dots)(W, row_begin, row_end, x, y);
 }
 
-void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  CheckRows("Int8RowDotsOf", W, row_begin, row_end);
+namespace {
+
+void CheckInt8(const char* what, const WeightMatrix& W, int row_begin, int row_end,
+               const Int8Activations& x) {
+  CheckRows(what, W, row_begin, row_end);
   if (W.format->has_int8 == nullptr || !W.format->has_int8(W)) {
-    throw MakeError("Int8RowDotsOf: the fast family has no kernels for a ", W.format->describe(W), " matrix");
+    throw MakeError(what, ": the fast family has no kernels for a ", W.format->describe(W), " matrix");
   }
   if (x.n != W.cols) {
-    throw MakeError("Int8RowDotsOf: x has ", x.n, " elements; the ", W.format->describe(W), " matrix has ",
-                    W.cols, " columns");
+    throw MakeError(what, ": x has ", x.n, " elements; the ", W.format->describe(W), " matrix has ", W.cols,
+                    " columns");
   }
+}
+
+}  // namespace
+
+bool Int8BatchPays(const WeightMatrix& W, int rows) {
+  return rows <= kInt8BatchMaxRows && UsesInt8RowDots(W) && ActiveIsa() != Isa::kScalar &&
+         W.format->has_int8_gemm != nullptr && W.format->has_int8_gemm(W) &&
+         KernelsFor(*W.format, ActiveIsa()).int8_gemm != nullptr;
+}
+
+void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  CheckInt8("Int8RowDotsOf", W, row_begin, row_end, x);
   if (row_end > row_begin) {
     Pick(*W.format, ActiveIsa(), &FormatKernels::int8_row_dots)(W, row_begin, row_end, x, y);
   }
+}
+
+void Int8GemmOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+                std::size_t ldy) {
+  for (int i = 0; i < m; ++i) CheckInt8("Int8GemmOf", W, row_begin, row_end, xs[i]);
+  if (row_end <= row_begin || m <= 0) return;
+  const FormatKernels k = KernelsFor(*W.format, ActiveIsa());
+  if (k.int8_gemm != nullptr) return k.int8_gemm(W, row_begin, row_end, xs, m, Y, ldy);
+  for (int i = 0; i < m; ++i) k.int8_row_dots(W, row_begin, row_end, xs[i], Y + Extent(i, ldy));
 }
 
 void ApplyRowScales(const WeightMatrix& W, int r0, int count, float* Y, int m, std::size_t ldy) {

@@ -85,6 +85,12 @@ void ForwardPass::Multiply(const WeightMatrix& W, const float* in, int rows, flo
       return;
     case Projection::kGemvOrGemm:
       if (rows == 1) return kernels::Gemv(W, in, out);
+      // A step of decodes only (a token per sequence; rows == chunks): in the fast family, the int8 kernels
+      // each decode would run alone, where they beat Gemm's decoded tiles (kernels::Int8BatchPays). A
+      // prompt's chunk keeps Gemm's FP32 activations, as Prefill does.
+      if (rows == static_cast<int>(chunks_.size()) && kernels::Int8BatchPays(W, rows)) {
+        return kernels::GemvBatch(W, in, rows, out);
+      }
       break;
     case Projection::kGemm:
       break;

@@ -25,7 +25,8 @@ namespace plumb::detail {
 // Prefill's GEMM, Decode's GEMV, and the batch-invariant GEMV of StepOptions (model/model.h).
 enum class Projection {
   kGemm,        // kernels::Gemm for any number of rows (Prefill)
-  kGemvOrGemm,  // kernels::Gemv for one row, kernels::Gemm for more (Decode, Step)
+  kGemvOrGemm,  // kernels::Gemv for one row, kernels::Gemm for more (Decode, Step); a step of decodes
+                // only takes kernels::GemvBatch where kernels::Int8BatchPays
   kGemvBatch,   // kernels::GemvBatch: each row bitwise its own Gemv (Step with batch_invariant)
 };
 

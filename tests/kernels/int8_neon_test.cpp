@@ -4,8 +4,9 @@
 // 1, 5 and 11 rows (the four-row path, the single-row path and both), 1, 3 and 19 blocks (the K-quants: 1
 // and 3 super-blocks), ranges starting at row 0 and 1; x with exact ±127 codes, a block of all −127 and a
 // zero block; a row whose first block holds the type's largest codes (so the integer sums reach their
-// extremes); and a block of x that is not finite. The x86 variants are int8_dot_test.cpp's. Built only for
-// aarch64 (cmake/kernels-only.cmake) and run under qemu-user in CI.
+// extremes); and a block of x that is not finite. Its int8_gemm on both paths, bitwise the definition per x
+// row. The x86 variants are int8_dot_test.cpp's and int8_gemm_test.cpp's. Built only for aarch64
+// (cmake/kernels-only.cmake) and run under qemu-user in CI.
 #if !defined(__aarch64__)
 #error "int8_neon_test.cpp tests the aarch64 NEON kernels; the build must not compile it for another target"
 #endif
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -132,6 +134,72 @@ TEST(Int8RowDotsNeon, IsRegisteredAndPicksItsPath) {
             &kernels::ggml::neon::Int8RowDots);
   RecordProperty("dotprod", kernels::int8_sums::HasDotprod() ? "yes" : "no");
   ExpectBitwiseTheDefinition(kernels::ggml::neon::Int8RowDots, "dispatched");
+}
+
+using GemmPathFn = void (*)(const WeightMatrix&, int, int, const Int8Activations*, int, float*, std::size_t);
+
+// The int8_gemm path against the definition (the scalar int8_row_dots of each x row) on every type, for
+// 1, 3, 5 and 17 x rows (the four-row blocks and every remainder) over rows [1, 10) of 11 (both weight-row
+// paths, an odd start), with the awkward x of AwkwardX and the extreme block; rows outside untouched.
+int ExpectGemmBitwiseTheDefinition(GemmPathFn path, const char* name) {
+  const kernels::Int8RowDotsFn definition =
+      kernels::kGgmlFormat.kernels[static_cast<int>(Isa::kScalar)].int8_row_dots;
+  constexpr int kRows = 11, kBegin = 1, kEnd = 10;
+  constexpr float kUntouched = -7.0f;
+  int cases = 0;
+  for (GgmlType type : kTypes) {
+    for (int cols : IsKQuant(type) ? std::vector<int>{256, 768} : std::vector<int>{32, 608}) {
+      const WeightMatrix W = WithExtremeBlock(type, kRows, cols, 3u * cols);
+      for (int m : {1, 3, 5, 17}) {
+        std::vector<Int8Activations> xs(m);
+        for (int i = 0; i < m; ++i) {
+          const std::vector<float> x = AwkwardX(cols, 5u * cols + i, i == 2);
+          kernels::QuantizeActivations(x.data(), cols, xs[i]);
+        }
+        std::vector<float> Y(static_cast<std::size_t>(m) * kRows, kUntouched), y(kRows);
+        path(W, kBegin, kEnd, xs.data(), m, Y.data(), kRows);
+        ++cases;
+        for (int i = 0; i < m; ++i) {
+          definition(W, 0, kRows, xs[i], y.data());
+          for (int r = 0; r < kRows; ++r) {
+            const float want = r >= kBegin && r < kEnd ? y[r] : kUntouched;
+            const ::testing::AssertionResult same =
+                testing::SameBits(Y[static_cast<std::size_t>(i) * kRows + r], want);
+            if (!same) {
+              ADD_FAILURE() << name << " " << GgmlTypeName(type) << " cols " << cols << " m " << m
+                            << ": x row " << i << " row " << r << ": " << same.message();
+              return cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+TEST(Int8GemmNeon, SdotIsBitwiseTheDefinitionPerXRow) {
+  if (!kernels::int8_sums::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
+  RecordProperty("cases", ExpectGemmBitwiseTheDefinition(
+                              [](const WeightMatrix& W, int begin, int end, const Int8Activations* xs, int m,
+                                 float* Y, std::size_t ldy) {
+                                kernels::ggml::neon::Int8GemmPath(true, W, begin, end, xs, m, Y, ldy);
+                              },
+                              "sdot"));
+}
+
+TEST(Int8GemmNeon, PlainNeonIsBitwiseTheDefinitionPerXRow) {
+  RecordProperty("cases", ExpectGemmBitwiseTheDefinition(
+                              [](const WeightMatrix& W, int begin, int end, const Int8Activations* xs, int m,
+                                 float* Y, std::size_t ldy) {
+                                kernels::ggml::neon::Int8GemmPath(false, W, begin, end, xs, m, Y, ldy);
+                              },
+                              "plain"));
+}
+
+TEST(Int8GemmNeon, IsRegisteredAndPicksItsPath) {
+  EXPECT_EQ(kernels::KernelsFor(kernels::kGgmlFormat, Isa::kNeon).int8_gemm, &kernels::ggml::neon::Int8Gemm);
+  ExpectGemmBitwiseTheDefinition(kernels::ggml::neon::Int8Gemm, "dispatched");
 }
 
 }  // namespace

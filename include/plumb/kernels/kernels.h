@@ -46,13 +46,13 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         stays a GEMM while the model stays quantized (BLAS's summation order is its own). Scratch tiles
 //         are per thread and kept between calls: a steady state allocates nothing.
 //   The fast family (kernels/int8_activations.h), for a matrix with int8 kernels: Gemv quantizes x and runs
-//   them; Gemm with up to kInt8GemmMaxRows rows runs them row by row (each row of X quantized once, each
-//   tile of weight rows taken by every row while it is in L1), so each row is bitwise its Gemv. From 3 rows
-//   on, small_gemm's decoded tiles are faster (every row would extract the codes again: SmolLM2 Q4_1, batch
-//   4, 2 threads, 19.9 ms a step against 16.4; docs/performance.md) and Gemm uses them in both families, as
-//   prefill's cblas_sgemm. For a float matrix (F32, F16, BF16, FP8) the fast family's Gemv runs the FMA
-//   kernels over x (kernels/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows
-//   on is small_gemm's or cblas's as in the exact family.
+//   them; Gemm with up to kInt8GemmMaxRows rows runs them too (as GemvBatch does, below), so each row is
+//   bitwise its Gemv. From 3 rows on Gemm uses small_gemm's decoded tiles in both families, as prefill's
+//   cblas_sgemm: a prompt's rows keep FP32 activations (the fixture suite's int8_activations allowance
+//   holds for decoding, not for a prefill through int8: SmolLM2 Q4_1's layer v_cache then misses it).
+//   For a float matrix (F32, F16, BF16, FP8) the fast family's Gemv runs the FMA kernels over x
+//   (kernels/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows on is
+//   small_gemm's or cblas's as in the exact family.
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 inline constexpr int kInt8GemmMaxRows = 2;
@@ -120,8 +120,11 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 // with each product rounded and then added (scalar::Dot's order) instead of fused (what that costs against
 // Gemm: docs/performance.md, "Batched decode"). The pool over weight rows. The batch-invariant projection of
 // Model::Step: a row's result does not depend on the other rows, their number, or the thread count. In the
-// fast family a matrix with int8 or FMA kernels runs them row by row, for any number of rows: again each
-// row's Gemv.
+// fast family a matrix with int8 kernels runs them, for any number of rows: each row of X quantized once, and
+// the format's int8_gemm (kernels/weight_format.h: each weight block's codes prepared once for several rows
+// of X, every pair bitwise int8_row_dots) over tiles of weight rows that stay in L1; again each row's Gemv.
+// Where that beats Gemm's decoded tiles: Int8BatchPays (kernels/weight_format.h).
+// A float matrix's FMA kernels (fast family) run row by row, again each row's Gemv.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
 }  // namespace plumb::kernels

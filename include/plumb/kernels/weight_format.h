@@ -26,6 +26,13 @@
 // own that its variants match bit for bit, judged against the exact family by the fixture suite's
 // tolerances. has_int8 says which matrices of a format it covers (GGUF Q4_0 … Q8_0 and the K-quants, packed
 // INT4; docs/architecture.md "Weight formats").
+//   int8_row_dots  y[r] for r in [row_begin, row_end): the format's int8 definition, one x
+//   int8_gemm      Y[i][r] (row stride ldy) for i < m and r in [row_begin, row_end): bitwise
+//                  int8_row_dots(W, row_begin, row_end, xs[i], row i of Y) for every i, with no definition
+//                  of its own. It exists for batched decode (kernels::Gemm, GemvBatch): a variant prepares
+//                  each weight block's codes once and dots them with several x rows, where calling
+//                  int8_row_dots per x row would extract them again for every row. The scalar entry is that
+//                  loop over the scalar int8_row_dots (Int8GemmByRows).
 // The fast family's float formats (F32, F16, BF16 and FP8: fma_row_dots, x kept in FP32) decode each weight
 // exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/fma_dot.h states
 // the order); has_fma says which matrices. A matrix in neither set runs the exact family.
@@ -36,6 +43,7 @@
 #include <span>
 #include <string>
 
+#include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/isa.h"
 
 namespace plumb {
@@ -47,15 +55,24 @@ namespace plumb::kernels {
 using RowDotsFn = void (*)(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 using DecodeRowsFn = void (*)(const WeightMatrix& W, int r0, int count, float* out);
 
-struct Int8Activations;  // the fast family's quantized x (issue 17)
 using Int8RowDotsFn = void (*)(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                                float* y);
+using Int8GemmFn = void (*)(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
+                            int m, float* Y, std::size_t ldy);
+
+// The int8_gemm that is its definition: `kDots` over rows [row_begin, row_end) for each x row in turn.
+template <Int8RowDotsFn kDots>
+void Int8GemmByRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                    float* Y, std::size_t ldy) {
+  for (int i = 0; i < m; ++i) kDots(W, row_begin, row_end, xs[i], Y + static_cast<std::size_t>(i) * ldy);
+}
 
 // One ISA's kernels for one format. Null: not written for this ISA (see KernelsFor).
 struct FormatKernels {
   RowDotsFn row_dots = nullptr;
   DecodeRowsFn decode_rows = nullptr;
   Int8RowDotsFn int8_row_dots = nullptr;  // the fast family, for the formats has_int8 covers
+  Int8GemmFn int8_gemm = nullptr;         // the fast family, several x rows (see above)
   RowDotsFn fma_row_dots = nullptr;       // the fast family, for the formats has_fma covers
 };
 
@@ -72,6 +89,9 @@ struct WeightFormat {
   float (*row_scale)(const WeightMatrix& W, int r);
   // Whether the fast family's int8_row_dots cover W; null: no matrix of this format.
   bool (*has_int8)(const WeightMatrix& W);
+  // Whether the vector int8_gemm variants take W's weight blocks once for several x rows (rather than
+  // running int8_row_dots per x row, as they do for the rest of has_int8); null: for no matrix.
+  bool (*has_int8_gemm)(const WeightMatrix& W);
   // What has_int8 covers, for help and error text ("GGUF Q4_0, Q4_1, ..."); null where has_int8 is.
   const char* int8_covers;
   // Whether the fast family's fma_row_dots cover W (its float formats); null: no matrix of this format.
@@ -88,7 +108,9 @@ extern const WeightFormat kInt4Format;
 std::span<const WeightFormat* const> WeightFormats();
 
 // The kernels `format` runs with on `isa`: each member the ISA's own, or the next one down that has it
-// (avx512 → avx2 → scalar; neon → scalar).
+// (avx512 → avx2 → scalar; neon → scalar). int8_gemm stops at the ISA that int8_row_dots comes from: where
+// that one has no int8_gemm it is null, and the caller runs int8_row_dots per x row (Int8GemmOf does), rather
+// than a lower ISA's slower loop.
 FormatKernels KernelsFor(const WeightFormat& format, Isa isa);
 
 // Every format's int8_covers, joined: the weight types the fast family has int8 kernels for.
@@ -110,9 +132,24 @@ bool UsesFmaRowDots(const WeightMatrix& W);
 // W's fma_row_dots on ActiveIsa(): y[r] = RowScale(W, r) · FmaDot(row r decoded, x) (kernels/fma_dot.h) for
 // r in [row_begin, row_end). Throws plumb::Error when W's format has none for W, or for rows outside it.
 void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+// Whether GemvBatch of `rows` rows is faster than Gemm's decoded tiles: the fast family runs W's int8
+// kernels, the active ISA has an int8_gemm that prepares W's blocks once for several rows
+// (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512 VNNI and NEON, INT4 on AVX2 and VNNI; not
+// the K-quants, whose row dots would run per row), and rows ≤ kInt8BatchMaxRows. So a step of that many
+// sequences' decodes (Model::Step, a token each) takes GemvBatch where this holds. Measured on x86, each
+// SmolLM2-135M Q4_1 projection shape and its Q8_0 LM head timed alone, 1 thread, against small_gemm: AVX-512
+// VNNI 0.63-0.78 of its time at 4 rows, 0.75-0.94 at 16; AVX2 0.66-0.74 at 4, 0.84-1.05 at 16 (and 32
+// rows are no faster: bench/batch_gemm_bench). NEON's are not measured yet.
+bool Int8BatchPays(const WeightMatrix& W, int rows);
+inline constexpr int kInt8BatchMaxRows = 16;
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
 // plumb::Error when W's format has none for W, or for rows outside the matrix.
 void Int8RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// Y[i][r] = int8_row_dots(W, r, xs[i]) for i < m and r in [row_begin, row_end) (row stride ldy) on
+// ActiveIsa(): its int8_gemm, or int8_row_dots per x row where it has none. Throws plumb::Error as
+// Int8RowDotsOf does, for any xs[i].
+void Int8GemmOf(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+                std::size_t ldy);
 // The batched GEMMs' epilogue: Y[i][r] = row_scale(W, r) · Y[i][r] for i < m and r in [r0, r0 + count)
 // (row stride ldy), one rounded multiply each; nothing for a format without a row_scale. Each row's scale is
 // looked up once, not once per Y row.

@@ -85,6 +85,7 @@ constexpr WeightFormat kFp8Format = {
     .side_bytes = fp8::SideBytes,
     .row_scale = fp8::RowScale,
     .has_int8 = nullptr,
+    .has_int8_gemm = nullptr,
     .int8_covers = nullptr,
     .has_fma = fp8::HasFma,
     .fma_covers = "FP8 E4M3, E5M2",

@@ -59,6 +59,7 @@ constexpr WeightFormat kGgmlFormat = {
     .side_bytes = ggml::SideBytes,
     .row_scale = nullptr,
     .has_int8 = ggml::HasInt8,
+    .has_int8_gemm = ggml::HasInt8Gemm,
     .int8_covers = ggml::kInt8Covers,
     .has_fma = ggml::HasFma,
     .fma_covers = ggml::kFmaCovers,
@@ -66,20 +67,26 @@ constexpr WeightFormat kGgmlFormat = {
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,
                        .decode_rows = ggml::DecodeRowsScalar,
                        .int8_row_dots = ggml::scalar::Int8RowDots,
+                       .int8_gemm = Int8GemmByRows<ggml::scalar::Int8RowDots>,
                        .fma_row_dots = ggml::scalar::FmaRowDots},
 #if defined(__x86_64__)
         /* kAvx2 */
         {.row_dots = ggml::RowDotsAvx2,
          .decode_rows = ggml::avx2::DecodeRows,
          .int8_row_dots = ggml::avx2::Int8RowDots,
+         .int8_gemm = ggml::avx2::Int8Gemm,
          .fma_row_dots = ggml::avx2::FmaRowDots},
         /* kNeon */ {},
-        /* kAvx512 */ {.row_dots = ggml::RowDotsAvx512, .int8_row_dots = ggml::avx512::Int8RowDots},
+        /* kAvx512 */
+        {.row_dots = ggml::RowDotsAvx512,
+         .int8_row_dots = ggml::avx512::Int8RowDots,
+         .int8_gemm = ggml::avx512::Int8Gemm},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */
         {.row_dots = ggml::RowDotsNeon,
          .int8_row_dots = ggml::neon::Int8RowDots,
+         .int8_gemm = ggml::neon::Int8Gemm,
          .fma_row_dots = ggml::neon::FmaRowDots},
         /* kAvx512 */ {},
 #else

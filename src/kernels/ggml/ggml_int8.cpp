@@ -186,6 +186,10 @@ bool HasInt8(const WeightMatrix& W) {
   return Int8LayoutOf(W.type).block_bytes != 0 && W.cols % 32 == 0;
 }
 
+bool HasInt8Gemm(const WeightMatrix& W) {
+  return Int8LayoutOf(W.type).block_bytes != 0 && W.cols % 32 == 0;
+}
+
 namespace scalar {
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {

@@ -20,6 +20,7 @@
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::ggml::avx2 {
 namespace {
@@ -33,6 +34,12 @@ PLUMB_INT8_AVX2 inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
 
 #define PLUMB_I8_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
+
+// 16 vector registers: 2 weight rows × 4 x rows of accumulators; maddubs's int16 pairs take unsigned codes
+// only up to 128, so Q8_0 keeps Dots's sign moving.
+constexpr int kGemmRows = 2;
+constexpr bool kWideUnsigned = false;
+#include "int8_gemm_x86_body.h"
 #undef PLUMB_I8_TARGET
 
 }  // namespace
@@ -41,6 +48,13 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
   static const bool fma = __builtin_cpu_supports("fma");
   if (!fma) return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   RunAnyType(W, row_begin, row_end, x, y);
+}
+
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy) {
+  static const bool fma = __builtin_cpu_supports("fma");
+  if (!fma) return Int8GemmByRows<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
+  GemmAnyType(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 }  // namespace plumb::kernels::ggml::avx2

@@ -8,7 +8,9 @@
 // pairwise widening adds group them in fours. Both are the exact integers. The float steps are the
 // definition's, in its order: f = d_w·d_x (one product), lane = fma(f, float(p), lane) as vfmaq_f32 (fused,
 // as std::fma is) on lanes 0-3 and 4-7, Q4_1/Q5_1's m_sum as a scalar fma in block order, and ReduceLanes'
-// tree. kRows rows at a time share each block's load of x.
+// tree. kRows rows at a time share each block's load of x. Its int8_gemm takes several x rows per pass over
+// a block of weight rows, each weight block's codes made once for all of them, and is bitwise Int8RowDots
+// per x row (Int8RowDots has the K-quants' scalar definition; so does the gemm, per x row).
 //
 // Whether the CPU has dotprod is read once from the kernel's HWCAP. Only the sdot path is compiled for
 // armv8.2-a+dotprod (GCC 12's arm_neon.h declares vdotq_s32 for that target, and every CPU with dotprod
@@ -19,6 +21,7 @@
 
 #include <arm_neon.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "../bytes.h"
@@ -26,6 +29,7 @@
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::ggml::neon {
 namespace {
@@ -142,6 +146,97 @@ void RunRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activa
   for (; r < row_end; ++r) Single(W, r, x, y);
 }
 
+// The int8_gemm (kernels/weight_format.h): NAME<kType, RW, RX>(W, r0, xs, Y, ldy), rows r0 .. r0 + RW − 1
+// against x rows xs[0 .. RX − 1] into Y[i][r]. Each weight block's codes are made once for the RX x rows,
+// each x block loaded once for the RW weight rows; per pair it is Dots's RowState, the same steps in the
+// same order, so every Y[i][r] is bitwise Int8RowDots of x row i.
+#define PLUMB_INT8_NEON_GEMM(NAME, TARGET, SUMS)                                                          \
+  template <GgmlType kType, int RW, int RX>                                                               \
+  TARGET void NAME(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) { \
+    constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;                                          \
+    const int blocks = W.cols / 32;                                                                       \
+    const std::uint8_t* row[RW];                                                                          \
+    RowState<kType> state[RW][RX];                                                                        \
+    for (int r = 0; r < RW; ++r) row[r] = W.Row(r0 + r);                                                  \
+    for (int b = 0; b < blocks; ++b) {                                                                    \
+      Codes32 q[RX];                                                                                      \
+      for (int i = 0; i < RX; ++i) {                                                                      \
+        q[i] = Load32(reinterpret_cast<const std::uint8_t*>(xs[i].q.data() + Extent(b, 32)));             \
+      }                                                                                                   \
+      for (int r = 0; r < RW; ++r) {                                                                      \
+        const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);                                      \
+        const Codes32 w = Codes<kType>(block);                                                            \
+        for (int i = 0; i < RX; ++i) {                                                                    \
+          state[r][i].Add(block, xs[i].d[b], xs[i].s[b], SUMS(w.lo, q[i].lo), SUMS(w.hi, q[i].hi));       \
+        }                                                                                                 \
+      }                                                                                                   \
+    }                                                                                                     \
+    for (int r = 0; r < RW; ++r) {                                                                        \
+      for (int i = 0; i < RX; ++i) Y[Extent(i, ldy) + r0 + r] = state[r][i].Result();                     \
+    }                                                                                                     \
+  }
+
+PLUMB_INT8_NEON_GEMM(SdotGemm, PLUMB_INT8_DOTPROD, SdotSums)
+PLUMB_INT8_NEON_GEMM(PlainGemm, , PlainSums)
+
+#undef PLUMB_INT8_NEON_GEMM
+
+constexpr int kGemmRows = 2;  // weight rows per block of the gemm: 2 × 4 pairs of 8 float lanes
+constexpr int kGemmX = 4;     // x rows per block
+
+// Rows [row_begin, row_end) against x rows xs[0 .. RX − 1].
+template <GgmlType kType, bool kSdot, int RX>
+void GemmRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, float* Y,
+              std::size_t ldy) {
+  int r = row_begin;
+  if constexpr (kSdot) {
+    for (; r + kGemmRows <= row_end; r += kGemmRows) SdotGemm<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
+    for (; r < row_end; ++r) SdotGemm<kType, 1, RX>(W, r, xs, Y, ldy);
+  } else {
+    for (; r + kGemmRows <= row_end; r += kGemmRows) PlainGemm<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
+    for (; r < row_end; ++r) PlainGemm<kType, 1, RX>(W, r, xs, Y, ldy);
+  }
+}
+
+// The last `rest` (< kGemmX) x rows.
+template <GgmlType kType, bool kSdot, int RX = kGemmX - 1>
+void GemmRest(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int rest,
+              float* Y, std::size_t ldy) {
+  if constexpr (RX > 1) {
+    if (rest < RX) return GemmRest<kType, kSdot, RX - 1>(W, row_begin, row_end, xs, rest, Y, ldy);
+  }
+  GemmRows<kType, kSdot, RX>(W, row_begin, row_end, xs, Y, ldy);
+}
+
+template <GgmlType kType, bool kSdot>
+void Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+          std::size_t ldy) {
+  int i = 0;
+  for (; i + kGemmX <= m; i += kGemmX) {
+    GemmRows<kType, kSdot, kGemmX>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
+  }
+  if (i < m) GemmRest<kType, kSdot>(W, row_begin, row_end, xs + i, m - i, Y + Extent(i, ldy), ldy);
+}
+
+template <bool kSdot>
+void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                 float* Y, std::size_t ldy) {
+  switch (W.type) {
+    case GgmlType::Q4_0:
+      return Gemm<GgmlType::Q4_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
+    case GgmlType::Q4_1:
+      return Gemm<GgmlType::Q4_1, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
+    case GgmlType::Q5_0:
+      return Gemm<GgmlType::Q5_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
+    case GgmlType::Q5_1:
+      return Gemm<GgmlType::Q5_1, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
+    case GgmlType::Q8_0:
+      return Gemm<GgmlType::Q8_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
+    default:  // the K-quants: their row dots per x row
+      return Int8GemmByRows<Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
+  }
+}
+
 template <GgmlType kType, bool kSdot>
 void Run(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   constexpr bool kK = KLayoutOf(kType).block_bytes != 0;
@@ -194,6 +289,17 @@ void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_en
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   Int8RowDotsPath(int8_sums::HasDotprod(), W, row_begin, row_end, x, y);
+}
+
+void Int8GemmPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
+                  int m, float* Y, std::size_t ldy) {
+  if (sdot) return GemmAnyType<true>(W, row_begin, row_end, xs, m, Y, ldy);
+  GemmAnyType<false>(W, row_begin, row_end, xs, m, Y, ldy);
+}
+
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy) {
+  Int8GemmPath(int8_sums::HasDotprod(), W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 }  // namespace plumb::kernels::ggml::neon

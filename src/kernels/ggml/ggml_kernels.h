@@ -2,6 +2,8 @@
 // registers both in kGgmlFormat).
 #pragma once
 
+#include <cstddef>
+
 #include "plumb/formats/ggml_types.h"
 #include "plumb/kernels/weight_matrix.h"
 
@@ -14,6 +16,9 @@ namespace plumb::kernels::ggml {
 // The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
 // Q4_K, Q5_K and Q6_K rows whose columns are whole blocks.
 bool HasInt8(const WeightMatrix& W);
+// The types whose int8_gemm variants prepare each block once for several x rows: Q4_0 … Q8_0 (the K-quants
+// run their row dots per x row).
+bool HasInt8Gemm(const WeightMatrix& W);
 inline constexpr const char* kInt8Covers = "GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
 // Where a 32-element block of a type with int8 kernels keeps its codes (docs/formats.md "GGUF blocks"): the
@@ -87,10 +92,16 @@ void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
 }  // namespace avx2
 namespace avx512 {
 // AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
 }  // namespace avx512
 #endif
 #if defined(__aarch64__)
@@ -103,6 +114,12 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 // The same with sdot (only where the CPU has dotprod) or without it on any CPU, so that tests run both.
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                      float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise; and the same on a chosen
+// path.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
+void Int8GemmPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
+                  int m, float* Y, std::size_t ldy);
 }  // namespace neon
 #endif
 

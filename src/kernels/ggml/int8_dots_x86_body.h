@@ -32,8 +32,9 @@ PLUMB_I8_TARGET inline __m256i BitsToBytes(std::uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
-// The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned).
-template <GgmlType kType>
+// The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned);
+// with kKeepOffset, Q4_0's and Q5_0's before their offset is subtracted (w + 8, w + 16: unsigned).
+template <GgmlType kType, bool kKeepOffset = false>
 PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
   if constexpr (kType == GgmlType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
@@ -47,7 +48,9 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
       const __m256i fifth = BitsToBytes(ReadU32(block + kLayout.qs - 4));
       codes = _mm256_or_si256(codes, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
     }
-    if constexpr (kLayout.offset != 0) return _mm256_sub_epi8(codes, _mm256_set1_epi8(kLayout.offset));
+    if constexpr (kLayout.offset != 0 && !kKeepOffset) {
+      return _mm256_sub_epi8(codes, _mm256_set1_epi8(kLayout.offset));
+    }
     return codes;
   }
 }

@@ -69,20 +69,26 @@ constexpr WeightFormat kInt4Format = {
     .side_bytes = int4::SideBytes,
     .row_scale = nullptr,
     .has_int8 = int4::HasInt8,
+    .has_int8_gemm = int4::HasInt8,  // every scheme, where an ISA has int8_gemm (x86)
     .int8_covers = int4::kInt8Covers,
     .has_fma = nullptr,
     .fma_covers = nullptr,
     .kernels = {{
         /* kScalar */ {.row_dots = int4::scalar::RowDots,
                        .decode_rows = int4::scalar::DecodeRows,
-                       .int8_row_dots = int4::scalar::Int8RowDots},
+                       .int8_row_dots = int4::scalar::Int8RowDots,
+                       .int8_gemm = Int8GemmByRows<int4::scalar::Int8RowDots>},
 #if defined(__x86_64__)
         /* kAvx2 */
         {.row_dots = int4::avx2::RowDots,
          .decode_rows = int4::avx2::DecodeRows,
-         .int8_row_dots = int4::avx2::Int8RowDots},
+         .int8_row_dots = int4::avx2::Int8RowDots,
+         .int8_gemm = int4::avx2::Int8Gemm},
         /* kNeon */ {},
-        /* kAvx512 */ {.row_dots = int4::avx512::RowDots, .int8_row_dots = int4::avx512::Int8RowDots},
+        /* kAvx512 */
+        {.row_dots = int4::avx512::RowDots,
+         .int8_row_dots = int4::avx512::Int8RowDots,
+         .int8_gemm = int4::avx512::Int8Gemm},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */ {.row_dots = int4::neon::RowDots, .int8_row_dots = int4::neon::Int8RowDots},

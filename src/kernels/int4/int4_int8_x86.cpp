@@ -14,7 +14,8 @@
 // maddubs's int16 pairs cannot saturate (|u|, |c| ≤ 15 and |q| ≤ 127). Every sum is exact, |p| < 2^24
 // converts exactly, and the float steps are the definition's: f = s·d_x, one FMA per lane, the f16-zero
 // term's chain of scalar FMAs, the lanes' tree. A CPU without FMA runs the scalar definition; one with
-// AVX-512 but no VNNI (Skylake-X), the AVX2 variant.
+// AVX-512 but no VNNI (Skylake-X), the AVX2 variant. Each also has an int8_gemm (int4_int8_gemm_x86_body.h):
+// several x rows per pass over a block of weight rows, each pair bitwise its Dots.
 #include "int4_kernels.h"
 
 #if defined(__x86_64__)
@@ -27,6 +28,7 @@
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::int4 {
 namespace {
@@ -39,6 +41,8 @@ PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
   return int8_sums::Avx2(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
+constexpr int kGemmRows = 2;  // weight rows per register block: 16 vector registers
+#include "int4_int8_gemm_x86_body.h"
 #undef PLUMB_I8_TARGET
 }  // namespace with_avx2
 
@@ -48,6 +52,8 @@ PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
   return int8_sums::Vnni(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
+constexpr int kGemmRows = 4;  // weight rows per register block: 32 vector registers
+#include "int4_int8_gemm_x86_body.h"
 #undef PLUMB_I8_TARGET
 }  // namespace with_vnni
 
@@ -59,6 +65,12 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
   if (!fma) return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   with_avx2::RunAnyScheme(W, row_begin, row_end, x, y);
 }
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy) {
+  static const bool fma = __builtin_cpu_supports("fma");
+  if (!fma) return Int8GemmByRows<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
+  with_avx2::GemmAnyScheme(W, row_begin, row_end, xs, m, Y, ldy);
+}
 }  // namespace avx2
 
 namespace avx512 {
@@ -66,6 +78,12 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
   static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
   if (!vnni) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
   with_vnni::RunAnyScheme(W, row_begin, row_end, x, y);
+}
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy) {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
+  if (!vnni) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
+  with_vnni::GemmAnyScheme(W, row_begin, row_end, xs, m, Y, ldy);
 }
 }  // namespace avx512
 

@@ -3,6 +3,7 @@
 // kernels/weight_format.h's row_dots and decode_rows.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include "plumb/kernels/weight_matrix.h"
@@ -45,11 +46,17 @@ void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
 // AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F, BW, VL: 16-entry lookup tables
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
+// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
+void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+              std::size_t ldy);
 }  // namespace avx512
 #endif
 
