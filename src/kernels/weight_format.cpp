@@ -68,14 +68,14 @@ FormatKernels KernelsFor(const WeightFormat& format, Isa isa) {
   k.row_dots = Pick(format, isa, &FormatKernels::row_dots);
   k.decode_rows = Pick(format, isa, &FormatKernels::decode_rows);
   k.int8_row_dots = Pick(format, isa, &FormatKernels::int8_row_dots);
-  for (;; isa = NextDown(isa)) {  // int8_gemm: no lower than int8_row_dots's ISA
-    const FormatKernels& own = format.kernels[static_cast<int>(isa)];
-    if (own.int8_gemm != nullptr || own.int8_row_dots != nullptr || isa == Isa::kScalar) {
+  k.fma_row_dots = Pick(format, isa, &FormatKernels::fma_row_dots);
+  for (Isa at = isa;; at = NextDown(at)) {  // int8_gemm: no lower than int8_row_dots's ISA
+    const FormatKernels& own = format.kernels[static_cast<int>(at)];
+    if (own.int8_gemm != nullptr || own.int8_row_dots != nullptr || at == Isa::kScalar) {
       k.int8_gemm = own.int8_gemm;
       break;
     }
   }
-  k.fma_row_dots = Pick(format, isa, &FormatKernels::fma_row_dots);
   return k;
 }
 

@@ -121,6 +121,24 @@ TEST(FmaDefinition, CoverageNamesEveryFloatFormat) {
   }
 }
 
+// KernelsFor hands out each ISA's own FMA kernel, or the nearest one below it (AVX-512 → AVX2 → scalar),
+// never the scalar definition where a vector variant is registered: a test of bits alone cannot tell (the
+// definition computes the same bits), but a laptop would run 20 times slower.
+TEST(FmaDefinition, KernelsForPicksTheNearestRegisteredVariant) {
+  for (const kernels::WeightFormat* format : kernels::WeightFormats()) {
+    if (format->has_fma == nullptr) continue;
+    for (Isa isa : testing::kIsasOfThisBuild) {
+      kernels::RowDotsFn want = nullptr;
+      for (Isa at = isa; want == nullptr; at = at == Isa::kAvx512 ? Isa::kAvx2 : Isa::kScalar) {
+        want = format->kernels[static_cast<int>(at)].fma_row_dots;
+        if (at == Isa::kScalar) break;
+      }
+      EXPECT_EQ(kernels::KernelsFor(*format, isa).fma_row_dots, want)
+          << format->name << " on " << kernels::IsaName(isa);
+    }
+  }
+}
+
 using FmaRowDotsIsa = testing::IsaTest<>;
 
 // Rows [begin, rows) for begin = 0 and 1 (11 rows: two 4-row blocks and singles, or one block from row 1),
