@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "../int8_gemm_tiling.h"
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"

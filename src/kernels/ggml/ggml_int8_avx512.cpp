@@ -41,6 +41,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "../int8_gemm_tiling.h"
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -157,33 +158,19 @@ PLUMB_INT8_VNNI void GemmBlock(const WeightMatrix& W, int r0, const Int8Activati
   }
 }
 
-// Rows [row_begin, row_end) against x rows xs[0 .. RX − 1].
-template <GgmlType kType, int RX>
-PLUMB_INT8_VNNI void GemmRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
-                              float* Y, std::size_t ldy) {
-  int r = row_begin;
-  for (; r + kGemmRows <= row_end; r += kGemmRows) GemmBlock<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
-  for (; r < row_end; ++r) GemmBlock<kType, 1, RX>(W, r, xs, Y, ldy);
-}
-
-// The last `rest` (< kGemmX) x rows.
-template <GgmlType kType, int RX = kGemmX - 1>
-void GemmRest(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int rest,
-              float* Y, std::size_t ldy) {
-  if constexpr (RX > 1) {
-    if (rest < RX) return GemmRest<kType, RX - 1>(W, row_begin, row_end, xs, rest, Y, ldy);
+// GemmBlock as Int8GemmTiling's block kernel.
+template <GgmlType kType>
+struct GgmlGemmBlock {
+  template <int RW, int RX>
+  static void Run(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) {
+    GemmBlock<kType, RW, RX>(W, r0, xs, Y, ldy);
   }
-  GemmRows<kType, RX>(W, row_begin, row_end, xs, Y, ldy);
-}
+};
 
 template <GgmlType kType>
 void Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
           std::size_t ldy) {
-  int i = 0;
-  for (; i + kGemmX <= m; i += kGemmX) {
-    GemmRows<kType, kGemmX>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-  }
-  if (i < m) GemmRest<kType>(W, row_begin, row_end, xs + i, m - i, Y + Extent(i, ldy), ldy);
+  Int8GemmTiling<GgmlGemmBlock<kType>, kGemmRows, kGemmX>::Run(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "../bytes.h"
+#include "../int8_gemm_tiling.h"
 #include "../int8_sums_neon.h"
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
@@ -184,38 +185,23 @@ PLUMB_INT8_NEON_GEMM(PlainGemm, , PlainSums)
 constexpr int kGemmRows = 2;  // weight rows per block of the gemm: 2 × 4 pairs of 8 float lanes
 constexpr int kGemmX = 4;     // x rows per block
 
-// Rows [row_begin, row_end) against x rows xs[0 .. RX − 1].
-template <GgmlType kType, bool kSdot, int RX>
-void GemmRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, float* Y,
-              std::size_t ldy) {
-  int r = row_begin;
-  if constexpr (kSdot) {
-    for (; r + kGemmRows <= row_end; r += kGemmRows) SdotGemm<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
-    for (; r < row_end; ++r) SdotGemm<kType, 1, RX>(W, r, xs, Y, ldy);
-  } else {
-    for (; r + kGemmRows <= row_end; r += kGemmRows) PlainGemm<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
-    for (; r < row_end; ++r) PlainGemm<kType, 1, RX>(W, r, xs, Y, ldy);
+// SdotGemm or PlainGemm as Int8GemmTiling's block kernel.
+template <GgmlType kType, bool kSdot>
+struct GgmlGemmBlock {
+  template <int RW, int RX>
+  static void Run(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) {
+    if constexpr (kSdot) {
+      SdotGemm<kType, RW, RX>(W, r0, xs, Y, ldy);
+    } else {
+      PlainGemm<kType, RW, RX>(W, r0, xs, Y, ldy);
+    }
   }
-}
-
-// The last `rest` (< kGemmX) x rows.
-template <GgmlType kType, bool kSdot, int RX = kGemmX - 1>
-void GemmRest(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int rest,
-              float* Y, std::size_t ldy) {
-  if constexpr (RX > 1) {
-    if (rest < RX) return GemmRest<kType, kSdot, RX - 1>(W, row_begin, row_end, xs, rest, Y, ldy);
-  }
-  GemmRows<kType, kSdot, RX>(W, row_begin, row_end, xs, Y, ldy);
-}
+};
 
 template <GgmlType kType, bool kSdot>
 void Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
           std::size_t ldy) {
-  int i = 0;
-  for (; i + kGemmX <= m; i += kGemmX) {
-    GemmRows<kType, kSdot, kGemmX>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-  }
-  if (i < m) GemmRest<kType, kSdot>(W, row_begin, row_end, xs + i, m - i, Y + Extent(i, ldy), ldy);
+  Int8GemmTiling<GgmlGemmBlock<kType, kSdot>, kGemmRows, kGemmX>::Run(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 template <bool kSdot>

@@ -117,32 +117,19 @@ PLUMB_I8_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activati
   }
 }
 
-// Rows [row_begin, row_end) against x rows xs[0 .. RX − 1].
-template <GgmlType kType, int RX>
-PLUMB_I8_TARGET void GemmRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
-                              float* Y, std::size_t ldy) {
-  int r = row_begin;
-  for (; r + kGemmRows <= row_end; r += kGemmRows) GemmBlock<kType, kGemmRows, RX>(W, r, xs, Y, ldy);
-  for (; r < row_end; ++r) GemmBlock<kType, 1, RX>(W, r, xs, Y, ldy);
-}
+// GemmBlock as Int8GemmTiling's block kernel.
+template <GgmlType kType>
+struct GgmlGemmBlock {
+  template <int RW, int RX>
+  static void Run(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) {
+    GemmBlock<kType, RW, RX>(W, r0, xs, Y, ldy);
+  }
+};
 
 template <GgmlType kType>
 void Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
           std::size_t ldy) {
-  int i = 0;
-  for (; i + kGemmX <= m; i += kGemmX)
-    GemmRows<kType, kGemmX>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-  static_assert(kGemmX == 4);
-  switch (m - i) {
-    case 3:
-      return GemmRows<kType, 3>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-    case 2:
-      return GemmRows<kType, 2>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-    case 1:
-      return GemmRows<kType, 1>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-    default:
-      return;
-  }
+  Int8GemmTiling<GgmlGemmBlock<kType>, kGemmRows, kGemmX>::Run(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 // int8_gemm for a matrix HasInt8 accepts: the block types here, the K-quants their Dots per x row.

@@ -100,33 +100,20 @@ PLUMB_I8_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activati
   }
 }
 
-// Rows [row_begin, row_end) against x rows xs[0 .. RX − 1].
-template <Int4Scheme S, int RX>
-PLUMB_I8_TARGET void GemmRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
-                              float* Y, std::size_t ldy) {
-  int r = row_begin;
-  for (; r + kGemmRows <= row_end; r += kGemmRows) GemmBlock<S, kGemmRows, RX>(W, r, xs, Y, ldy);
-  for (; r < row_end; ++r) GemmBlock<S, 1, RX>(W, r, xs, Y, ldy);
-}
+// GemmBlock as Int8GemmTiling's block kernel.
+template <Int4Scheme S>
+struct Int4GemmBlock {
+  template <int RW, int RX>
+  static void Run(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) {
+    GemmBlock<S, RW, RX>(W, r0, xs, Y, ldy);
+  }
+};
 
 // int8_gemm for an INT4 matrix with whole 32-column blocks.
 inline void GemmAnyScheme(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
                           float* Y, std::size_t ldy) {
   WithScheme(W.int4.scheme, [&](auto scheme) {
     constexpr Int4Scheme S = decltype(scheme)::value;
-    int i = 0;
-    for (; i + kGemmX <= m; i += kGemmX)
-      GemmRows<S, kGemmX>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-    static_assert(kGemmX == 4);
-    switch (m - i) {
-      case 3:
-        return GemmRows<S, 3>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-      case 2:
-        return GemmRows<S, 2>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-      case 1:
-        return GemmRows<S, 1>(W, row_begin, row_end, xs + i, Y + Extent(i, ldy), ldy);
-      default:
-        return;
-    }
+    Int8GemmTiling<Int4GemmBlock<S>, kGemmRows, kGemmX>::Run(W, row_begin, row_end, xs, m, Y, ldy);
   });
 }
