@@ -123,6 +123,8 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
     root = json::parse(json_text);
   } catch (const json::parse_error& e) {
     throw MakeError(source, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400 (nlohmann's 406)
+    throw MakeError(source, ": invalid JSON: ", e.what());
   }
   if (!root.is_object()) throw MakeError(source, ": expected a JSON object at the top level");
 

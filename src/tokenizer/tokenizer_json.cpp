@@ -29,6 +29,8 @@ json ReadJson(const std::string& path) {
     return json::parse(text.str());
   } catch (const json::parse_error& e) {
     throw MakeError(path, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400 (nlohmann's 406)
+    throw MakeError(path, ": invalid JSON: ", e.what());
   }
 }
 
