@@ -20,18 +20,22 @@ using nlohmann::json;
 
 constexpr const char* kSpaceSymbol = "\xE2\x96\x81";  // U+2581
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw MakeError(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
+json ParseJson(std::string_view text, const std::string& path) {
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw MakeError(path, ": invalid JSON at byte ", e.byte, ": ", e.what());
   } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400 (nlohmann's 406)
     throw MakeError(path, ": invalid JSON: ", e.what());
   }
+}
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MakeError(path, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseJson(text.str(), path);
 }
 
 class JsonReader {
@@ -191,10 +195,9 @@ std::optional<std::string> TokenName(const json& config, const char* key) {
   return std::nullopt;
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
-  const json root = ReadJson(path);
+// The tokenizer `root` (the JSON of `path`) describes, with the tokenizer_config.json beside `path` when
+// read_config is set and there is one.
+Tokenizer FromTokenizerJsonRoot(const json& root, const std::string& path, bool read_config) {
   const JsonReader r(path);
   r.Object(root, "(root)");
   if (!root.contains("model")) r.Fail("model", "is missing");
@@ -316,7 +319,7 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
   }
   const std::filesystem::path config_path =
       std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) {
+  if (read_config && std::filesystem::exists(config_path)) {
     const json config = ReadJson(config_path.string());
     const JsonReader c(config_path.string());
     c.Object(config, "(root)");
@@ -351,6 +354,16 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
   } catch (const Error& e) {
     throw MakeError(path, ": ", e.what());
   }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
+  return FromTokenizerJsonRoot(ReadJson(path), path, /*read_config=*/true);
+}
+
+Tokenizer Tokenizer::FromTokenizerJsonText(std::string_view text, const std::string& name) {
+  return FromTokenizerJsonRoot(ParseJson(text, name), name, /*read_config=*/false);
 }
 
 }  // namespace plumb

@@ -170,6 +170,20 @@ TEST_F(TokenizerJsonErrors, InconsistentVocabularies) {
       std::string::npos);
 }
 
+TEST_F(TokenizerJsonErrors, FromTextIsTheFileWithoutItsConfig) {
+  std::ifstream in(TokenizerFixture("bpe-tiny-gpt2/tokenizer.json"), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Write(text);
+  const Tokenizer from_file = Tokenizer::FromTokenizerJson(Path());
+  const Tokenizer from_text = Tokenizer::FromTokenizerJsonText(text, "named.json");
+  EXPECT_EQ(from_text.Encode("Hello, world 123", true, true),
+            from_file.Encode("Hello, world 123", true, true));
+  EXPECT_EQ(from_text.vocab_size(), from_file.vocab_size());
+  const std::string message =
+      ErrorOf([&] { Tokenizer::FromTokenizerJsonText("{\"model\": 1e400}", "t.json"); });
+  EXPECT_EQ(message.rfind("t.json: invalid JSON", 0), 0u) << message;
+}
+
 TEST_F(TokenizerJsonErrors, UnreadableFiles) {
   Write("{\"model\": [1, 2");
   const std::string message = ErrorOf([&] { Tokenizer::FromTokenizerJson(Path()); });
