@@ -112,6 +112,22 @@ TEST(Config, EachMistakeNamesTheFileAndField) {
   expect_error(j, "out of range");
 }
 
+// Found reviewing the reader while writing fuzz/config_json_fuzz.cpp: a float field beyond float's range was
+// converted anyway (undefined behaviour; in practice infinity, which passed the positivity checks), and an
+// integer above INT64_MAX wrapped to a negative number in the message.
+TEST(Config, NumbersBeyondTheirTypeAreErrorsNamingTheField) {
+  const auto expect = [](const char* key, const nlohmann::json& value, const std::string& needle) {
+    nlohmann::json j = LlamaConfig();
+    j[key] = value;
+    const std::string message = ErrorOf(j);
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  };
+  expect("rms_norm_eps", 1e300, "cfg.json: field \"rms_norm_eps\" = 1e+300 is beyond float's range");
+  expect("rope_theta", -1e39, "field \"rope_theta\" = -1e+39 is beyond float's range");
+  expect("hidden_size", 18446744073709551615ull,
+         "field \"hidden_size\" = 18446744073709551615 is out of range");
+}
+
 TEST(Config, InvalidJsonGivesTheByteOffset) {
   try {
     ParseConfigJson("{\"hidden_size\": 64,,}", "cfg.json");
