@@ -77,7 +77,8 @@ long long ParseInteger(const std::string& text, long long min_value, long long m
     throw MakeError(what, ": '", text, "' is not an integer");
   }
   if (value < min_value || value > max_value) {
-    if (max_value == std::numeric_limits<long long>::max() || max_value == std::numeric_limits<int>::max()) {
+    if (value < min_value && (max_value == std::numeric_limits<long long>::max() ||
+                              max_value == std::numeric_limits<int>::max())) {
       throw MakeError(what, ": ", value, " must be at least ", min_value);
     }
     throw MakeError(what, ": ", value, " is outside [", min_value, ", ", max_value, "]");

@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "plumb/cli/batch_flags.h"
+#include "plumb/cli/prompt_lines.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/scheduler.h"
 #include "plumb/kernels/kernels.h"
@@ -12,33 +13,11 @@
 namespace plumb::cli {
 namespace {
 
-// The non-empty lines of `path` (a trailing '\r' dropped), each with its line number for errors.
-std::vector<std::pair<int, std::string>> ReadPromptLines(const std::string& path) {
+// The prompts file's non-empty lines (plumb/cli/prompt_lines.h).
+std::vector<std::pair<int, std::string>> ReadPromptsFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw MakeError(path, ": cannot open the prompts file");
-  std::vector<std::pair<int, std::string>> lines;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") != std::string::npos) lines.emplace_back(number, line);
-  }
-  if (lines.empty()) throw MakeError(path, ": no prompts (one per non-empty line)");
-  return lines;
-}
-
-std::vector<int> ParseIdLine(const std::string& path, int number, const std::string& line) {
-  std::vector<int> ids;
-  std::size_t start = 0;
-  while (start <= line.size()) {
-    const std::size_t comma = std::min(line.find(',', start), line.size());
-    std::string field = line.substr(start, comma - start);
-    field.erase(0, field.find_first_not_of(" \t"));
-    field.erase(field.find_last_not_of(" \t") + 1);
-    ids.push_back(static_cast<int>(ParseInteger(field, 0, std::numeric_limits<int>::max(),
-                                                path + " line " + std::to_string(number) + " token id")));
-    start = comma + 1;
-  }
-  return ids;
+  return ReadPromptLines(in, path);
 }
 
 double MiB(std::size_t bytes) {
@@ -55,7 +34,7 @@ int RunGenerateBatch(const Flags& flags, TextModel& loaded, const GenerationOpti
   const Tokenizer* tokenizer = text_mode ? &loaded.RequireTokenizer("--prompts-file") : nullptr;
 
   std::vector<std::vector<int>> prompts;
-  for (const auto& [number, line] : ReadPromptLines(path)) {
+  for (const auto& [number, line] : ReadPromptsFile(path)) {
     prompts.push_back(text_mode ? tokenizer->Encode(line, /*add_special=*/true, /*parse_special=*/true)
                                 : ParseIdLine(path, number, line));
   }

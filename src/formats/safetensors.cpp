@@ -198,6 +198,10 @@ void SafetensorsFile::Parse() {
     const std::size_t at = e.byte == 0 ? 0 : static_cast<std::size_t>(e.byte - 1);
     throw fail("header (", header_size, " bytes at file offset 8) is not valid UTF-8 JSON: at byte ", at,
                " of the header (file offset ", 8 + at, "): ", PrintableAscii(e.what()));
+  } catch (const Json::out_of_range& e) {
+    // A number beyond double's range (e.g. 1e400): nlohmann's out_of_range.406, which gives no offset.
+    throw fail("header (", header_size,
+               " bytes at file offset 8) is not valid JSON: ", PrintableAscii(e.what()));
   }
   if (!header.is_object()) {
     throw fail("header is a JSON ", header.type_name(), ", not an object");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -27,9 +28,13 @@ int RequireInt(const json& object, const char* key, const std::string& source) {
   if (value == nullptr) throw MakeError(source, ": missing required field \"", key, "\"");
   if (!value->is_number_integer())
     throw MakeError(source, ": field \"", key, "\" must be an integer, got ", value->dump());
-  const auto number = value->get<long long>();
+  // (An unsigned value above INT64_MAX read as long long would wrap to a negative number.)
+  const auto number = value->is_number_unsigned()
+                          ? static_cast<long long>(std::min<unsigned long long>(
+                                value->get<unsigned long long>(), std::numeric_limits<long long>::max()))
+                          : value->get<long long>();
   if (number < 0 || number > std::numeric_limits<int>::max()) {
-    throw MakeError(source, ": field \"", key, "\" = ", number, " is out of range");
+    throw MakeError(source, ": field \"", key, "\" = ", value->dump(), " is out of range");
   }
   return static_cast<int>(number);
 }
@@ -43,7 +48,11 @@ float OptionalFloat(const json& object, const char* key, float fallback, const s
   if (value == nullptr) return fallback;
   if (!value->is_number())
     throw MakeError(source, ": field \"", key, "\" must be a number, got ", value->dump());
-  return value->get<float>();
+  // A double beyond float's range has no float value (converting it is undefined behaviour).
+  const double number = value->get<double>();
+  if (!(std::abs(number) <= std::numeric_limits<float>::max()))
+    throw MakeError(source, ": field \"", key, "\" = ", value->dump(), " is beyond float's range");
+  return static_cast<float>(number);
 }
 
 bool OptionalBool(const json& object, const char* key, bool fallback, const std::string& source) {
@@ -123,6 +132,8 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
     root = json::parse(json_text);
   } catch (const json::parse_error& e) {
     throw MakeError(source, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400 (nlohmann's 406)
+    throw MakeError(source, ": invalid JSON: ", e.what());
   }
   if (!root.is_object()) throw MakeError(source, ": expected a JSON object at the top level");
 

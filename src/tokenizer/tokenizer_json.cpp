@@ -20,16 +20,22 @@ using nlohmann::json;
 
 constexpr const char* kSpaceSymbol = "\xE2\x96\x81";  // U+2581
 
+json ParseJson(std::string_view text, const std::string& path) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw MakeError(path, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  } catch (const json::out_of_range& e) {  // a number beyond double's range, e.g. 1e400 (nlohmann's 406)
+    throw MakeError(path, ": invalid JSON: ", e.what());
+  }
+}
+
 json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MakeError(path, ": cannot open");
   std::ostringstream text;
   text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw MakeError(path, ": invalid JSON at byte ", e.byte, ": ", e.what());
-  }
+  return ParseJson(text.str(), path);
 }
 
 class JsonReader {
@@ -46,6 +52,14 @@ class JsonReader {
   std::string String(const json& object, const char* key, const std::string& field) const {
     auto it = object.find(key);
     if (it == object.end() || !it->is_string()) Fail(field + "." + key, "expected a string");
+    return it->get<std::string>();
+  }
+  // object[key] when it is a string, `fallback` when it is absent or null; an error for any other value.
+  std::string OptString(const json& object, const char* key, const std::string& fallback,
+                        const std::string& field) const {
+    auto it = object.find(key);
+    if (it == object.end() || it->is_null()) return fallback;
+    if (!it->is_string()) Fail(field + "." + key, "expected a string, got " + it->dump());
     return it->get<std::string>();
   }
   bool Bool(const json& object, const char* key, bool fallback, const std::string& field) const {
@@ -152,7 +166,8 @@ std::string SentencePieceStyle(const JsonReader& r, const json& root) {
           r.String(item, "prepend", where) == kSpaceSymbol) {
         prepend = true;
       } else if (item_type == "Replace" && !replace && item.contains("pattern") &&
-                 Get(item, "pattern").is_object() && item["pattern"].value("String", "") == " " &&
+                 Get(item, "pattern").is_object() &&
+                 r.OptString(item["pattern"], "String", "", where + ".pattern") == " " &&
                  r.String(item, "content", where) == kSpaceSymbol) {
         replace = true;
       } else {
@@ -171,7 +186,7 @@ std::string SentencePieceStyle(const JsonReader& r, const json& root) {
     r.Fail("pre_tokenizer.replacement", "only \"\u2581\" is supported");
   }
   if (r.Bool(pre, "split", true, "pre_tokenizer")) r.Fail("pre_tokenizer.split", "only false is supported");
-  std::string scheme = pre.value("prepend_scheme", "always");
+  std::string scheme = r.OptString(pre, "prepend_scheme", "always", "pre_tokenizer");
   if (scheme == "always") return "every";
   if (scheme == "first") return "first";
   if (scheme == "never") return "none";
@@ -189,15 +204,14 @@ std::optional<std::string> TokenName(const json& config, const char* key) {
   return std::nullopt;
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
-  const json root = ReadJson(path);
+// The tokenizer `root` (the JSON of `path`) describes, with the tokenizer_config.json beside `path` when
+// read_config is set and there is one.
+Tokenizer FromTokenizerJsonRoot(const json& root, const std::string& path, bool read_config) {
   const JsonReader r(path);
   r.Object(root, "(root)");
   if (!root.contains("model")) r.Fail("model", "is missing");
   const json& model = r.Object(root["model"], "model");
-  const std::string type = model.value("type", "BPE");
+  const std::string type = r.OptString(model, "type", "BPE", "model");
   if (type != "BPE") r.Fail("model.type", "'" + type + "' is not supported (only BPE)");
   r.Unset(model, "dropout", "model");
   r.Unset(model, "continuing_subword_prefix", "model");
@@ -289,7 +303,8 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     if (IsNull(root, "pre_tokenizer"))
       r.Fail("pre_tokenizer", "is missing (a byte-level BPE needs ByteLevel)");
     spec.pre = ByteLevelPre(r, root["pre_tokenizer"]);
-    if (!IsNull(root, "decoder") && root["decoder"].value("type", "") != "ByteLevel") {
+    if (const json& decoder = Get(root, "decoder");
+        !decoder.is_null() && !(decoder.is_object() && Get(decoder, "type") == "ByteLevel")) {
       r.Fail("decoder", root["decoder"].dump() + " is not supported (ByteLevel)");
     }
   }
@@ -301,11 +316,14 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
     }
     return -1;
   };
-  if (!IsNull(root, "post_processor") && root["post_processor"].value("type", "") == "TemplateProcessing") {
-    const json& single = Get(root["post_processor"], "single");
+  // (Other post-processors, and values that are not one, add nothing.)
+  if (const json& post = Get(root, "post_processor");
+      post.is_object() && Get(post, "type") == "TemplateProcessing") {
+    const json& single = Get(post, "single");
     auto special_at = [&](const json& item) -> std::int32_t {
       if (!item.is_object() || !item.contains("SpecialToken")) return -1;
-      return id_of(item["SpecialToken"].value("id", ""));
+      const std::string field = "post_processor.single[].SpecialToken";
+      return id_of(r.String(r.Object(item["SpecialToken"], field), "id", field));
     };
     if (single.is_array() && !single.empty()) {
       if (std::int32_t id = special_at(single.front()); id >= 0) spec.bos_id = id, spec.add_bos = true;
@@ -314,7 +332,7 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
   }
   const std::filesystem::path config_path =
       std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) {
+  if (read_config && std::filesystem::exists(config_path)) {
     const json config = ReadJson(config_path.string());
     const JsonReader c(config_path.string());
     c.Object(config, "(root)");
@@ -333,8 +351,8 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
         spec.chat_template = it->get<std::string>();
       } else if (it->is_array()) {  // named templates: take "default"
         for (const json& named : *it) {
-          if (named.is_object() && named.value("name", "") == "default") {
-            spec.chat_template = named.value("template", "");
+          if (named.is_object() && Get(named, "name") == "default") {
+            spec.chat_template = c.OptString(named, "template", "", "chat_template[default]");
           }
         }
       } else {
@@ -349,6 +367,16 @@ Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
   } catch (const Error& e) {
     throw MakeError(path, ": ", e.what());
   }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::FromTokenizerJson(const std::string& path) {
+  return FromTokenizerJsonRoot(ReadJson(path), path, /*read_config=*/true);
+}
+
+Tokenizer Tokenizer::FromTokenizerJsonText(std::string_view text, const std::string& name) {
+  return FromTokenizerJsonRoot(ParseJson(text, name), name, /*read_config=*/false);
 }
 
 }  // namespace plumb

@@ -339,6 +339,14 @@ TEST(SafetensorsMalformed, HeaderNotJson) {
                   "at byte 9 of the header (file offset 17)");
 }
 
+// Found by fuzz/safetensors_fuzz.cpp: nlohmann reports a number beyond double's range as out_of_range.406,
+// not as a parse_error, and that exception escaped the reader.
+TEST(SafetensorsMalformed, HeaderNumberBeyondDouble) {
+  EXPECT_REJECTED(Assemble(R"({"t":1e400})"), "not valid JSON", "number overflow", "1e400");
+  EXPECT_REJECTED(OneTensor(R"({"dtype":"F32","shape":[4],"data_offsets":[0,-1e999]})"), "not valid JSON",
+                  "number overflow");
+}
+
 TEST(SafetensorsMalformed, HeaderNotUtf8) {
   EXPECT_REJECTED(Assemble("{\"t\xFF\":" + kGoodEntry + "}", std::vector<std::uint8_t>(16)),
                   "not valid UTF-8 JSON", "ill-formed UTF-8 byte", "'\"t\\xFF'");

@@ -80,6 +80,9 @@ class Tokenizer {
   // chat_template. Anything it cannot reproduce exactly (Unigram, WordPiece, normalizers, unknown regexes,
   // ...) is an error naming the field.
   static Tokenizer FromTokenizerJson(const std::string& path);
+  // The same from the text of a tokenizer.json alone (no tokenizer_config.json is read); `name` stands for
+  // its path in messages.
+  static Tokenizer FromTokenizerJsonText(std::string_view text, const std::string& name);
 
   // add_special: BOS first and EOS last where the spec says so. parse_special: control and unknown token
   // texts in `text` become those tokens (user-defined tokens always do).
