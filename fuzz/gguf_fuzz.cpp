@@ -12,25 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf.h"
 #include "plumb/model/config.h"
 #include "plumb/tokenizer/chat_template.h"
 #include "plumb/tokenizer/tokenizer.h"
 
-namespace {
-
-template <class F>
-void Expect(F&& f) {
-  try {
-    f();
-  } catch (const plumb::Error&) {
-  }
-}
-
-volatile std::uint8_t sink;
-
-}  // namespace
+using plumb::fuzz::Expect;
+using plumb::fuzz::sink;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace plumb;
