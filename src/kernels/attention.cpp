@@ -13,6 +13,7 @@
 #include "attention_by_head.h"
 #include "attention_score.h"
 #include "attention_values.h"
+#include "exp_kernels.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"
@@ -390,39 +391,102 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
 
 }  // namespace
 
-// scalar::Softmax(x, n), bit for bit, without a call to fmaxf per element (a tenth of decode attention's
-// time): for x without NaN the max is the same value whichever way it is found (only the sign of a zero
-// can differ, and x − (+0) == x − (−0) for every x but −0, where both give a zero and exp gives 1), so a
-// compare-and-select max is used, and the definition itself where x holds a NaN. The rest is the
-// definition's own code (scalar::SoftmaxFromMax).
-void SoftmaxRow(float* x, int n) {
-  // Eight running maxima and NaN flags (a vector compare and select per eight scores, where the scalar loop's
-  // compare-and-branch per score took half of the softmax's own time), combined at the end: without a NaN
-  // the max is the same value whatever the order.
-  Float8 max8 = x[0] + Float8{};
-  Int8 nan8 = {};
+namespace {
+
+// Softmax's max of x[0..n), or NaN if x holds one: without a NaN the max is the same value whichever way it
+// is found (only the sign of a zero can differ, and x − (+0) == x − (−0) for every x but −0, where both give
+// a zero and Exp gives 1), so eight running maxima by compare-and-select, where the scalar loop's fmaxf or
+// compare-and-branch per score took half of the softmax's own time.
+float MaxOrNan(const float* x, int n) {
+  // Two registers of four lanes: SSE2's width, which every x86-64 build has, so the compare-and-select
+  // compiles to vector instructions (eight-lane vectors, wider than the baseline ISA, were split into
+  // scalar code through the stack: a fifth of batched attention's time).
+  using Float4 = float __attribute__((vector_size(16)));
+  using Int4 = std::int32_t __attribute__((vector_size(16)));
+  Float4 max4[2] = {x[0] + Float4{}, x[0] + Float4{}};
+  Int4 nan4 = {};
   int k = 0;
   for (; k + 8 <= n; k += 8) {
-    Float8 v;
-    std::memcpy(&v, x + k, sizeof(v));
-    nan8 |= v != v;
-    max8 = v > max8 ? v : max8;
+    for (int h = 0; h < 2; ++h) {
+      Float4 v;
+      std::memcpy(&v, x + k + 4 * h, sizeof(v));
+      nan4 |= v != v;
+      max4[h] = v > max4[h] ? v : max4[h];
+    }
   }
   float max_value = x[0];
   bool nan = false;
-  for (int l = 0; l < 8; ++l) {
-    nan |= nan8[l] != 0;
-    max_value = max8[l] > max_value ? max8[l] : max_value;
+  for (int l = 0; l < 4; ++l) {
+    nan |= nan4[l] != 0;
+    for (const Float4& m : max4) max_value = m[l] > max_value ? m[l] : max_value;
   }
   for (; k < n; ++k) {
     nan |= x[k] != x[k];
     max_value = x[k] > max_value ? x[k] : max_value;
   }
-  if (nan) {
-    scalar::Softmax(x, n);
-    return;
+  return nan ? std::numeric_limits<float>::quiet_NaN() : max_value;
+}
+
+// The left-to-right sums of G rows of n floats, each its own chain of adds, the G chains interleaved so the
+// adder is not left waiting on one chain's latency (the softmax's sum is the definition's serial one).
+template <int G>
+void RowSums(float* const* rows, int n, float* sums) {
+  float s[G] = {};
+  for (int i = 0; i < n; ++i) {
+    for (int g = 0; g < G; ++g) s[g] += rows[g][i];
   }
-  scalar::SoftmaxFromMax(x, n, max_value);
+  for (int g = 0; g < G; ++g) sums[g] = s[g];
+}
+
+}  // namespace
+
+// scalar::Softmax of each of `count` rows of n floats (row r at x + r · stride), bit for bit: the max by
+// MaxOrNan (a row holding a NaN goes through the definition itself), the exponentials by the vector
+// variant of scalar::Exp (exp_kernels.h), then scalar::SoftmaxFromMax's sum and scaling, the sums of up to
+// four rows interleaved.
+void SoftmaxRows(float* x, int count, int n, std::int64_t stride) {
+  const ExpMinusFn exp_minus = ActiveExpMinus();
+  constexpr int kInterleave = 4;
+  float* rows[kInterleave];
+  int pending = 0;
+  const auto finish = [&] {
+    float sums[kInterleave];
+    switch (pending) {
+      case 4:
+        RowSums<4>(rows, n, sums);
+        break;
+      case 3:
+        RowSums<3>(rows, n, sums);
+        break;
+      case 2:
+        RowSums<2>(rows, n, sums);
+        break;
+      default:
+        RowSums<1>(rows, n, sums);
+        break;
+    }
+    for (int g = 0; g < pending; ++g) {
+      const float inv_sum = 1.0f / sums[g];
+      for (int i = 0; i < n; ++i) rows[g][i] *= inv_sum;
+    }
+    pending = 0;
+  };
+  for (int r = 0; r < count; ++r) {
+    float* row = x + r * stride;
+    const float max_value = MaxOrNan(row, n);
+    if (max_value != max_value) {
+      scalar::Softmax(row, n);
+      continue;
+    }
+    exp_minus(row, n, max_value);
+    rows[pending++] = row;
+    if (pending == kInterleave) finish();
+  }
+  if (pending > 0) finish();
+}
+
+void SoftmaxRow(float* x, int n) {
+  SoftmaxRows(x, 1, n, n);
 }
 
 // Through the CPU's row dots (kernels/row_dot.h), for any head_dim.

@@ -118,7 +118,7 @@ void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int 
             scale, scores + static_cast<std::int64_t>(g0) * n_ctx + t, n_ctx);
     }
   });
-  for (int h = 0; h < heads; ++h) SoftmaxRow(scores + static_cast<std::int64_t>(h) * n_ctx, n_ctx);
+  SoftmaxRows(scores, heads, n_ctx, n_ctx);
 
   const int padded = (head_dim + kValueDims - 1) / kValueDims * kValueDims;
   std::fill(sums, sums + static_cast<std::int64_t>(heads) * padded, 0.0f);

@@ -2,6 +2,7 @@
 // (src/kernels/attention_by_head.cpp), and the softmax both splits share. Internal to src/kernels.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "plumb/kernels/kernels.h"
@@ -14,5 +15,7 @@ bool AttendByKvHeads(std::span<const AttentionItem> items, int n_heads);
 
 // scalar::Softmax(x, n) in place, bit for bit (attention.cpp).
 void SoftmaxRow(float* x, int n);
+// SoftmaxRow of `count` rows of n floats, row r at x + r · stride (their sums interleaved: attention.cpp).
+void SoftmaxRows(float* x, int count, int n, std::int64_t stride);
 
 }  // namespace plumb::kernels

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "exp_kernels.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -284,11 +285,12 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
   constexpr std::int64_t kChunk = 4096;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  const SwiGluFn swiglu = ActiveSwiGlu();  // scalar::SwiGlu's bits (exp_kernels.h)
   ParallelFor(chunks, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t c = first; c < last; ++c) {
       const std::int64_t begin = c * kChunk;
       const std::int64_t count = (n - begin < kChunk) ? n - begin : kChunk;
-      scalar::SwiGlu(gate + begin, up + begin, out + begin, static_cast<int>(count));
+      swiglu(gate + begin, up + begin, out + begin, static_cast<int>(count));
     }
   });
 }

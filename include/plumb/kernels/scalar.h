@@ -37,13 +37,23 @@ void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta);
 // kernel that computes them once per position and reuses them has the definition's bits).
 void RopeCosSin(int pos, int i, int head_dim, float theta, float& c, float& s);
 
+// e^x in FP32, plumb's own, so that no definition depends on the host's libm (two builds of glibc's expf,
+// with and without FMA, round some inputs differently). In double, with C0..C2, N = 32 and the table T of
+// src/kernels/exp_constants.h (glibc's constants; docs/formats.md "e^x"):
+//   shifted = fma(N / ln 2, x, 1.5 · 2^52),  k = its low bits,  kd = shifted − 1.5 · 2^52
+//   r = fma(N / ln 2, x, −kd),  s = 2^(k/N) from T[k mod 32] and k's high bits
+//   y = fma(fma(C0, r, C1), r · r, fma(r, C2, 1)) · s,  rounded to float once
+// and for |x| ≥ 88: −inf → 0, NaN and +inf → x + x, x > 0x1.62e42ep6 → +inf, x < −0x1.9fe368p6 → 0,
+// x < −0x1.9d1d9ep6 → 2^−149, else the same polynomial. Error ≤ 0.502 ulp.
+float Exp(float x);
+
 // In-place softmax over x[0..n): subtract the max, exponentiate, divide by the FP32 left-to-right sum.
 void Softmax(float* x, int n);
-// Softmax's steps after its max: x[i] = exp(x[i] − max_value), their left-to-right sum, then each times
+// Softmax's steps after its max: x[i] = Exp(x[i] − max_value), their left-to-right sum, then each times
 // 1 / sum. For a caller that found the max (the same value Softmax's fmax scan gives) another way.
 void SoftmaxFromMax(float* x, int n, float max_value);
 
-// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + exp(-g)).
+// out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + Exp(−g)), rounded in that order.
 void SwiGlu(const float* gate, const float* up, float* out, int n);
 
 // Attention of one query head over positions [0, n_ctx) of KV head kv_head of one cache layer:

@@ -70,7 +70,7 @@ void Softmax(float* x, int n) {
 void SoftmaxFromMax(float* x, int n, float max_value) {
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max_value);
+    x[i] = Exp(x[i] - max_value);
     sum += x[i];
   }
   const float inv_sum = 1.0f / sum;
@@ -78,7 +78,7 @@ void SoftmaxFromMax(float* x, int n, float max_value) {
 }
 
 void SwiGlu(const float* gate, const float* up, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + Exp(-gate[i])) * up[i];
 }
 
 namespace {

@@ -1,0 +1,42 @@
+// Which variant of the Exp-based ops runs (exp_kernels.h), and the plain loops.
+#include "exp_kernels.h"
+#include "plumb/kernels/isa.h"
+#include "plumb/kernels/scalar.h"
+
+namespace plumb::kernels {
+namespace {
+
+void ExpMinusPlain(float* x, int n, float shift) {
+  for (int i = 0; i < n; ++i) x[i] = scalar::Exp(x[i] - shift);
+}
+
+void SwiGluPlain(const float* gate, const float* up, float* out, int n) {
+  scalar::SwiGlu(gate, up, out, n);
+}
+
+#if defined(__x86_64__)
+bool HasFma() {
+  static const bool fma = __builtin_cpu_supports("fma");
+  return fma;
+}
+#endif
+
+}  // namespace
+
+ExpMinusFn ActiveExpMinus() {
+#if defined(__x86_64__)
+  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::ExpMinus;
+  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::ExpMinus;
+#endif
+  return ExpMinusPlain;
+}
+
+SwiGluFn ActiveSwiGlu() {
+#if defined(__x86_64__)
+  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::SwiGlu;
+  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::SwiGlu;
+#endif
+  return SwiGluPlain;
+}
+
+}  // namespace plumb::kernels
