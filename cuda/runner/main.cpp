@@ -108,17 +108,25 @@ int Run(const plumb::cuda::RunnerOptions& options) {
     const plumb::fixtures::TensorFile expected = suite.Load(*c);
     const plumb::fixtures::TensorFile actual = plumb::fixtures::TensorFile::Read(results / c->file);
     for (const plumb::fixtures::Output& o : c->outputs) {
-      ++checks;
-      plumb::fixtures::Comparison r;
-      if (actual.Has(o.name)) {
-        r = plumb::fixtures::Compare(o.check, expected.Get(o.name), actual.Get(o.name));
-      } else {
-        r.detail = "missing from the results";
+      // The check's metric, then its per-element bound where it has one (PASS: worst error / bound <= 1).
+      for (const bool bound : {false, true}) {
+        if (bound && !o.check.bound) continue;
+        ++checks;
+        plumb::fixtures::Comparison r;
+        if (!actual.Has(o.name)) {
+          r.detail = "missing from the results";
+        } else if (bound) {
+          r = plumb::fixtures::CompareBound(*o.check.bound, expected.Get(o.name), actual.Get(o.name),
+                                            expected);
+        } else {
+          r = plumb::fixtures::Compare(o.check, expected.Get(o.name), actual.Get(o.name));
+        }
+        if (!r.pass) ++failed;
+        std::printf("%-48s %-8s %-11s %-12.4g %-34s %s%s%s\n", c->name.c_str(), o.name.c_str(),
+                    bound ? "bound" : o.check.metric.c_str(), r.value,
+                    bound ? "1" : ThresholdText(o.check).c_str(), r.pass ? "PASS" : "FAIL",
+                    r.pass ? "" : "  ", r.pass ? "" : r.detail.c_str());
       }
-      if (!r.pass) ++failed;
-      std::printf("%-48s %-8s %-11s %-12.4g %-34s %s%s%s\n", c->name.c_str(), o.name.c_str(),
-                  o.check.metric.c_str(), r.value, ThresholdText(o.check).c_str(), r.pass ? "PASS" : "FAIL",
-                  r.pass ? "" : "  ", r.pass ? "" : r.detail.c_str());
     }
   }
   std::printf(

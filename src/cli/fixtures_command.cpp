@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kFixturesUsage =
     "usage: plumb fixtures generate --out DIR [--model M|none] [--size small|medium] [--seed S]\n"
-    "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX] [--allow int8_activations]\n"
+    "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX] [--allow A,..]\n"
     "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX] "
     "[--kernels exact|fast]\n"
     "The golden fixture suite (docs/fixtures.md): generate writes it (op cases from plumb's scalar "
@@ -47,7 +47,8 @@ int Verify(std::span<const std::string> args, std::ostream& out) {
   f.AddValue("cases", "REGEX", "only the cases whose name matches (POSIX extended regex, searched)", ".*");
   f.AddValue("allow", "A,..",
              "what the engine does that some checks allow for, comma-separated: int8_activations "
-             "(activations rounded to 8 bits per block of 32, as ggml's Q8_1 and plumb's --kernels fast); "
+             "(activations rounded to 8 bits per block of 32, as ggml's Q8_1 and plumb's --kernels fast), "
+             "fp16_accumulation (FP16 weights' dot products summed in FP16, cuBLAS's 16F compute type); "
              "docs/fixtures.md \"Allowances\"");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));

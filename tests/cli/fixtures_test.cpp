@@ -45,14 +45,15 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   const auto bogus =
       RunPlumb("fixtures verify --allow fp4 --suite " + Path("suite") + " --results " + Path("fast"));
   EXPECT_EQ(bogus.exit_code, 1) << bogus.output;
-  EXPECT_NE(bogus.output.find("--allow fp4: unknown allowance (known: int8_activations)"), std::string::npos)
+  EXPECT_NE(bogus.output.find("--allow fp4: unknown allowance (known: int8_activations, fp16_accumulation)"),
+            std::string::npos)
       << bogus.output;
 
   // --cases selects: only the rope cases' rows.
   const auto rope =
       RunPlumb("fixtures verify --cases '^rope' --suite " + Path("suite") + " --results " + Path("res"));
   EXPECT_EQ(rope.exit_code, 0) << rope.output;
-  EXPECT_NE(rope.output.find("4 of 4 outputs PASS"), std::string::npos) << rope.output;
+  EXPECT_NE(rope.output.find("4 of 4 checks PASS"), std::string::npos) << rope.output;
 
   // A wrong result (another case's output under this name) and a missing one both FAIL, exit 1.
   fs::copy_file(Path("res/gemv.f16.n37_k333.safetensors"), Path("res/gemv.f32.n37_k333.safetensors"),
@@ -62,7 +63,8 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("gemv.f32.n37_k333"), std::string::npos);
   EXPECT_NE(bad.output.find("missing results file"), std::string::npos) << bad.output;
-  EXPECT_NE(bad.output.find("2 FAIL"), std::string::npos) << bad.output;
+  // Each FAILs its metric and its per-element bound.
+  EXPECT_NE(bad.output.find("4 FAIL"), std::string::npos) << bad.output;
 
   const auto none =
       RunPlumb("fixtures verify --cases '^nothing' --suite " + Path("suite") + " --results " + Path("res"));
