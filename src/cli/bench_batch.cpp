@@ -21,6 +21,10 @@ using roofline::ShuffleFreeBlocks;
 
 // Rounds of the paged-against-contiguous comparison (each: decode-steps steps of each layout).
 constexpr int kLayoutRounds = 5;
+// Untimed steps before each row's timed ones: the first step after the (single-threaded) cache fill took
+// twice a settled step and the next few 5-10% more, which 8 timed steps averaged into a batch-1 figure 1.5x
+// too slow (docs/performance.md, "Batch 16 against batch 1").
+constexpr int kWarmupSteps = 4;
 
 }  // namespace
 
@@ -29,7 +33,7 @@ void AddBatchBenchFlags(Flags& flags) {
                  "batched decode: sequences per step, one table row each (e.g. 1,2,4,...,64)");
   flags.AddValue("context", "T,..", "batched decode: positions each sequence holds before the timed steps",
                  "512");
-  flags.AddValue("decode-steps", "N", "batched decode: timed steps per row (after one warm-up step)", "16");
+  flags.AddValue("decode-steps", "N", "batched decode: timed steps per row (after 4 warm-up steps)", "16");
   flags.AddSwitch("deterministic", "batched decode with batch-invariant kernels");
   AddPagedKvFlags(flags);
 }
@@ -44,8 +48,8 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     if (b < 1 || b > 4096) throw MakeError("--batch: every batch size must be in [1, 4096], got ", b);
   }
   for (int t : contexts) {
-    if (t < 1 || t + kLayoutRounds * steps + 1 > mc.max_position_embeddings) {
-      throw MakeError("--context: ", t, " + ", kLayoutRounds * steps + 1,
+    if (t < 1 || t + kLayoutRounds * steps + kWarmupSteps > mc.max_position_embeddings) {
+      throw MakeError("--context: ", t, " + ", kLayoutRounds * steps + kWarmupSteps,
                       " decode steps must fit the model's context of ", mc.max_position_embeddings);
     }
   }
@@ -53,7 +57,8 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
   const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
   out << "weights read per step: " << weight_bytes << " B | threads: " << threads
       << (step_options.batch_invariant ? " | deterministic" : "") << " | " << steps
-      << " timed steps per row after 1 warm-up; KV filled with random values (decode's cost does not depend "
+      << " timed steps per row after " << kWarmupSteps
+      << " warm-up; KV filled with random values (decode's cost does not depend "
          "on them)\n\n"
       << "| context | batch | kv dtype | step ms | tok/s (all sequences) | × batch 1 | KV B/step | (weights "
          "+ KV) "
@@ -61,7 +66,7 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
   for (int ctx : contexts) {
     double batch1 = 0;
     for (int batch : batches) {
-      const int positions = ctx + steps + 1;
+      const int positions = ctx + steps + kWarmupSteps;
       PagedKvConfig kv = ReadPagedKvFlags(flags, mc, positions, batch);
       kv.prefix_caching = false;
       const int needed = batch * ((positions + kv.block_size - 1) / kv.block_size);
@@ -85,13 +90,14 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
         chunks.push_back({&cache.Sequence(seqs[s]), std::span<const int>(&tokens[s], 1)});
       }
       err << "\rbench: context " << ctx << ", batch " << batch << ": decoding          " << std::flush;
-      model.Step(chunks, step_options);  // warm-up
+      for (int i = 0; i < kWarmupSteps; ++i) model.Step(chunks, step_options);
       const Clock::time_point start = Clock::now();
       for (int i = 0; i < steps; ++i) model.Step(chunks, step_options);
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / steps;
       const double tok_s = batch / seconds;
       if (batch == 1) batch1 = tok_s;
-      const double kv_bytes = static_cast<double>(kv.BytesPerToken()) * batch * (ctx + 1 + steps / 2.0);
+      const double kv_bytes =
+          static_cast<double>(kv.BytesPerToken()) * batch * (ctx + kWarmupSteps + steps / 2.0);
       out << "| " << ctx << " | " << batch << " | " << KvDtypeName(kv.dtype) << " | "
           << Fixed(seconds * 1e3, 2) << " | " << Fixed(tok_s, 1) << " | "
           << (batch1 > 0 ? Fixed(tok_s / batch1, 2) : "") << " | " << Fixed(kv_bytes, 0) << " | "

@@ -50,7 +50,7 @@ Flags RooflineFlags() {
   f.AddValue("batch", "B,..", "sequences per decode step", "1,4,16");
   f.AddValue("context", "T,..", "positions each sequence holds before the timed steps", "128,1024,4096");
   f.AddValue("prompt-tokens", "P", "prefill length", "128");
-  f.AddValue("steps", "N", "timed decode steps per (batch, context) after one warm-up", "3");
+  f.AddValue("steps", "N", "timed decode steps per (batch, context) after three warm-up steps", "3");
   f.AddValue("prefill-runs", "R", "timed prefills after one warm-up", "2");
   f.AddValue("kv-budget-mib", "MiB", "skip (batch, context) rows whose KV cache needs more", "4096");
   AddHostProbeFlags(f, "256");

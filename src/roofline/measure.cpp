@@ -61,7 +61,10 @@ double TimeDecodeStep(Model& model, KvDtype kv, int batch, int context, int step
     }
     for (ContiguousKvCache& c : caches) c.set_length(context);
   };
-  step();  // warm-up: buffers grown, weights in the page cache
+  // Warm-up: buffers grown, weights in the page cache, the pool's threads awake. One step was not enough: the
+  // first steps after the caches are made ran up to twice a settled step's time (docs/performance.md,
+  // "Batch 16 against batch 1").
+  for (int i = 0; i < 3; ++i) step();
   const Observed observed(model, observer);
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < steps; ++i) step();
