@@ -47,7 +47,7 @@ std::int64_t RoundUp16(std::int64_t n) {
 }
 
 struct UnitKernels {
-  DecodeKvRowFn decode;
+  DecodeKvRowsFn decode;
   AccumulateFn accumulate;
 };
 
@@ -68,7 +68,7 @@ void ForEachTile(const KvLayerView& kv, int n_ctx, Fn&& fn) {
 // Meanwhile asks for the rows of the next tile (the hardware prefetchers do not follow a jump to another
 // block).
 const std::uint8_t* TileRows(const KvLayerView& kv, const void* data, float scale, int c, int t, int count,
-                             int next, int next_count, float* staging, DecodeKvRowFn decode,
+                             int next, int next_count, float* staging, DecodeKvRowsFn decode,
                              std::size_t& stride) {
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
   const auto position_bytes = static_cast<std::size_t>(kv.position_stride * element_bytes);
@@ -88,9 +88,7 @@ const std::uint8_t* TileRows(const KvLayerView& kv, const void* data, float scal
     stride = position_bytes;
     return first;
   }
-  for (int i = 0; i < count; ++i) {
-    decode(kv.dtype, first + i * position_bytes, kv.head_dim, scale, staging + Extent(i, kv.head_dim));
-  }
+  decode(kv.dtype, first, position_bytes, count, kv.head_dim, scale, staging);
   stride = Extent(kv.head_dim, sizeof(float));
   return reinterpret_cast<const std::uint8_t*>(staging);
 }
@@ -190,7 +188,7 @@ bool AttendByKvHeads(std::span<const AttentionItem> items, int n_heads) {
   if (ws.buffers.size() < static_cast<std::size_t>(per_thread * threads)) {
     ws.buffers.resize(static_cast<std::size_t>(per_thread * threads));
   }
-  const UnitKernels kernels{ActiveDecodeKvRow(), ActiveAccumulate()};
+  const UnitKernels kernels{ActiveDecodeKvRows(), ActiveAccumulate()};
   const std::int64_t units = static_cast<std::int64_t>(ws.rows.size()) * parts;
   ParallelForDynamic(units, [&](std::int64_t unit, int t) {
     const RowRef& r = ws.rows[static_cast<std::size_t>(unit / parts)];

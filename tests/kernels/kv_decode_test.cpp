@@ -81,6 +81,35 @@ TEST_P(KvDecodeTest, LengthsAndOffsetsThatAreNotWholeSteps) {
   }
 }
 
+// DecodeKvRows (one call for a tile of rows, the attention kernels' way) against DecodeKv row by row: every
+// code, rows a stride apart with bytes between them that must not be read into the output, row lengths that
+// take the whole-register paths (64, 128) and ones that do not (37), and scales with and without the E4M3
+// shortcut.
+TEST_P(KvDecodeTest, RowsAStrideApartAreEachRowsDefinition) {
+  const KvDtype dtype = std::get<1>(GetParam());
+  int count = 0;
+  const std::vector<std::uint8_t> codes = EveryCode(dtype, count);
+  const std::size_t bytes = KvDtypeBytes(dtype);
+  const kernels::DecodeKvRowsFn rows_of = kernels::ActiveDecodeKvRows();
+  constexpr int rows = 16;
+  for (const int n : {37, 64, 128}) {
+    const std::size_t stride = n * bytes + 3 * bytes + 1;  // a gap, and rows at odd addresses
+    // The codes over and over (so every row holds NaNs, infinities and subnormals wherever they fall).
+    std::vector<std::uint8_t> buffer(rows * stride);
+    for (std::size_t j = 0; j < buffer.size(); ++j) buffer[j] = codes[1 + j % (codes.size() - 1)];
+    for (const float scale : {0.0372f, -0.75f, 0x1p121f}) {
+      std::vector<float> expected(static_cast<std::size_t>(rows) * n), actual(expected.size(), -1.0f);
+      for (int r = 0; r < rows; ++r) {
+        DecodeKv(dtype, buffer.data() + r * stride, n, scale,
+                 expected.data() + static_cast<std::size_t>(r) * n);
+      }
+      rows_of(dtype, buffer.data(), stride, rows, n, scale, actual.data());
+      ASSERT_EQ(std::memcmp(expected.data(), actual.data(), expected.size() * sizeof(float)), 0)
+          << KvDtypeName(dtype) << ", n " << n << ", scale " << scale;
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // With the denormals-are-zero bit of MXCSR set (a caller's choice plumb cannot rule out), a variant that
 // built E4M3's subnormal codes from FP32 subnormals (the bits in place, times 2^120: fewer instructions, but

@@ -12,6 +12,8 @@
 // ActiveIsa() (kernels/isa.h), so PLUMB_ISA and SetIsa choose it as they choose the row dots.
 #pragma once
 
+#include <cstddef>
+
 #include "plumb/formats/kv_dtype.h"
 
 namespace plumb::kernels {
@@ -25,6 +27,13 @@ void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst)
 using DecodeKvRowFn = void (*)(KvDtype dtype, const void* src, int n, float scale, float* dst);
 DecodeKvRowFn ActiveDecodeKvRow();
 
+// DecodeKvRow of `count` rows of n elements, row i at src + i · src_stride bytes, into dst + i · n: one call
+// for a tile of positions (attention decodes sixteen positions of one KV head at a time, and a call per
+// 64-element row spent more on the call and its set-up than on the conversion). The variant of ActiveIsa().
+using DecodeKvRowsFn = void (*)(KvDtype dtype, const void* src, std::size_t src_stride, int count, int n,
+                                float scale, float* dst);
+DecodeKvRowsFn ActiveDecodeKvRows();
+
 #if defined(__x86_64__)
 namespace avx2 {
 // Requires IsaSupported(Isa::kAvx2). Same contract as kernels::DecodeKvRow.
@@ -34,6 +43,9 @@ namespace avx512 {
 // Requires IsaSupported(Isa::kAvx512). Same contract as kernels::DecodeKvRow (f16 and fp8-e4m3 on 512-bit
 // registers, the rest through avx2::).
 void DecodeKvRow(KvDtype dtype, const void* src, int n, float scale, float* dst);
+// DecodeKvRowsFn: the same conversions, their constants set up once for all the rows.
+void DecodeKvRows(KvDtype dtype, const void* src, std::size_t src_stride, int count, int n, float scale,
+                  float* dst);
 }  // namespace avx512
 #endif
 
