@@ -9,6 +9,7 @@
 
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
+#include "plumb/cli/prompt_lines.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/perplexity.h"
 
@@ -41,14 +42,6 @@ constexpr const char* kPerplexityUsage =
     "prints the perplexity with its standard error (llama.cpp's definition). With --kl-base, runs the base\n"
     "model over the same windows and prints its perplexity, the mean KL divergence (nats) of the model's\n"
     "next-token distribution from the base's, and how often both rank the same token first.\n\nflags:\n";
-
-std::string ReadTextFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw MakeError(path, ": cannot open text file");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 

@@ -1,7 +1,9 @@
 #include "plumb/cli/prompt_lines.h"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "plumb/cli/flags.h"
 #include "plumb/core/error.h"
@@ -32,6 +34,15 @@ std::vector<int> ParseIdLine(const std::string& name, int number, const std::str
     start = comma + 1;
   }
   return ids;
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw MakeError(path, ": cannot open text file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) throw MakeError(path, ": read error");
+  return text.str();
 }
 
 }  // namespace plumb::cli

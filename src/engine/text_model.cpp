@@ -8,29 +8,52 @@
 
 namespace plumb {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsGgufPath(const fs::path& p) {
+  return p.extension() == ".gguf" && fs::exists(p);
+}
+
+std::optional<Tokenizer> GgufTokenizer(const GgufFile& file) {
+  if (!file.Has("tokenizer.ggml.model")) return std::nullopt;
+  return Tokenizer::FromGguf(file);
+}
+
+// The tokenizer beside a checkpoint's weights. tokenizer.gguf is how plumb pack carries a SentencePiece GGUF
+// tokenizer (docs/formats.md, "The tokenizer of a GGUF source"). It wins over a tokenizer.json beside it: it
+// is the source's tokenizer verbatim, merged by piece score as llama.cpp does, where tokenizer.json can only
+// say merge ranks, which order tied pairs differently. The chat template comes with it
+// (tokenizer.chat_template), as from a model GGUF.
+std::optional<Tokenizer> CheckpointTokenizer(const fs::path& p) {
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  if (fs::exists(dir / "tokenizer.gguf"))
+    return Tokenizer::FromGguf(GgufFile::Open((dir / "tokenizer.gguf").string()));
+  if (fs::exists(dir / "tokenizer.json"))
+    return Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+  return std::nullopt;
+}
+
+}  // namespace
+
 TextModel TextModel::Load(const std::string& path) {
-  namespace fs = std::filesystem;
   const fs::path p(path);
-  if (p.extension() == ".gguf" && fs::exists(p)) {
+  if (IsGgufPath(p)) {
     auto file = std::make_shared<const GgufFile>(GgufFile::Open(path));
     Model model = Model::FromGguf(file);
-    std::optional<Tokenizer> tokenizer;
-    if (file->Has("tokenizer.ggml.model")) tokenizer.emplace(Tokenizer::FromGguf(*file));
+    std::optional<Tokenizer> tokenizer = GgufTokenizer(*file);
     return TextModel{std::move(model), std::move(tokenizer)};
   }
   Model model = Model::Load(path);
-  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
-  std::optional<Tokenizer> tokenizer;
-  // tokenizer.gguf is how plumb pack carries a SentencePiece GGUF tokenizer (docs/formats.md, "The tokenizer
-  // of a GGUF source"). It wins over a tokenizer.json beside it: it is the source's tokenizer verbatim,
-  // merged by piece score as llama.cpp does, where tokenizer.json can only say merge ranks, which order tied
-  // pairs differently. The chat template comes with it (tokenizer.chat_template), as from a model GGUF.
-  if (fs::exists(dir / "tokenizer.gguf")) {
-    tokenizer.emplace(Tokenizer::FromGguf(GgufFile::Open((dir / "tokenizer.gguf").string())));
-  } else if (fs::exists(dir / "tokenizer.json")) {
-    tokenizer.emplace(Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()));
-  }
-  return TextModel{std::move(model), std::move(tokenizer)};
+  return TextModel{std::move(model), CheckpointTokenizer(p)};
+}
+
+std::optional<Tokenizer> TextModel::LoadTokenizer(const std::string& path) {
+  const fs::path p(path);
+  if (IsGgufPath(p)) return GgufTokenizer(GgufFile::Open(path));
+  if (!fs::exists(p)) throw MakeError(path, ": no such file or directory");
+  return CheckpointTokenizer(p);
 }
 
 const Tokenizer& TextModel::RequireTokenizer(const std::string& what) const {

@@ -47,6 +47,11 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
 // The golden fixture suite (docs/fixtures.md); tables to `out`, progress to `err`.
 int RunFixtures(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb tokenize --model PATH (--prompt TEXT | --file F | --detokenize IDS) [--show
+// ids|pieces|json|text|count
+//                --no-bos --no-parse-special --chat --system TEXT --chat-template NAME]: the tokenizer alone.
+int RunTokenize(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
             std::istream& in = std::cin);

@@ -1,5 +1,6 @@
-// The prompts files of plumb generate --prompts-file / --prompt-ids-file: one prompt per non-empty line.
-// Split out of the command (src/cli/generate_batch.cpp) so that tests and fuzz/prompts_fuzz.cpp reach them.
+// The text inputs of the commands: plumb generate's prompts files (--prompts-file / --prompt-ids-file: one
+// prompt per non-empty line; split out of src/cli/generate_batch.cpp so that tests and
+// fuzz/prompts_fuzz.cpp reach them) and the whole text files of --file (perplexity, tokenize).
 #pragma once
 
 #include <istream>
@@ -16,5 +17,8 @@ std::vector<std::pair<int, std::string>> ReadPromptLines(std::istream& in, const
 // One line of a --prompt-ids-file: comma-separated token ids, each a decimal integer in [0, INT_MAX] with
 // spaces or tabs around it allowed. Errors name the file, the line number and the field.
 std::vector<int> ParseIdLine(const std::string& name, int number, const std::string& line);
+
+// The bytes of the file at `path`, as they are; throws plumb::Error naming the path when it cannot be read.
+std::string ReadTextFile(const std::string& path);
 
 }  // namespace plumb::cli

@@ -22,6 +22,10 @@ struct TextModel {
   // present (a packed SentencePiece tokenizer; preferred), else from tokenizer.json (if present).
   static TextModel Load(const std::string& path);
 
+  // The tokenizer Load would find for `path`, without reading the weights (plumb tokenize); std::nullopt
+  // where the model has none. Throws plumb::Error naming the path when there is nothing there.
+  static std::optional<Tokenizer> LoadTokenizer(const std::string& path);
+
   // The tokenizer, or a plumb::Error saying that `what` needs one and this model has none.
   const Tokenizer& RequireTokenizer(const std::string& what) const;
 

@@ -1,0 +1,141 @@
+// plumb tokenize on the default model's tokenizer (SmolLM2, read from its GGUF without the weights): the ids
+// Hugging Face `tokenizers` gives the committed corpus (fixtures/tokenizer/expected-smollm.json, with and
+// without special-token parsing), ids back to text, the chat rendering plumb chat sends, every output form,
+// and one clear error per kind of bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "plumb/cli/commands.h"
+#include "plumb/core/error.h"
+
+namespace plumb {
+namespace {
+
+const std::string kSmolLm2 = std::string(PLUMB_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kTokenizerFixtures = std::string(PLUMB_SOURCE_DIR) + "/fixtures/tokenizer";
+
+class Tokenize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kSmolLm2)) GTEST_SKIP() << kSmolLm2 << " not fetched (scripts/fetch-model)";
+  }
+
+  // plumb tokenize --model SmolLM2 ARGS..., in process: its standard output (the command must succeed).
+  static std::string Run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"tokenize", "--model", kSmolLm2});
+    std::ostringstream out, err;
+    EXPECT_EQ(cli::RunMain(args, out, err), 0) << err.str();
+    return out.str();
+  }
+
+  // The error the command throws for ARGS (plumb's main prints it as one line).
+  static std::string ErrorOf(std::vector<std::string> args) {
+    args.insert(args.begin(), {"tokenize", "--model", kSmolLm2});
+    std::ostringstream out, err;
+    try {
+      cli::RunMain(args, out, err);
+    } catch (const plumb::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+
+  static nlohmann::json Json(const std::string& name) {
+    std::ifstream in(kTokenizerFixtures + "/" + name);
+    return nlohmann::json::parse(in);
+  }
+};
+
+std::string Ids(const std::vector<int>& ids) {
+  std::ostringstream text;
+  for (std::size_t i = 0; i < ids.size(); ++i) text << (i ? "," : "") << ids[i];
+  text << "\n";
+  return text.str();
+}
+
+TEST_F(Tokenize, GivesHuggingFaceIdsForTheCorpusWithAndWithoutSpecialTokens) {
+  // Every text of the corpus whose special tokens parse differently, and every fifth of the others (a call
+  // reads the tokenizer afresh: the whole corpus took seconds; tests/tokenizer checks all of it in process).
+  // Entries given as raw bytes (invalid UTF-8) cannot be a command-line argument and are left to those tests.
+  const nlohmann::json corpus = Json("corpus.json");
+  const nlohmann::json expected = Json("expected-smollm.json");
+  ASSERT_EQ(corpus.size(), expected["plain"].size());
+  int special_texts = 0, checked = 0;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    if (!corpus[i].is_string()) continue;
+    const std::string text = corpus[i];
+    const auto plain = expected["plain"][i].get<std::vector<int>>();
+    const auto special = expected["special"][i].get<std::vector<int>>();
+    if (plain == special && i % 5 != 0) continue;
+    special_texts += plain != special;
+    ++checked;
+    // SmolLM2's tokenizer adds no BOS, so these are the encoder's ids as they are.
+    EXPECT_EQ(Run({"--prompt", text, "--no-parse-special"}), Ids(plain)) << "text " << i;
+    EXPECT_EQ(Run({"--prompt", text}), Ids(special)) << "text " << i;
+  }
+  EXPECT_GT(special_texts, 0) << "the corpus has texts whose special tokens parse differently";
+  EXPECT_GT(checked, 15);
+}
+
+TEST_F(Tokenize, DetokenizeGivesTheTextBack) {
+  const std::string text = "Hello, world! ünïcode 🙂 and\ttabs";
+  const std::string ids = Run({"--prompt", text});
+  EXPECT_EQ(Run({"--detokenize", ids.substr(0, ids.size() - 1)}), text + "\n");
+}
+
+TEST_F(Tokenize, ChatShowsTheRenderedPromptAndItsTokens) {
+  const std::string rendered = Run({"--prompt", "What is 2+2?", "--chat", "--show", "text"});
+  EXPECT_EQ(
+      rendered,
+      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+      "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+  // The chat's ids are the rendered text's, its special tokens read as such, nothing added.
+  EXPECT_EQ(Run({"--prompt", "What is 2+2?", "--chat"}), Run({"--prompt", rendered, "--no-bos"}));
+  const std::string with_system =
+      Run({"--prompt", "Hi", "--chat", "--system", "Be brief.", "--show", "text"});
+  EXPECT_EQ(with_system,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST_F(Tokenize, PiecesJsonAndCount) {
+  // " \xc3" and "\xbc" are the two halves of "ü" as byte-level tokens: shown escaped, never as bad UTF-8.
+  EXPECT_EQ(Run({"--prompt", "Hi ü<|im_end|>", "--show", "pieces"}),
+            "26843\t'Hi'\n5549\t' \\xc3'\n137\t'\\xbc'\n2\t<|im_end|>\n");
+  EXPECT_EQ(Run({"--prompt", "Hi ü", "--show", "count"}), "3\n");
+  const nlohmann::json doc = nlohmann::json::parse(Run({"--prompt", "Hi ü<|im_end|>", "--show", "json"}));
+  EXPECT_EQ(doc["count"], 4);
+  EXPECT_EQ(doc["ids"], nlohmann::json({26843, 5549, 137, 2}));
+  EXPECT_EQ(doc["tokens"][1]["bytes"], nlohmann::json({32, 0xc3}));
+  EXPECT_EQ(doc["tokens"][3]["special"], true);
+  EXPECT_EQ(doc["tokens"][3]["piece"], "<|im_end|>");
+}
+
+TEST_F(Tokenize, EveryBadInputIsOneClearError) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{}, "give exactly one of --prompt TEXT, --file F and --detokenize IDS"},
+      {{"--prompt", "a", "--file", "b"}, "give exactly one of"},
+      {{"--prompt", "a", "--show", "tokens"}, "--show tokens: expected ids, pieces, json, text or count"},
+      {{"--prompt", "a", "--system", "s"}, "--system and --chat-template only apply with --chat"},
+      {{"--prompt", "a", "--chat", "--no-bos"}, "do not apply with --chat"},
+      {{"--detokenize", "1,49152"},
+       "--detokenize: id 49152 (position 1) is outside the vocabulary [0, 49152)"},
+      {{"--detokenize", "1,-3"}, "--detokenize"},
+      {{"--file", "/nonexistent/text"}, "/nonexistent/text: cannot open text file"},
+      {{"--prompt", "a", "--chat", "--chat-template", "vicuna"}, "vicuna"},
+  };
+  for (const auto& [args, expected] : bad) {
+    const std::string message = ErrorOf(args);
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+  std::ostringstream out, err;
+  const std::vector<std::string> missing = {"tokenize", "--model", "/nonexistent/model", "--prompt", "a"};
+  EXPECT_THROW(cli::RunMain(missing, out, err), plumb::Error);
+}
+
+}  // namespace
+}  // namespace plumb
