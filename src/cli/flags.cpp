@@ -73,15 +73,20 @@ long long ParseInteger(const std::string& text, long long min_value, long long m
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+  if (text.empty() || end != text.c_str() + text.size())
     throw MakeError(what, ": '", text, "' is not an integer");
+  // Too large (or small) even for a long long: said so, with the range, never as some other number.
+  const bool overflow = errno == ERANGE;
+  if ((overflow && value > 0) || value > max_value) {
+    throw MakeError(what, ": ", text, " is outside [", min_value, ", ", max_value, "] (too large)");
   }
-  if (value < min_value || value > max_value) {
-    if (value < min_value && (max_value == std::numeric_limits<long long>::max() ||
-                              max_value == std::numeric_limits<int>::max())) {
+  if (value < min_value) {
+    if (value != std::numeric_limits<long long>::min() &&
+        (max_value == std::numeric_limits<long long>::max() ||
+         max_value == std::numeric_limits<int>::max())) {
       throw MakeError(what, ": ", value, " must be at least ", min_value);
     }
-    throw MakeError(what, ": ", value, " is outside [", min_value, ", ", max_value, "]");
+    throw MakeError(what, ": ", text, " is outside [", min_value, ", ", max_value, "] (too small)");
   }
   return value;
 }

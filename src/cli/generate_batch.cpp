@@ -35,8 +35,9 @@ int RunGenerateBatch(const Flags& flags, TextModel& loaded, const GenerationOpti
 
   std::vector<std::vector<int>> prompts;
   for (const auto& [number, line] : ReadPromptsFile(path)) {
-    prompts.push_back(text_mode ? tokenizer->Encode(line, /*add_special=*/true, /*parse_special=*/true)
-                                : ParseIdLine(path, number, line));
+    prompts.push_back(text_mode
+                          ? tokenizer->Encode(line, /*add_special=*/true, !flags.Switch("no-parse-special"))
+                          : ParseIdLine(path, number, line));
   }
   const PagedKvConfig kv = ReadPagedKvFlags(flags, loaded.model.config(), ctx, so.max_running);
   PagedKvCache cache(kv);

@@ -16,7 +16,9 @@ namespace {
 Flags GenerateFlags() {
   Flags f;
   AddModelFlag(f);
-  f.AddValue("prompt", "TEXT", "the prompt as text (special tokens such as <|im_start|> are recognised)");
+  f.AddValue(
+      "prompt", "TEXT",
+      "the prompt as text (special tokens such as <|im_start|> are read as such, unless --no-parse-special)");
   f.AddValue("prompt-ids", "IDS", "the prompt as comma-separated token ids, e.g. 1,2,3 (prints ids)");
   f.AddValue("prompts-file", "F", "many prompts, one per line, generated together (continuous batching)");
   f.AddValue("prompt-ids-file", "F", "many prompts as comma-separated token ids, one per line (prints ids)");
@@ -24,6 +26,8 @@ Flags GenerateFlags() {
   AddSamplingFlags(f, SamplingParams{});
   AddRuntimeFlags(f, "context length (KV cache positions); 0 = the model's context length", "0");
   f.AddSwitch("ignore-eos", "do not stop at the model's end-of-generation tokens");
+  f.AddSwitch("no-parse-special",
+              "read special-token texts such as <|im_start|> in --prompt / --prompts-file as plain text");
   AddPagedKvFlags(f);
   AddSchedulerFlags(f);
   return f;
@@ -67,7 +71,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   if (batch) return RunGenerateBatch(flags, loaded, options, ctx, out, err);
   if (text_mode) {
     const Tokenizer& tokenizer = loaded.RequireTokenizer("--prompt");
-    prompt = tokenizer.Encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
+    prompt = tokenizer.Encode(prompt_text, /*add_special=*/true, !flags.Switch("no-parse-special"));
   }
   ContiguousKvCache cache = loaded.model.NewKvCache(ctx, ReadKvDtypeFlag(flags));
 

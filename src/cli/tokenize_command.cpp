@@ -184,15 +184,15 @@ int RunTokenize(std::span<const std::string> args, std::ostream& out, std::ostre
     return 0;
   }
   // As plumb chat does it (src/engine/chat_session.cpp): the conversation rendered, then tokenized with the
-  // template's own BOS and special tokens.
+  // template's own BOS and special tokens, the messages' texts as plain text.
   const ChatTemplate chat_template =
       ChatTemplateFor(tokenizer, flags.IsSet("chat-template") ? flags.String("chat-template") : "");
   std::vector<ChatMessage> messages;
-  if (flags.IsSet("system")) messages.push_back({"system", flags.String("system")});
-  messages.push_back({"user", text});
-  const std::string rendered = chat_template.Render(messages, /*add_generation_prompt=*/true);
-  PrintTokens(tokenizer, rendered, tokenizer.Encode(rendered, /*add_special=*/false, /*parse_special=*/true),
-              show, out);
+  if (flags.IsSet("system")) messages.push_back({"system", unicode::ToValidUtf8(flags.String("system"))});
+  messages.push_back({"user", unicode::ToValidUtf8(text)});
+  const RenderedChat rendered = chat_template.RenderWithContents(messages, /*add_generation_prompt=*/true);
+  PrintTokens(tokenizer, rendered.text,
+              tokenizer.EncodeTemplated(rendered.text, /*add_special=*/false, rendered.contents), show, out);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include "plumb/core/error.h"
 #include "plumb/tokenizer/tokenizer.h"
+#include "plumb/tokenizer/unicode.h"
 
 namespace plumb {
 namespace {
@@ -27,32 +28,41 @@ ChatSession::ChatSession(Model& model, const Tokenizer& tokenizer, ChatTemplate 
 
 void ChatSession::Reset() {
   messages_.clear();
-  if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
+  if (!system_prompt_.empty()) messages_.push_back({"system", unicode::ToValidUtf8(system_prompt_)});
   cache_.set_length(0);
   kv_text_.clear();
 }
 
-std::vector<int> ChatSession::TokensToPrefill(const std::string& prompt, bool& reprefill) {
+std::vector<int> ChatSession::TokensToPrefill(const RenderedChat& rendered, bool& reprefill) {
+  const std::string& prompt = rendered.text;
   reprefill = !(cache_.length() > 0 && prompt.size() > kv_text_.size() && prompt.starts_with(kv_text_));
   if (reprefill) {
     cache_.set_length(0);
     kv_text_.clear();
-    // The template writes BOS itself where the model wants one (e.g. Llama-3's <|begin_of_text|>).
-    return tokenizer_.Encode(prompt, /*add_special=*/false, /*parse_special=*/true);
   }
-  return tokenizer_.Encode(std::string_view(prompt).substr(kv_text_.size()), false, true);
+  // The part after what the cache holds, and the contents' ranges within it. The template writes BOS
+  // itself where the model wants one (e.g. Llama-3's <|begin_of_text|>); its own special tokens are read
+  // as such, a message's text never is (docs/tokenizers.md "Special tokens").
+  const std::size_t from = kv_text_.size();
+  std::vector<std::pair<std::size_t, std::size_t>> plain;
+  for (const auto& [begin, end] : rendered.contents) {
+    if (end > from) plain.push_back({std::max(begin, from) - from, end - from});
+  }
+  return tokenizer_.EncodeTemplated(std::string_view(prompt).substr(from), /*add_special=*/false, plain);
 }
 
 ChatTurn ChatSession::Send(const std::string& user_message,
                            const std::function<void(std::string_view)>& on_text) {
   const std::vector<ChatMessage> before = messages_;
-  messages_.push_back({"user", user_message});
+  // Valid UTF-8 (each ill-formed sequence as U+FFFD, as the tokenizer reads it anyway), so that the
+  // contents' byte ranges in the rendering are the tokenizer's.
+  messages_.push_back({"user", unicode::ToValidUtf8(user_message)});
   ChatTurn turn;
 
-  std::string prompt;
+  RenderedChat prompt;
   std::vector<int> tokens;
   for (;;) {
-    prompt = template_.Render(messages_, /*add_generation_prompt=*/true);
+    prompt = template_.RenderWithContents(messages_, /*add_generation_prompt=*/true);
     tokens = TokensToPrefill(prompt, turn.reprefilled);
     const int room = cache_.max_positions() - cache_.length() - static_cast<int>(tokens.size());
     if (room >= std::min(kMinReplyTokens, options_.max_new_tokens)) break;
@@ -91,7 +101,7 @@ ChatTurn ChatSession::Send(const std::string& user_message,
   // generated token but that one.
   std::vector<int> in_cache = generated;
   in_cache.pop_back();
-  kv_text_ = prompt + tokenizer_.Decode(in_cache);
+  kv_text_ = prompt.text + tokenizer_.Decode(in_cache);
   if (tokenizer_.IsEndOfGeneration(generated.back())) generated.pop_back();
   turn.reply = tokenizer_.Decode(generated);
   messages_.push_back({"assistant", turn.reply});

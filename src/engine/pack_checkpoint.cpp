@@ -54,8 +54,15 @@ void WriteText(const fs::path& path, const std::string& text) {
 // The directory a Hugging Face model path's tokenizer files lie in, or "" for a GGUF file.
 fs::path HfDir(const std::string& model_path) {
   const fs::path p(model_path);
-  if (p.extension() == ".gguf") return {};
-  return fs::is_directory(p) ? p : p.parent_path();
+  switch (DetectModelPath(model_path)) {  // by content, as Model::Load
+    case ModelPathKind::kGguf:
+      return {};
+    case ModelPathKind::kCheckpointDir:
+      return p;
+    case ModelPathKind::kSafetensorsFile:
+      break;
+  }
+  return p.parent_path();
 }
 
 }  // namespace

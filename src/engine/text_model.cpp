@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool IsGgufPath(const fs::path& p) {
-  return p.extension() == ".gguf" && fs::exists(p);
+  return DetectModelPath(p.string()) == ModelPathKind::kGguf;
 }
 
 std::optional<Tokenizer> GgufTokenizer(const GgufFile& file) {
@@ -52,7 +52,6 @@ TextModel TextModel::Load(const std::string& path) {
 std::optional<Tokenizer> TextModel::LoadTokenizer(const std::string& path) {
   const fs::path p(path);
   if (IsGgufPath(p)) return GgufTokenizer(GgufFile::Open(path));
-  if (!fs::exists(p)) throw MakeError(path, ": no such file or directory");
   return CheckpointTokenizer(p);
 }
 

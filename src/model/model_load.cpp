@@ -50,16 +50,46 @@ Model Model::FromGguf(const std::shared_ptr<const GgufFile>& file) {
   return Model(std::move(config), std::move(weights));
 }
 
-Model Model::Load(const std::string& path) {
+ModelPathKind DetectModelPath(const std::string& path) {
   const fs::path p(path);
-  if (!fs::exists(p)) throw MakeError(path, ": model path does not exist");
-  if (p.extension() == ".gguf") return FromGguf(std::make_shared<const GgufFile>(GgufFile::Open(path)));
-  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  std::error_code error;
+  if (!fs::exists(p, error)) throw MakeError(path, ": model path does not exist");
+  if (fs::is_directory(p, error)) return ModelPathKind::kCheckpointDir;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MakeError(path, ": cannot open the model file");
+  unsigned char head[9] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const auto got = static_cast<std::size_t>(in.gcount());
+  if (got >= 4 && head[0] == 'G' && head[1] == 'G' && head[2] == 'U' && head[3] == 'F')
+    return ModelPathKind::kGguf;
+  // safetensors: the JSON header's length (little-endian u64; a header is never near 2^32 bytes), then '{'.
+  if (got == 9 && head[8] == '{' && head[4] == 0 && head[5] == 0 && head[6] == 0 && head[7] == 0) {
+    return ModelPathKind::kSafetensorsFile;
+  }
+  std::string bytes;
+  for (std::size_t i = 0; i < got; ++i) {
+    static const char* const kHex = "0123456789abcdef";
+    bytes += i ? " " : "";
+    bytes += kHex[head[i] >> 4];
+    bytes += kHex[head[i] & 15];
+  }
+  throw MakeError(path, ": not a GGUF or safetensors file (",
+                  got == 0 ? std::string("empty") : "first bytes " + bytes, ") and not a directory");
+}
+
+Model Model::Load(const std::string& path) {
+  const ModelPathKind kind = DetectModelPath(path);
+  if (kind == ModelPathKind::kGguf) return FromGguf(std::make_shared<const GgufFile>(GgufFile::Open(path)));
+  const fs::path p(path);
+  const fs::path dir = kind == ModelPathKind::kCheckpointDir ? p : p.parent_path();
   const fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path)) throw MakeError(path, ": no config.json in ", dir.string());
+  if (!fs::exists(config_path)) {
+    if (kind == ModelPathKind::kCheckpointDir) throw MakeError(path, ": a directory with no config.json");
+    throw MakeError(path, ": a safetensors file with no config.json beside it in ", dir.string());
+  }
   ModelConfig config = LoadConfigJson(config_path.string());
   std::vector<std::string> files =
-      fs::is_directory(p) ? SafetensorsFilesIn(p) : std::vector<std::string>{path};
+      kind == ModelPathKind::kCheckpointDir ? SafetensorsFilesIn(p) : std::vector<std::string>{path};
   ModelWeights weights = LoadSafetensorsWeights(config, files);
   return Model(std::move(config), std::move(weights));
 }

@@ -343,33 +343,45 @@ void ValidateConversation(ChatStyle style, const std::vector<ChatMessage>& messa
   }
 }
 
+// Appends a message's content (or a system prompt) to the rendering and records where it lies.
+void AppendContent(RenderedChat& r, std::string_view content) {
+  r.contents.push_back({r.text.size(), r.text.size() + content.size()});
+  r.text += content;
+}
+
 // {{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}} for each message,
 // after the default system turn if the template has one and the first message is not a system one;
 // {{ '<|im_start|>assistant\n' }} for the generation prompt. Contents are not stripped.
-std::string RenderChatMl(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                         const std::string* default_system_prompt) {
-  std::string out;
+RenderedChat RenderChatMl(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const std::string* default_system_prompt) {
+  RenderedChat r;
   if (default_system_prompt != nullptr && messages[0].role != "system") {
-    out += "<|im_start|>system\n" + *default_system_prompt + "<|im_end|>\n";
+    r.text += "<|im_start|>system\n";
+    AppendContent(r, *default_system_prompt);
+    r.text += "<|im_end|>\n";
   }
-  for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
+  for (const ChatMessage& m : messages) {
+    r.text += "<|im_start|>" + m.role + "\n";
+    AppendContent(r, m.content);
+    r.text += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
+  return r;
 }
 
 // '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>'
 // for each message, bos_token before the first; '<|start_header_id|>assistant<|end_header_id|>\n\n' for the
 // generation prompt.
-std::string RenderLlama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                         const std::string& bos) {
-  std::string out = bos;
+RenderedChat RenderLlama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const std::string& bos) {
+  RenderedChat r{bos, {}};
   for (const ChatMessage& m : messages) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-    out += PythonStrip(m.content);
-    out += "<|eot_id|>";
+    r.text += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+    AppendContent(r, PythonStrip(m.content));
+    r.text += "<|eot_id|>";
   }
-  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
+  if (add_generation_prompt) r.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return r;
 }
 
 // A first system message is folded into the first user turn: content = '<<SYS>>\n' + system_message +
@@ -377,38 +389,39 @@ std::string RenderLlama3(const std::vector<ChatMessage>& messages, bool add_gene
 // ' [/INST]' and assistant turns ' '  + content.strip() + ' ' + eos_token. The strip applies to the whole
 // folded text, so the system message is never stripped and the first user content only at its end.
 // There is no generation prompt: a prompt that ends with a user turn already ends with "[/INST]".
-std::string RenderLlama2(const std::vector<ChatMessage>& messages, const std::string& bos,
-                         const std::string& eos) {
+// The folded <<SYS>> markup counts as content: it is plain text in Llama 2's vocabulary either way.
+RenderedChat RenderLlama2(const std::vector<ChatMessage>& messages, const std::string& bos,
+                          const std::string& eos) {
   const bool has_system = messages[0].role == "system";
-  std::string out;
+  RenderedChat r;
   for (std::size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
     std::string content = messages[i].content;
     if (has_system && i == 1) content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
     if (messages[i].role == "user") {
-      out += bos + "[INST] ";
-      out += PythonStrip(content);
-      out += " [/INST]";
+      r.text += bos + "[INST] ";
+      AppendContent(r, PythonStrip(content));
+      r.text += " [/INST]";
     } else {
-      out += " ";
-      out += PythonStrip(content);
-      out += " " + eos;
+      r.text += " ";
+      AppendContent(r, PythonStrip(content));
+      r.text += " " + eos;
     }
   }
-  return out;
+  return r;
 }
 
 // {{ bos_token }}, then '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' for
 // each message with assistant called 'model'; '<start_of_turn>model\n' for the generation prompt.
-std::string RenderGemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                        const std::string& bos) {
-  std::string out = bos;
+RenderedChat RenderGemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const std::string& bos) {
+  RenderedChat r{bos, {}};
   for (const ChatMessage& m : messages) {
-    out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
-    out += PythonStrip(m.content);
-    out += "<end_of_turn>\n";
+    r.text += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
+    AppendContent(r, PythonStrip(m.content));
+    r.text += "<end_of_turn>\n";
   }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
+  if (add_generation_prompt) r.text += "<start_of_turn>model\n";
+  return r;
 }
 
 }  // namespace
@@ -449,6 +462,11 @@ ChatTemplate ChatTemplate::FromName(std::string_view name, std::string bos_text,
 }
 
 std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  return RenderWithContents(messages, add_generation_prompt).text;
+}
+
+RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt) const {
   ValidateConversation(style_, messages);
   switch (style_) {
     case ChatStyle::kChatMl:

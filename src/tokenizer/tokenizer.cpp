@@ -258,6 +258,28 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : impl_(Build(std::move(spec))) {}
 
 std::vector<std::int32_t> Tokenizer::Encode(std::string_view raw_text, bool add_special,
                                             bool parse_special) const {
+  return EncodeWithPlain(raw_text, add_special, parse_special, {});
+}
+
+std::vector<std::int32_t> Tokenizer::EncodeTemplated(
+    std::string_view text, bool add_special,
+    std::span<const std::pair<std::size_t, std::size_t>> plain) const {
+  if (unicode::ToValidUtf8(text) != text) {
+    throw MakeError("tokenizer: a text with plain ranges must be valid UTF-8 (its ranges are byte offsets)");
+  }
+  for (std::size_t r = 0; r < plain.size(); ++r) {
+    if (plain[r].first > plain[r].second || plain[r].second > text.size() ||
+        (r > 0 && plain[r].first < plain[r - 1].second)) {
+      throw MakeError("tokenizer: plain range ", r, " [", plain[r].first, ", ", plain[r].second,
+                      ") is not sorted, disjoint and within the text of ", text.size(), " bytes");
+    }
+  }
+  return EncodeWithPlain(text, add_special, true, plain);
+}
+
+std::vector<std::int32_t> Tokenizer::EncodeWithPlain(
+    std::string_view raw_text, bool add_special, bool parse_special,
+    std::span<const std::pair<std::size_t, std::size_t>> plain) const {
   const Impl& t = *impl_;
   if (raw_text.size() > UINT32_MAX) {  // code-point offsets are 32-bit (unicode::CodePoint)
     throw MakeError("tokenizer: a text of ", raw_text.size(), " bytes is too long to encode (at most 4 GiB)");
@@ -289,11 +311,19 @@ std::vector<std::int32_t> Tokenizer::Encode(std::string_view raw_text, bool add_
     at_start = after_special = false;
   };
 
+  // Whether [begin, end) overlaps a plain range; `next` is the first range that does not end before begin
+  // (positions only grow).
+  std::size_t next = 0;
+  const auto in_plain = [&](std::size_t begin, std::size_t end) {
+    while (next < plain.size() && plain[next].second <= begin) ++next;
+    return next < plain.size() && plain[next].first < end;
+  };
   std::size_t fragment_start = 0;
   for (std::size_t i = 0; i < text.size();) {
     const Impl::SpecialToken* match = nullptr;
     for (const Impl::SpecialToken& special : t.specials_by_first_byte[static_cast<std::uint8_t>(text[i])]) {
-      if ((parse_special || special.always) && std::string_view(text).substr(i).starts_with(special.text)) {
+      if ((special.always || (parse_special && !in_plain(i, i + special.text.size()))) &&
+          std::string_view(text).substr(i).starts_with(special.text)) {
         match = &special;
         break;
       }

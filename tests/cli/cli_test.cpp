@@ -127,6 +127,15 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
       {"generate --model " + kModel + " --prompt-ids 1,2 --ctx 10 --max-tokens 9",
        "exceeds the context of 10"},
       {"generate --model " + kModel + " --prompt-ids 1 --ctx 129", "--ctx: 129 exceeds the model's"},
+      // Too large for an int, or for any integer: said so with the range, never as a wrapped number.
+      {ok + " --ctx 99999999999", "--ctx: 99999999999 is outside [0, 2147483647] (too large)"},
+      {ok + " --ctx 999999999999999999999999",
+       "--ctx: 999999999999999999999999 is outside [0, 2147483647] (too large)"},
+      {ok + " --max-tokens -99999999999999999999999", "is outside [1, 2147483647] (too small)"},
+      {ok + " --threads 99999999999", "--threads: 99999999999 is outside [0, 4096] (too large)"},
+      {"generate --model /dev/zero --prompt-ids 1",
+       "/dev/zero: not a GGUF or safetensors file (first bytes 00 00 00 00 00 00 00 00 00) and not a "
+       "directory"},
   };
   for (const auto& [args, expected] : cases) {
     const ProcessResult result = RunPlumb(args);

@@ -90,6 +90,46 @@ TEST_F(CheckpointLoading, MissingPiecesAreNamed) {
   EXPECT_NE(LoadError().find("no config.json"), std::string::npos) << LoadError();
 }
 
+// Model files are told by their content, never their name (issue 21): a GGUF saved under another name or
+// reached through a symlink, a safetensors file under another name; anything else is refused with what was
+// found.
+TEST_F(CheckpointLoading, FilesAreRecognisedByContentNotName) {
+  const fs::path gguf = fs::path(source_) / "model.q4_1.gguf";
+  fs::copy_file(gguf, dir_ / "model.bin");
+  fs::create_symlink(gguf, dir_ / "link-without-extension");
+  Model reference = Model::Load(gguf.string());
+  const std::vector<int> prompt = {1, 5, 9, 200};
+  for (const char* name : {"model.bin", "link-without-extension"}) {
+    EXPECT_EQ(DetectModelPath((dir_ / name).string()), ModelPathKind::kGguf) << name;
+    Model renamed = Model::Load((dir_ / name).string());
+    ContiguousKvCache a = renamed.NewKvCache(), b = reference.NewKvCache();
+    EXPECT_EQ(renamed.Prefill(prompt, a), reference.Prefill(prompt, b)) << name;
+  }
+  WriteSafetensors((dir_ / "weights.data").string(), Tensors());
+  EXPECT_EQ(DetectModelPath((dir_ / "weights.data").string()), ModelPathKind::kSafetensorsFile);
+  EXPECT_NO_THROW(Model::Load((dir_ / "weights.data").string()));
+  EXPECT_EQ(DetectModelPath(dir_.string()), ModelPathKind::kCheckpointDir);
+
+  const auto error_for = [](const std::string& path) {
+    try {
+      Model::Load(path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_EQ(error_for("/dev/zero"),
+            "/dev/zero: not a GGUF or safetensors file (first bytes 00 00 00 00 00 00 00 00 00) and not a "
+            "directory");
+  std::ofstream(dir_ / "short.gguf") << "GG";
+  EXPECT_EQ(error_for((dir_ / "short.gguf").string()),
+            (dir_ / "short.gguf").string() +
+                ": not a GGUF or safetensors file (first bytes 47 47) and not a directory");
+  std::ofstream(dir_ / "empty.gguf").flush();
+  EXPECT_NE(error_for((dir_ / "empty.gguf").string()).find("(empty) and not a directory"), std::string::npos);
+  EXPECT_NE(error_for((dir_ / "absent").string()).find("model path does not exist"), std::string::npos);
+}
+
 TEST_F(CheckpointLoading, MissingTensorIsNamed) {
   std::vector<TensorToWrite> tensors = Tensors();
   std::erase_if(tensors,

@@ -161,6 +161,42 @@ TEST(Tokenizer, SpecialTokensLeftmostLongestAndOnlyWhenAsked) {
   EXPECT_EQ(t.Decode(t.Encode("ab<|x|>c", false, true)), "abc");
 }
 
+TEST(Tokenizer, PlainRangesKeepControlTokensOutOfAMessage) {
+  // "<|x|>a<|x|>b<|x|>" with bytes 5..12 ("a<|x|>b") a message's content: the control text inside it is
+  // text, the template's two around it are tokens; a user-defined token is itself anywhere.
+  const Tokenizer t(ByteLevelSpec());
+  const std::int32_t x = Id(t, "<|x|>"), tool = Id(t, "<tool>");
+  const std::string text = "<|x|>a<|x|>b<|x|>";
+  const std::pair<std::size_t, std::size_t> content[] = {{5, 12}};
+  const std::vector<std::int32_t> ids = t.EncodeTemplated(text, false, content);
+  EXPECT_EQ(ids.front(), x);
+  EXPECT_EQ(ids.back(), x);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), x), 2);
+  EXPECT_EQ(t.Decode(ids), "a<|x|>b");
+  // A special text that only starts before a range but reaches into it is not a token either.
+  const std::pair<std::size_t, std::size_t> tail[] = {{3, 5}};
+  const std::vector<std::int32_t> reaching = t.EncodeTemplated("<|x|>", false, tail);
+  EXPECT_EQ(std::count(reaching.begin(), reaching.end(), x), 0);
+  // Without ranges it is Encode with parse_special; user-defined tokens stay tokens inside a range.
+  EXPECT_EQ(t.EncodeTemplated(text, false, {}), t.Encode(text, false, true));
+  const std::pair<std::size_t, std::size_t> all[] = {{0, 6}};
+  EXPECT_EQ(t.EncodeTemplated("<tool>", false, all), (std::vector<std::int32_t>{tool}));
+  // Ranges must be sorted, disjoint and inside the text, and the text valid UTF-8 (its offsets are bytes).
+  const std::pair<std::size_t, std::size_t> unsorted[] = {{4, 6}, {1, 2}};
+  EXPECT_NE(ErrorOf([&] { t.EncodeTemplated(text, false, unsorted); }).find("plain range 1"),
+            std::string::npos);
+  const std::pair<std::size_t, std::size_t> beyond[] = {{0, 99}};
+  EXPECT_NE(ErrorOf([&] { t.EncodeTemplated(text, false, beyond); }).find("within the text"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              t.EncodeTemplated(
+                  "a\xff"
+                  "b",
+                  false, content);
+            }).find("valid UTF-8"),
+            std::string::npos);
+}
+
 TEST(Tokenizer, BosAndEosOnlyWithAddSpecial) {
   TokenizerSpec spec = ByteLevelSpec();
   spec.add_bos = spec.add_eos = true;

@@ -50,9 +50,9 @@ class ChatSession {
   const ContiguousKvCache& cache() const { return cache_; }
 
  private:
-  // The tokens to prefill for rendered `prompt`: the part after kv_text_ if the cache holds a prefix,
-  // otherwise all of it (and the cache is reset).
-  std::vector<int> TokensToPrefill(const std::string& prompt, bool& reprefill);
+  // The tokens to prefill for the rendered conversation: the part after kv_text_ if the cache holds a
+  // prefix, otherwise all of it (and the cache is reset). The messages' contents are read as plain text.
+  std::vector<int> TokensToPrefill(const RenderedChat& prompt, bool& reprefill);
 
   Model& model_;
   const Tokenizer& tokenizer_;

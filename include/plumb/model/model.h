@@ -60,6 +60,15 @@ struct Activations;
 enum class Projection;
 }  // namespace detail
 
+// What a model path holds, told by its content, never by its name: a directory is a Hugging Face checkpoint;
+// a file starting with the GGUF magic ("GGUF") is a GGUF file whatever it is called (a download saved as
+// model.bin, a symlink); a file starting as safetensors does (an 8-byte little-endian header length, then
+// '{') is one safetensors file of a checkpoint whose config.json lies beside it. Throws plumb::Error for
+// anything else, saying what was found: "/dev/zero: not a GGUF or safetensors file (first bytes 00 00 00
+// 00 00 00 00 00 00) and not a directory".
+enum class ModelPathKind { kCheckpointDir, kGguf, kSafetensorsFile };
+ModelPathKind DetectModelPath(const std::string& path);
+
 class Model {
  public:
   Model(ModelConfig config, ModelWeights weights);
@@ -67,9 +76,9 @@ class Model {
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
 
-  // Loads a GGUF file (*.gguf) or a Hugging Face checkpoint: a directory holding config.json and
-  // model.safetensors (or the shards listed in model.safetensors.index.json), or a .safetensors file with
-  // config.json beside it.
+  // Loads what DetectModelPath finds: a GGUF file, or a Hugging Face checkpoint: a directory holding
+  // config.json and model.safetensors (or the shards listed in model.safetensors.index.json), or a
+  // safetensors file with config.json beside it.
   static Model Load(const std::string& path);
   // A model from an open GGUF file; its quantized weights stay in the file's mapping, which the model keeps.
   static Model FromGguf(const std::shared_ptr<const GgufFile>& file);

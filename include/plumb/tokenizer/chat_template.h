@@ -9,6 +9,7 @@
 // preamble, reasoning templates) is refused rather than approximated. docs/chat-templates.md has the list.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,14 @@ enum class ChatStyle {
 // "chatml", "llama3", "llama2", "gemma": the names FromName accepts.
 std::string_view ChatStyleName(ChatStyle style);
 
+// A rendered conversation and where the messages' contents (and a default system prompt) lie in it, as
+// [begin, end) byte ranges: what a tokenizer must read as plain text, never as special tokens, so that a
+// message cannot write a control token into the prompt (docs/tokenizers.md "Special tokens").
+struct RenderedChat {
+  std::string text;
+  std::vector<std::pair<std::size_t, std::size_t>> contents;
+};
+
 class ChatTemplate {
  public:
   // Recognises the style of a Jinja template text. Throws plumb::Error naming the styles plumb knows and
@@ -51,6 +60,8 @@ class ChatTemplate {
   // the style's real template raises (Llama 2 and Gemma: roles must alternate user/assistant starting with
   // user; Gemma: no system role); in those cases the message contains the real template's own words.
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // Render's text with the ranges of the contents in it.
+  RenderedChat RenderWithContents(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   // The system prompt the template inserts when the conversation does not start with a system message
   // (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face"); "" if none.

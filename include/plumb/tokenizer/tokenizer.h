@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace plumb {
@@ -87,6 +88,13 @@ class Tokenizer {
   // add_special: BOS first and EOS last where the spec says so. parse_special: control and unknown token
   // texts in `text` become those tokens (user-defined tokens always do).
   std::vector<std::int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
+  // A rendered chat template: Encode with parse_special everywhere but in the `contents` byte ranges
+  // [begin, end) of `text` (sorted, disjoint; ChatTemplate::RenderWithContents): no control or unknown token
+  // is read from text that overlaps one (a message cannot write one), while the template around them has its
+  // tokens. `text` must be valid UTF-8 (the ranges are its byte offsets); throws plumb::Error otherwise.
+  std::vector<std::int32_t> EncodeTemplated(
+      std::string_view text, bool add_special,
+      std::span<const std::pair<std::size_t, std::size_t>> contents) const;
   // The bytes a token stands for: byte-level decoded (gpt2), U+2581 as space and <0xAB> as that byte (llama),
   // a user-defined token's text; "" for control, unknown and unused tokens. May be part of a UTF-8 character.
   // Throws for an id out of range.
@@ -109,6 +117,9 @@ class Tokenizer {
   struct Impl;
 
  private:
+  std::vector<std::int32_t> EncodeWithPlain(std::string_view text, bool add_special, bool parse_special,
+                                            std::span<const std::pair<std::size_t, std::size_t>> plain) const;
+
   std::shared_ptr<const Impl> impl_;
   friend class StreamingDecoder;
 };
