@@ -11,7 +11,8 @@ namespace plumb::cli {
 namespace {
 
 constexpr const char* kFixturesUsage =
-    "usage: plumb fixtures generate --out DIR [--model M|none] [--size small|medium] [--seed S]\n"
+    "usage: plumb fixtures generate --out DIR [--model M|none] [--size small|medium|large] [--seed S]\n"
+    "                                [--cases REGEX] [--list]\n"
     "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX] [--allow A,..]\n"
     "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX] "
     "[--kernels exact|fast]\n"
@@ -29,13 +30,26 @@ int Generate(std::span<const std::string> args, std::ostream& out, std::ostream&
   Flags f;
   f.AddValue("out", "DIR", "the suite directory to write (created)");
   f.AddValue("model", "M", "the model of the layer and end_to_end cases, or none", fixtures::kDefaultModel);
-  f.AddValue("size", "S", "small (committed in fixtures/suite) or medium", "small");
+  f.AddValue("size", "S",
+             "small (committed in fixtures/suite), medium, or large (Llama-3-8B's shapes, op cases only: ~"
+             "5 GB, docs/fixtures.md \"The large suite\")",
+             "small");
   f.AddValue("seed", "S", "the seed of every op case's inputs", std::to_string(fixtures::kDefaultSeed));
+  f.AddValue("cases", "REGEX", "--size large: only the cases whose name matches (POSIX extended regex)");
+  f.AddSwitch("list", "--size large: print the cases (name, op, seed, description) and compute nothing");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of generate:\n", out)) return 0;
   fixtures::GenerateOptions o;
   o.model = f.String("model");
   o.size = f.String("size");
   o.seed = f.UInt64("seed");
+  o.cases = f.IsSet("cases") ? f.String("cases") : "";
+  if (f.Switch("list")) {
+    if (o.size != "large") throw MakeError("--list: only with --size large (not \"", o.size, "\")");
+    for (const auto& c : fixtures::PlanLargeSuite(o))
+      out << c["name"].get<std::string>() << "\t" << c["op"].get<std::string>() << "\t"
+          << c["seed"].get<std::uint64_t>() << "\t" << c["description"].get<std::string>() << "\n";
+    return 0;
+  }
   fixtures::GenerateSuite(f.String("out"), o, err);
   return 0;
 }
