@@ -36,6 +36,8 @@ constexpr std::array kCommands = {
             [](auto args, auto&, auto& out, auto& err) { return RunPerplexity(args, out, err); }},
     Command{"roofline", "the host's ceilings against the model's measured decode and prefill",
             [](auto args, auto&, auto& out, auto& err) { return RunRoofline(args, out, err); }},
+    Command{"serve", "an OpenAI-compatible HTTP server: chat and completions, batched",
+            [](auto args, auto&, auto& out, auto& err) { return RunServe(args, out, err); }},
     Command{"tokenize", "text to token ids and back, with the chat template if asked",
             [](auto args, auto&, auto& out, auto& err) { return RunTokenize(args, out, err); }},
 };

@@ -62,6 +62,15 @@ const RequestStatus& Scheduler::Status(RequestId id) const {
   return it->second.status;
 }
 
+void Scheduler::Forget(RequestId id) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) throw MakeError("scheduler: unknown request id ", id);
+  if (it->second.status.state != RequestState::kFinished) {
+    throw MakeError("scheduler: request ", id, " has not finished; Abort it first");
+  }
+  entries_.erase(it);
+}
+
 void Scheduler::Abort(RequestId id) {
   const auto it = entries_.find(id);
   if (it == entries_.end()) throw MakeError("scheduler: unknown request id ", id);

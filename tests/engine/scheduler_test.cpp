@@ -194,6 +194,17 @@ TEST_F(Scheduling, RequestsJoinBetweenStepsAndAbortFreesBlocks) {
   EXPECT_THROW(s.Status(99), Error);
 }
 
+TEST_F(Scheduling, ForgetDropsOnlyFinishedRequests) {
+  PagedKvCache cache(CacheConfig(64));
+  Scheduler s(*model_, cache, SchedulerOptions{});
+  const RequestId a = s.Add(Prompts()[0], Options(3));
+  EXPECT_THROW(s.Forget(a), Error);  // still running
+  while (!s.Idle()) s.Step();
+  s.Forget(a);
+  EXPECT_THROW(s.Status(a), Error);
+  EXPECT_THROW(s.Forget(a), Error);
+}
+
 TEST_F(Scheduling, APromptSeenBeforeIsFoundInThePrefixCache) {
   PagedKvCache cache(CacheConfig(64));
   Scheduler s(*model_, cache, SchedulerOptions{});

@@ -52,6 +52,12 @@ int RunFixtures(std::span<const std::string> args, std::ostream& out, std::ostre
 //                --no-bos --no-parse-special --chat --system TEXT --chat-template NAME]: the tokenizer alone.
 int RunTokenize(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
+// plumb serve --model PATH [--host ADDR --port N --max-body-kib K --max-queue N, the scheduler's and the
+// paged
+//             cache's flags]: OpenAI's chat and completions API over HTTP until SIGINT/SIGTERM
+//             (docs/serve.md); the address and shutdown go to `err`.
+int RunServe(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
 // Top-level dispatch: `plumb COMMAND ...`, `plumb --help`, `plumb --version`.
 int RunMain(std::span<const std::string> args, std::ostream& out, std::ostream& err,
             std::istream& in = std::cin);

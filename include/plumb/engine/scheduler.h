@@ -83,6 +83,10 @@ class Scheduler {
   RequestId Add(std::vector<int> prompt, const GenerationOptions& options);
   // Ends a request now (waiting or running); its blocks are freed. Unknown or finished ids: plumb::Error.
   void Abort(RequestId id);
+  // Drops a finished request's record (its Status), which the scheduler otherwise keeps for the caller to
+  // read; a server that runs for days forgets each one once it has answered. Unknown or unfinished ids:
+  // plumb::Error.
+  void Forget(RequestId id);
 
   // One step (see the top of this file). Does nothing and returns an empty report when Idle().
   StepReport Step();
