@@ -81,9 +81,8 @@ long long ParseInteger(const std::string& text, long long min_value, long long m
     throw MakeError(what, ": ", text, " is outside [", min_value, ", ", max_value, "] (too large)");
   }
   if (value < min_value) {
-    if (value != std::numeric_limits<long long>::min() &&
-        (max_value == std::numeric_limits<long long>::max() ||
-         max_value == std::numeric_limits<int>::max())) {
+    if (!overflow && (max_value == std::numeric_limits<long long>::max() ||
+                      max_value == std::numeric_limits<int>::max())) {
       throw MakeError(what, ": ", value, " must be at least ", min_value);
     }
     throw MakeError(what, ": ", text, " is outside [", min_value, ", ", max_value, "] (too small)");

@@ -158,7 +158,7 @@ TEST_F(Tokenize, EveryBadInputIsOneClearError) {
       {{"--prompt", "a", "--chat", "--no-bos"}, "do not apply with --chat"},
       {{"--detokenize", "1,49152"},
        "--detokenize: id 49152 (position 1) is outside the vocabulary [0, 49152)"},
-      {{"--detokenize", "1,-3"}, "--detokenize"},
+      {{"--detokenize", "1,-3"}, "--detokenize item 1: -3 must be at least 0"},
       {{"--file", "/nonexistent/text"}, "/nonexistent/text: cannot open text file"},
       {{"--prompt", "a", "--chat", "--chat-template", "vicuna"}, "vicuna"},
   };
