@@ -85,6 +85,10 @@ void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos
 
 // out = silu(gate) ⊙ up over n elements.
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);
+// x[i] = cap · tanh(x[i] / cap) over n elements: scalar::SoftCap, element by element.
+void SoftCap(float* x, std::size_t n, float cap);
+// out = gelu_tanh(gate) ⊙ up over n elements: scalar::GeluTanhGlu's bits.
+void GeluTanhGlu(const float* gate, const float* up, float* out, std::int64_t n);
 
 // Causal grouped-query attention over one layer of a KV cache (kernels/kv_layer_view.h: the contiguous and
 // the paged layout are the same code). `rows` query tokens at positions first_pos .. first_pos+rows-1 whose
@@ -102,6 +106,7 @@ struct AttentionItem {
   int rows = 0;
   int first_pos = 0;
   KvLayerView kv;
+  int window = 0;  // > 0: the row at position p attends to positions p − window + 1 .. p only
 };
 
 // The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.

@@ -56,6 +56,20 @@ void SoftmaxFromMax(float* x, int n, float max_value);
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + Exp(−g)), rounded in that order.
 void SwiGlu(const float* gate, const float* up, float* out, int n);
 
+// out[i] = gelu(gate[i]) · up[i] with GELU's tanh form (Gemma's GeGLU, PyTorch's gelu(approximate="tanh")):
+//   gelu(g) = 0.5 · g · (1 + tanh(u)),  u = √(2/π) · (g + 0.044715 · g³)
+// computed through the identity 0.5 · (1 + tanh(u)) = 1 / (1 + e^(−2u)), so that it needs plumb's Exp and
+// no host tanh:  s = g + 0.044715 · ((g · g) · g),  out = g / (1 + Exp(−2√(2/π) · s)) · up,  each operation
+// rounded to float in that order (docs/formats.md "e^x").
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n);
+// Soft-capping (Gemma's final logits): x[i] = cap · tanh(x[i] / cap), with tanh(y) = 2 / (1 + e^(−2y)) − 1
+// through plumb's Exp:  y = x / cap,  t = 2 / (1 + Exp(−2 · y)) − 1,  x = cap · t,  rounded in that order.
+// (|t| near 0 loses relative accuracy to the subtraction, an absolute error of about cap · 2^-24.)
+void SoftCap(float* x, int n, float cap);
+// −2√(2/π), GeluTanhGlu's factor of s, as the nearest float.
+inline constexpr float kMinusTwoSqrtTwoOverPi = -1.5957691216057308f;
+inline constexpr float kGeluCubic = 0.044715f;
+
 // Attention of one query head over positions [0, n_ctx) of KV head kv_head of one cache layer:
 //   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending
 //   p         = Softmax(scores)

@@ -81,6 +81,22 @@ void SwiGlu(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + Exp(-gate[i])) * up[i];
 }
 
+void SoftCap(float* x, int n, float cap) {
+  for (int i = 0; i < n; ++i) {
+    const float y = x[i] / cap;
+    const float t = 2.0f / (1.0f + Exp(-2.0f * y)) - 1.0f;
+    x[i] = cap * t;
+  }
+}
+
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float s = g + kGeluCubic * (g * g * g);
+    out[i] = g / (1.0f + Exp(kMinusTwoSqrtTwoOverPi * s)) * up[i];
+  }
+}
+
 namespace {
 
 // Calls fn(t, row) for t = 0 .. n_ctx-1 in order, row = position t of KV head kv_head of `data` (the view's
