@@ -429,26 +429,14 @@ RenderedChat RenderLlama2(const std::vector<ChatMessage>& messages, const std::s
   return r;
 }
 
-// {{ bos_token }}, then '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' for
-// each message with assistant called 'model'; '<start_of_turn>model\n' for the generation prompt.
+// Gemma 1 and 2: {{ bos_token }}, then '<start_of_turn>' + role + '\n' + message['content'] | trim +
+// '<end_of_turn>\n' for each message with assistant called 'model'; '<start_of_turn>model\n' for the
+// generation prompt. Gemma 3 the same, and a first system message (which Gemma 1 and 2 refuse before this)
+// becomes first_user_prefix = content + '\n\n', not stripped, written after the first user turn's header:
+// '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else ""). A lone system message renders
+// BOS alone (loop_messages is empty).
 RenderedChat RenderGemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                          const std::string& bos) {
-  RenderedChat r{bos, {}};
-  for (const ChatMessage& m : messages) {
-    r.text += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
-    AppendContent(r, PythonStrip(m.content));
-    r.text += "<end_of_turn>\n";
-  }
-  if (add_generation_prompt) r.text += "<start_of_turn>model\n";
-  return r;
-}
-
-// Gemma 3: {{ bos_token }}; a first system message becomes first_user_prefix = content + '\n\n' (not
-// stripped); each other message '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "")
-// + content | trim + '<end_of_turn>\n', assistant called 'model'; '<start_of_turn>model\n' for the generation
-// prompt. A lone system message renders nothing (loop_messages is empty).
-RenderedChat RenderGemma3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          const std::string& bos) {
   const bool has_system = messages[0].role == "system";
   RenderedChat r{bos, {}};
   for (std::size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
@@ -526,9 +514,8 @@ RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& me
     case ChatStyle::kLlama2:
       return RenderLlama2(messages, bos_text_, eos_text_);
     case ChatStyle::kGemma:
-      return RenderGemma(messages, add_generation_prompt, bos_text_);
     case ChatStyle::kGemma3:
-      return RenderGemma3(messages, add_generation_prompt, bos_text_);
+      return RenderGemma(messages, add_generation_prompt, bos_text_);
   }
   throw MakeError("chat template: unknown style ", static_cast<int>(style_));
 }

@@ -175,7 +175,7 @@ TEST(ChatTemplateFixtures, RefuseWhatTheRealTemplateRefusesInItsWords) {
 // The chat loop keeps the KV cache of the conversation so far and prefills only what a new user turn adds.
 // That is valid only if rendering the conversation so far (ending with the assistant's reply, no
 // generation prompt) is a prefix of rendering it plus the next user message with the generation prompt.
-// It holds for all four styles: each message renders from itself, its position and messages[0] alone, and
+// It holds for all five styles: each message renders from itself, its position and messages[0] alone, and
 // the generation prompt only appends (Llama 2 has none). It fails for templates that rewrite earlier
 // turns, such as reasoning templates that drop <think> from past replies, which plumb refuses; the chat
 // loop must re-prefill whenever the check below would fail. Two caveats the loop handles, not this class:
