@@ -318,7 +318,8 @@ def gemma3_model_proto(tokens, scores, types, unk_id, bos_id, eos_id, pad_id):
         proto_int(3, 2),  # model_type BPE
         proto_int(4, len(tokens)),  # vocab_size
         proto_int(21, 1), proto_int(23, 1), proto_int(22, 1),  # split_by_unicode_script, _number, _whitespace
-        proto_int(24, 0), proto_int(26, 1), proto_int(25, 1),  # treat_whitespace_as_suffix, allow_whitespace_only_pieces, split_digits
+        proto_int(24, 0),  # treat_whitespace_as_suffix
+        proto_int(26, 1), proto_int(25, 1),  # allow_whitespace_only_pieces, split_digits
         proto_int(35, 1),  # byte_fallback
         proto_int(40, unk_id), proto_int(41, bos_id), proto_int(42, eos_id), proto_int(43, pad_id),
         proto_bytes(45, tokens[unk_id].encode()), proto_bytes(46, tokens[bos_id].encode()),
