@@ -181,7 +181,7 @@ TEST_F(Tokenize, EveryBadInputIsOneClearError) {
 class TokenizeGemma3 : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kGemma3)) GTEST_SKIP() << kGemma3 << " is absent (no script fetches it)";
+    if (!std::filesystem::exists(kGemma3)) GTEST_SKIP() << kGemma3 << " not fetched (scripts/fetch-model gemma3)";
   }
 
   static std::string Run(std::vector<std::string> args) { return RunTokenize(kGemma3, std::move(args)); }

@@ -28,9 +28,9 @@ const std::string kGemma3Path = std::string(PLUMB_SOURCE_DIR) + "/models/gemma-3
 class Gemma3Tokenizer : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kGemma3Path)) {
-      GTEST_SKIP() << kGemma3Path << " is absent (Gemma 3 270M, Q4_K_M GGUF; not fetched by scripts/test)";
-    }
+    // A failure, not a skip: the test command fetches the model before running the tests.
+    ASSERT_TRUE(std::filesystem::exists(kGemma3Path))
+        << kGemma3Path << " is missing: run scripts/fetch-model gemma3";
   }
 
   static const Tokenizer& Get() {
