@@ -149,41 +149,36 @@ TEST_P(AttentionDefinition, PagedCacheGivesTheDefinitionsBitsForEveryBlockSize) 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDefinition,
                          ::testing::Range(0, static_cast<int>(std::size(kShapes))));
 
+// A paged cache (block 16) of kShapes[0] in a low-precision dtype, FP8 with distinct per-head scales (so a
+// kernel using the wrong head's scale fails), against the definition for `windows` and `threads`.
+void CheckLowPrecisionPagedCache(KvDtype dtype, const std::vector<int>& windows,
+                                 const std::vector<int>& threads) {
+  const Shape s = kShapes[0];
+  std::vector<float> k_scales, v_scales;
+  if (IsFp8(dtype)) {
+    for (int h = 0; h < s.n_kv_heads; ++h) {
+      k_scales.push_back(0.02f * static_cast<float>(h + 1));
+      v_scales.push_back(0.03f / static_cast<float>(h + 1));
+    }
+  }
+  TestBlockPool pool(1, s.n_kv_heads, s.head_dim, 16, 2 * ((kLength + 15) / 16), dtype, k_scales, v_scales);
+  PagedTestKv paged(pool, kLength);
+  Fill(paged, s.n_kv_heads * s.head_dim);
+  CheckAgainstDefinition(paged, s.n_heads, std::string("paged ") + std::string(KvDtypeName(dtype)), windows,
+                         threads);
+}
+
 // Non-f32 caches decode rows (keys whole, values a piece at a time): still the definition's bits.
 TEST(AttentionDefinition, F16AndFp8PagedCachesGiveTheDefinitionsBits) {
-  const Shape s = kShapes[0];
-  for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kFp8E4M3}) {
-    std::vector<float> k_scales, v_scales;
-    if (IsFp8(dtype)) {
-      for (int h = 0; h < s.n_kv_heads; ++h) {
-        k_scales.push_back(0.02f * static_cast<float>(h + 1));
-        v_scales.push_back(0.03f / static_cast<float>(h + 1));
-      }
-    }
-    TestBlockPool pool(1, s.n_kv_heads, s.head_dim, 16, 2 * ((kLength + 15) / 16), dtype, k_scales, v_scales);
-    PagedTestKv paged(pool, kLength);
-    Fill(paged, s.n_kv_heads * s.head_dim);
-    CheckAgainstDefinition(paged, s.n_heads, std::string("paged ") + std::string(KvDtypeName(dtype)));
-  }
+  for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kFp8E4M3})
+    CheckLowPrecisionPagedCache(dtype, {0}, {1, 2, 3});
 }
 
 // The same with sliding windows, every low-precision dtype: the window's first run of keys and stretch of
 // values start inside a block, and are decoded from there.
 TEST(AttentionDefinition, SlidingWindowsOverLowPrecisionCachesGiveTheDefinitionsBits) {
-  const Shape s = kShapes[0];
   for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kBF16, KvDtype::kFp8E4M3, KvDtype::kFp8E5M2}) {
-    std::vector<float> k_scales, v_scales;
-    if (IsFp8(dtype)) {
-      for (int h = 0; h < s.n_kv_heads; ++h) {
-        k_scales.push_back(0.02f * static_cast<float>(h + 1));
-        v_scales.push_back(0.03f / static_cast<float>(h + 1));
-      }
-    }
-    TestBlockPool pool(1, s.n_kv_heads, s.head_dim, 16, 2 * ((kLength + 15) / 16), dtype, k_scales, v_scales);
-    PagedTestKv paged(pool, kLength);
-    Fill(paged, s.n_kv_heads * s.head_dim);
-    CheckAgainstDefinition(paged, s.n_heads, std::string("paged ") + std::string(KvDtypeName(dtype)),
-                           {1, 100, 129}, {1, 2});
+    CheckLowPrecisionPagedCache(dtype, {1, 100, 129}, {1, 2});
   }
 }
 
