@@ -70,17 +70,18 @@ void SoftCap(float* x, int n, float cap);
 inline constexpr float kMinusTwoSqrtTwoOverPi = -1.5957691216057308f;
 inline constexpr float kGeluCubic = 0.044715f;
 
-// Attention of one query head over positions [0, n_ctx) of KV head kv_head of one cache layer:
-//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending
-//   p         = Softmax(scores)
+// Attention of one query head, at position n_ctx − 1, over positions [begin, n_ctx) of KV head kv_head of one
+// cache layer, begin = max(0, n_ctx − window) for a sliding window of `window` positions, 0 for window 0:
+//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending from begin
+//   p         = Softmax(scores)                                   over exactly those positions
 //   out[j]    = Σ_t p[t] · v_t[j]                                 FP32, t ascending from out[j] = 0
 // where k_t and v_t are position t's rows decoded to FP32: DecodeKv(kv.dtype, ..., head's scale), which for
 // f32 is the stored floats themselves. So the definition is "attention over the decoded cache", the same
-// for every layout and block table. scratch holds n_ctx + head_dim floats (the scores, one decoded row).
-// `dot` computes the scores' Dot; kernels pass a vector variant that returns the same bits
-// (kernels/row_dot.h).
+// for every layout and block table; positions before begin are never read. scratch holds n_ctx + head_dim
+// floats (the scores, one decoded row). `dot` computes the scores' Dot; kernels pass a vector variant that
+// returns the same bits (kernels/row_dot.h).
 using DotFn = float (*)(const float* a, const float* b, int n);
-void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out,
-                   DotFn dot = Dot);
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, int window, float* scratch,
+                   float* out, DotFn dot = Dot);
 
 }  // namespace plumb::kernels::scalar
