@@ -12,10 +12,14 @@
 #   memcheck.log    the same run under compute-sanitizer memcheck (out-of-bounds and misaligned accesses)
 #   racecheck.log   the same run under compute-sanitizer racecheck (shared-memory hazards)
 # The script's exit status is the runner's; the sanitizer verdicts are in their logs and the summary.
+# Environment: PLUMB_SUITE, another suite to run (default fixtures/suite; e.g. the --size large one, which
+# `plumb fixtures generate --size large --out DIR` writes in minutes); PLUMB_SANITIZE=0 leaves out the
+# compute-sanitizer runs and PLUMB_KEEP_RESULTS=0 the results tarball (both sensible for the large suite:
+# hours under the sanitizers, gigabytes of results).
 set -u -o pipefail
 out=${1:?usage: cuda/check-on-gpu.sh OUT_DIR [RUNNER]}
 runner=${2:-build/plumb_cuda_runner}
-suite=fixtures/suite
+suite=${PLUMB_SUITE:-fixtures/suite}
 mkdir -p "$out"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$out/device.txt" 2>&1
@@ -34,7 +38,10 @@ fi
 results=$(mktemp -d)
 "$runner" --suite "$suite" --results "$results" 2>&1 | tee "$out/runner.log"
 status=$?
-tar -C "$results" -czf "$out/results.tar.gz" .
+if [[ ${PLUMB_KEEP_RESULTS:-1} != 0 ]]; then
+  tar -C "$results" -czf "$out/results.tar.gz" .
+fi
+rm -rf "$results"
 
 sanitize() {  # tool: a run under compute-sanitizer, its summary line kept
   local tool=$1 scratch
@@ -44,7 +51,9 @@ sanitize() {  # tool: a run under compute-sanitizer, its summary line kept
   echo "$tool: exit $? ($(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/$tool.log" || echo 'no summary line'))"
 }
 PATH=$PATH:/usr/local/cuda/bin
-if command -v compute-sanitizer >/dev/null; then
+if [[ ${PLUMB_SANITIZE:-1} == 0 ]]; then
+  echo "PLUMB_SANITIZE=0: the sanitizer runs were skipped"
+elif command -v compute-sanitizer >/dev/null; then
   sanitize memcheck
   sanitize racecheck
 else
