@@ -74,6 +74,16 @@ TEST(Config, Qwen2ImpliesAttentionBias) {
   EXPECT_TRUE(ParseConfigJson(j.dump(), "cfg.json").attention_bias);
 }
 
+TEST(Config, GemmaCheckpointsAreRefusedWithTheReason) {
+  for (const char* type : {"gemma3", "gemma3_text", "gemma2"}) {
+    nlohmann::json j = LlamaConfig();
+    j["model_type"] = type;
+    const std::string message = ErrorOf(j);
+    EXPECT_NE(message.find("plumb runs Gemma 3 from a GGUF file"), std::string::npos) << message;
+    EXPECT_NE(message.find(type), std::string::npos) << message;
+  }
+}
+
 TEST(Config, EachMistakeNamesTheFileAndField) {
   const auto expect_error = [](nlohmann::json j, const std::string& needle) {
     const std::string message = ErrorOf(j);

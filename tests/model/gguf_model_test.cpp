@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 
@@ -68,18 +69,28 @@ TEST(GgufModel, StoredTypesStayQuantized) {
   EXPECT_EQ(layer.w_gate.Bytes(), static_cast<std::size_t>(layer.w_gate.rows) * layer.w_gate.cols / 32 * 20);
 }
 
-// The tiny model exported as F16, Q8_0, Q4_0 and Q4_1 against the float64 reference run on gguf-py's own
-// dequantization of the same file (fixtures/tiny-llama/gguf-goldens; thresholds and their reasons are in
-// each manifest). The quantized types move the logits by 1e-3..0.17 from the F32 model, so a block decoded
-// wrongly (a swapped nibble, a misread scale) cannot pass a 1e-5 threshold.
-class GgufGolden : public ::testing::TestWithParam<std::string> {};
+// GGUF files against the float64 reference run on gguf-py's own dequantization of the same file, thresholds
+// and their reasons in each manifest:
+//   - the tiny Llama exported as F16, Q8_0, Q4_0 and Q4_1 (fixtures/tiny-llama/gguf-goldens). The quantized
+//     types move the logits by 1e-3..0.17 from the F32 model, so a block decoded wrongly (a swapped nibble, a
+//     misread scale) cannot pass a 1e-5 threshold;
+//   - the tiny Gemma 3s (fixtures/tiny-gemma3): the real 270M file's type mix (Q5_0, Q4_K, Q6_K, Q8_0) and an
+//     all-F32 one with soft-capped logits, 7 layers whose sliding window of 5 the 20-token prompt and the
+//     16 greedy steps slide well past.
+struct GgufGoldenCase {
+  const char* model;   // under fixtures/
+  const char* golden;  // the golden's directory under fixtures/
+  const char* stem;    // model.<stem>.{manifest.json,golden.safetensors} in it
+};
+
+class GgufGolden : public ::testing::TestWithParam<GgufGoldenCase> {};
 
 TEST_P(GgufGolden, LogitsAndGreedyContinuationMatchTheReference) {
-  const std::string type = GetParam();
-  const std::string dir = kTiny + "/gguf-goldens";
+  const std::string type = GetParam().stem;
+  const std::string dir = testing::FixtureDir(GetParam().golden);
   const testing::GoldenFixture golden(dir, dir + "/model." + type + ".manifest.json",
                                       dir + "/model." + type + ".golden.safetensors");
-  Model model = Model::Load(kTiny + "/model." + type + ".gguf");
+  Model model = Model::Load(testing::FixtureDir(GetParam().model));
   const int V = model.config().vocab_size;
   ContiguousKvCache cache = model.NewKvCache();
   std::map<std::string, std::vector<float>> plumb;
@@ -105,7 +116,21 @@ TEST_P(GgufGolden, LogitsAndGreedyContinuationMatchTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GgufGolden, ::testing::Values("f16", "q8_0", "q4_0", "q4_1"));
+INSTANTIATE_TEST_SUITE_P(
+    Files, GgufGolden,
+    ::testing::Values(GgufGoldenCase{"tiny-llama/model.f16.gguf", "tiny-llama/gguf-goldens", "f16"},
+                      GgufGoldenCase{"tiny-llama/model.q8_0.gguf", "tiny-llama/gguf-goldens", "q8_0"},
+                      GgufGoldenCase{"tiny-llama/model.q4_0.gguf", "tiny-llama/gguf-goldens", "q4_0"},
+                      GgufGoldenCase{"tiny-llama/model.q4_1.gguf", "tiny-llama/gguf-goldens", "q4_1"},
+                      GgufGoldenCase{"tiny-gemma3/model.q.gguf", "tiny-gemma3", "q"},
+                      GgufGoldenCase{"tiny-gemma3/model.f32.softcap.gguf", "tiny-gemma3", "f32.softcap"}),
+    [](const ::testing::TestParamInfo<GgufGoldenCase>& p) {
+      std::string name =
+          std::string(p.param.golden).substr(0, std::string(p.param.golden).find('/')) + "_" + p.param.stem;
+      std::replace_if(
+          name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
+      return name;
+    });
 
 // The tiny F32 GGUF rebuilt with one change, for the loader's errors.
 struct Edit {
@@ -116,8 +141,8 @@ struct Edit {
   std::string reshape_tensor = {};  // swap its two dims
 };
 
-std::string LoadError(const Edit& edit) {
-  const GgufFile source = GgufFile::Open(kTiny + "/model.f32.gguf");
+std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/model.f32.gguf") {
+  const GgufFile source = GgufFile::Open(path);
   testing::GgufBuilder builder;
   for (const auto& [key, value] : source.metadata()) {
     if (key == edit.drop_key || key == "general.alignment") continue;
@@ -174,6 +199,41 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
     const std::string message = LoadError(edit);
     EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
   }
+}
+
+TEST(GgufModel, Gemma3ReadsItsFixedHyperParametersAndNamesWhatItRefuses) {
+  const std::string path = testing::FixtureDir("tiny-gemma3") + "/model.q.gguf";
+  const ModelConfig c = Model::Load(path).config();
+  EXPECT_EQ(c.model_type, "gemma3");
+  EXPECT_EQ(c.sliding_window, 5);
+  for (int l = 0; l < c.num_layers; ++l) {  // layer 5 of 7 global: (l + 1) % 6 == 0
+    EXPECT_EQ(c.IsLocalLayer(l), l != 5) << "layer " << l;
+    EXPECT_EQ(c.RopeTheta(l), l == 5 ? 1e6f : 1e4f) << "layer " << l;
+    EXPECT_EQ(c.AttentionWindow(l), l == 5 ? 0 : 5) << "layer " << l;
+  }
+  EXPECT_TRUE(c.qk_norm && c.sandwich_norm && c.scale_embedding);
+  EXPECT_EQ(c.mlp_activation, MlpActivation::kGeluTanh);
+  EXPECT_EQ(c.final_logit_softcap, 0.0f);
+  EXPECT_EQ(Model::Load(testing::FixtureDir("tiny-gemma3") + "/model.f32.softcap.gguf")
+                .config()
+                .final_logit_softcap,
+            30.0f);
+
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {{.drop_tensor = "blk.3.attn_q_norm.weight"}, "missing tensor 'blk.3.attn_q_norm.weight'"},
+      {{.drop_tensor = "blk.0.post_ffw_norm.weight"}, "missing tensor 'blk.0.post_ffw_norm.weight'"},
+      {{.set_key = "gemma3.attn_logit_softcapping", .set_value = testing::GgufFloat32(50.0f)},
+       "gemma3.attn_logit_softcapping is not supported"},
+      {{.set_key = "gemma3.final_logit_softcapping", .set_value = testing::GgufFloat32(-1.0f)},
+       "'gemma3.final_logit_softcapping' = -1 must be a non-negative number"},
+      {{.set_key = "gemma3.rope.scaling.type", .set_value = testing::GgufString("linear")},
+       "rope.scaling.type 'linear' is not supported"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    const std::string message = LoadError(edit, path);
+    EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
+  }
+  EXPECT_EQ(LoadError({}, path), "no error");
 }
 
 }  // namespace

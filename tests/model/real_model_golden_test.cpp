@@ -126,7 +126,9 @@ TEST_P(RealModelGolden, EveryPromptTokensLogitsAndGreedyContinuation) {
 INSTANTIATE_TEST_SUITE_P(
     Models, RealModelGolden,
     ::testing::Values(RealModel{"smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2",
-                                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 4}),
+                                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 4},
+                      RealModel{"gemma3", "gemma-3-270m-q4_k_m.gguf", "gemma3",
+                                "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", 4}),
     [](const ::testing::TestParamInfo<RealModel>& p) { return std::string(p.param.fixture); });
 
 }  // namespace

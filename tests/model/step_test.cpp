@@ -8,10 +8,13 @@
 //   - Prefill / Decode over a paged test KvSequence: bitwise the contiguous cache's results;
 //   - bad input and an exhausted block pool: plumb::Error, and no sequence's committed length changes.
 // The paged sequences are tests/support/kv_views.h's PagedTestKv (NaN-filled pool, shuffled block tables).
+// The tiny Gemma 3s slide their window of 5 within these sequences of 8 to 10 tokens, so sliding-window
+// attention is held to the same agreements over both cache layouts and in batched steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,9 +58,16 @@ class Steps : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::string fixture = GetParam().substr(0, GetParam().find('/'));
-    golden_ = std::make_unique<testing::GoldenFixture>(testing::FixtureDir(fixture));
+    const std::string dir = testing::FixtureDir(fixture);
     const std::string file =
         GetParam().find('/') == std::string::npos ? "" : GetParam().substr(fixture.size());
+    if (std::filesystem::exists(dir + "/manifest.json")) {
+      golden_ = std::make_unique<testing::GoldenFixture>(dir);
+    } else {  // tiny-gemma3: each file has its own golden, /model.<stem>.gguf → model.<stem>.manifest.json
+      const std::string stem = file.substr(0, file.size() - std::string(".gguf").size());
+      golden_ = std::make_unique<testing::GoldenFixture>(dir, dir + stem + ".manifest.json",
+                                                         dir + stem + ".golden.safetensors");
+    }
     model_ = std::make_unique<Model>(Model::Load(golden_->dir() + file));
     const std::vector<int>& p = golden_->prompt_ids();
     tokens_ = {p, std::vector<int>(p.rbegin(), p.rend()), std::vector<int>(p.begin() + 2, p.end())};
@@ -239,7 +249,8 @@ TEST_P(Steps, AnExhaustedPoolThrowsBeforeAnySequenceChanges) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Steps,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-llama/model.q4_1.gguf"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-llama/model.q4_1.gguf",
+                                           "tiny-gemma3/model.q.gguf", "tiny-gemma3/model.f32.softcap.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;
                            std::replace_if(
