@@ -42,12 +42,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import export_gguf  # noqa: E402
 import gemma3_ref  # noqa: E402
 import gguf_ref  # noqa: E402
 import kquants  # noqa: E402
 import llama_ref  # noqa: E402
 import make_fixtures  # noqa: E402
-import safetensors_io  # noqa: E402
 
 GENERATOR = "tools/reference/make_tiny_gemma3.py"
 NAME = "tiny-gemma3"
@@ -249,32 +249,10 @@ def build_golden(spec, gguf_path, tensor_types, weights):
         "; it assumes exact dequantization to float32 (ggml's definition) and float32 arithmetic: an engine that "
         "also quantizes activations needs its own bound"
     )
-    tensors = []
-    descriptions = dict(make_fixtures.tensor_descriptions(config))
-    for name in ("prompt_ids", "logits", "greedy.ids", "greedy.logits"):
-        reference = golden[name]
-        entry = {
-            "name": name,
-            "file": golden_file_name(spec),
-            "shape": list(reference.shape),
-            "dtype": "I32" if reference.dtype == np.int32 else "F64",
-            "what": descriptions[name],
-        }
-        if reference.dtype == np.int32:
-            for label, other in (("float32", float32_blas), ("float32_sequential", float32_sequential)):
-                if not np.array_equal(other[name], reference):
-                    raise AssertionError(f"{spec.file}: {label} run disagrees on {name}")
-            entry["check"] = {"metric": "exact", "threshold": 0, "why": make_fixtures.EXACT_WHY}
-            entry["observed_float32"] = "identical"
-        else:
-            observed = llama_ref.max_relative_error(float32_blas[name], reference)
-            observed_sequential = llama_ref.max_relative_error(float32_sequential[name], reference)
-            if max(observed, observed_sequential) * make_fixtures.REQUIRED_MARGIN > FLOAT_THRESHOLD:
-                raise AssertionError(f"{spec.file}: {name}: float32 error {max(observed, observed_sequential):.2e} leaves less than {make_fixtures.REQUIRED_MARGIN}x margin")
-            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": FLOAT_THRESHOLD, "why": why}
-            entry["observed_float32"] = make_fixtures.significant(observed, 3)
-            entry["observed_float32_sequential"] = make_fixtures.significant(observed_sequential, 3)
-        tensors.append(entry)
+    tensors = export_gguf.golden_tensor_entries(
+        golden, float32_blas, float32_sequential, golden_file_name(spec), dict(make_fixtures.tensor_descriptions(config)),
+        FLOAT_THRESHOLD, why, spec.file,
+    )
 
     counts = {}
     for type_name in tensor_types.values():
@@ -346,19 +324,9 @@ def write_fixture(out_dir):
         path = os.path.join(out_dir, spec.file)
         types, weights = write_gguf(spec, path)
         golden, manifest = build_golden(spec, path, types, weights)
-        safetensors_io.save_file(
-            os.path.join(out_dir, golden_file_name(spec)),
-            {name: (a if a.dtype == np.int32 else np.asarray(a, dtype=np.float64)) for name, a in golden.items()},
-            metadata={"format": "plumb-golden", "fixture": manifest["name"], "generator": GENERATOR},
-        )
-        make_fixtures.write_json(os.path.join(out_dir, manifest_file_name(spec)), manifest)
-        floats = [t for t in manifest["tensors"] if t["dtype"] == "F64"]
-        worst = max(max(t["observed_float32"], t["observed_float32_sequential"]) for t in floats)
-        lines.append(
-            f"{spec.file}: {os.path.getsize(path)} bytes; types {manifest['gguf']['tensor_type_counts']}; greedy ids "
-            f"{manifest['greedy']['ids']}; min gap {manifest['greedy']['min_top1_top2_gap']}; worst float32 error "
-            f"{worst:.2e}; {dict((k, v) for k, v in manifest['gguf'].items() if k not in ('tensor_types', 'tensor_type_counts'))}"
-        )
+        summary = export_gguf.save_gguf_golden(out_dir, golden_file_name(spec), manifest_file_name(spec), golden, manifest, GENERATOR)
+        extra = {k: v for k, v in manifest["gguf"].items() if k not in ("tensor_types", "tensor_type_counts")}
+        lines.append(f"{spec.file}: {os.path.getsize(path)} bytes; {summary}; {extra}")
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write(readme_text())
     return lines
