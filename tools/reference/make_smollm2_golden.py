@@ -410,6 +410,15 @@ def manifest_tensor_entries(tensors, why, threshold=FLOAT_THRESHOLD, steps=GREED
     return entries
 
 
+def greedy_table(manifest, steps=GREEDY_STEPS):
+    """The README's table of prompts and their greedy continuations (Markdown lines)."""
+    lines = [f"| prompt | tokens | greedy continuation ({steps} tokens, EOS not applied) |", "|---|---|---|"]
+    for p in manifest["prompts"]:
+        text = json.dumps(p["greedy"]["text"])[1:-1].replace("|", "\\|")
+        lines.append(f"| `{p['name']}` | {len(p['prompt_ids'])} | {text} |")
+    return lines
+
+
 def readme_text(manifest):
     lines = [
         "# smollm2",
@@ -418,13 +427,7 @@ def readme_text(manifest):
         f"test. Generated, do not edit: written by `{GENERATOR}`; format and tolerances: `tools/reference/README.md`",
         "and `manifest.json`.",
         "",
-        "| prompt | tokens | greedy continuation (64 tokens, EOS not applied) |",
-        "|---|---|---|",
-    ]
-    for p in manifest["prompts"]:
-        text = json.dumps(p["greedy"]["text"])[1:-1].replace("|", "\\|")
-        lines.append(f"| `{p['name']}` | {len(p['prompt_ids'])} | {text} |")
-    lines += [
+        *greedy_table(manifest),
         "",
         "Regenerate with `python3 tools/reference/make_smollm2_golden.py` (a few minutes, mostly the float32",
         "naive-accumulation measurement); check with",
@@ -435,27 +438,31 @@ def readme_text(manifest):
     return "\n".join(lines)
 
 
-def write(model_path, out_dir, measure_float32=True):
-    tensors, manifest, report = build(model_path, measure_float32)
+def write(model_path, out_dir, measure_float32=True, generator=None):
+    """Build and write golden.safetensors, manifest.json and README.md. generator: the module whose build,
+    readme_text, MODEL_SHA256 and GENERATOR to use (default this one; make_gemma3_golden passes itself)."""
+    g = generator or sys.modules[__name__]
+    tensors, manifest, report = g.build(model_path, measure_float32)
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save_file(
         os.path.join(out_dir, "golden.safetensors"),
         tensors,
-        metadata={"format": "plumb-golden-topk", "model_sha256": MODEL_SHA256, "generator": GENERATOR},
+        metadata={"format": "plumb-golden-topk", "model_sha256": g.MODEL_SHA256, "generator": g.GENERATOR},
     )
     make_fixtures.write_json(os.path.join(out_dir, "manifest.json"), manifest)
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:
-        f.write(readme_text(manifest))
+        f.write(g.readme_text(manifest))
     return manifest, report
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the GGUF file (default models/{MODEL_FILE})")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="output folder (default: repo fixtures/smollm2)")
+def main(argv=None, generator=None):
+    g = generator or sys.modules[__name__]
+    parser = argparse.ArgumentParser(description=g.__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=g.DEFAULT_MODEL, help=f"the GGUF file (default models/{g.MODEL_FILE})")
+    parser.add_argument("--out", default=g.DEFAULT_OUT, help=f"output folder (default: repo {os.path.relpath(g.DEFAULT_OUT, make_fixtures.REPO_ROOT)})")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    _, report = write(args.model, args.out)
+    _, report = write(args.model, args.out, generator=g)
     for line in report:
         print(line)
     size = os.path.getsize(os.path.join(args.out, "golden.safetensors"))
