@@ -1,4 +1,4 @@
-"""GGUF -> weights for the NumPy reference (llama architecture only).
+"""GGUF -> weights for the NumPy reference (read_gguf and arch_key: any architecture, gemma3_ref uses them too; the rest: llama).
 
     model = gguf_ref.load_model("fixtures/tiny-llama/model.q4_1.gguf")        # float64, adjacent RoPE
     logits = model.forward(ids, model.new_cache())
