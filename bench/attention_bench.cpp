@@ -3,6 +3,8 @@
 // One iteration is one decode step's attention: every layer once, so the KV read (30 layers · K and V) is far
 // larger than the last-level cache from context 1024 on, as in a real step. The counter KV_B/s is the KV
 // bytes the step must read over its time, to set against the host's read bandwidth (memory_bench).
+// BM_WindowedDecodeAttention: the same at context 4096 with a sliding window of 512 (Gemma 3's local layers)
+// beside none: the windowed step reads 512 positions, not 4096 (KV_B/s counts the bytes it reads).
 // BM_BatchedDecodeAttention: one decode step of a batch of sequences (each its own paged cache, block 16,
 // every sequence at the same context), every layer once, f32 / f16 / fp8-e4m3 KV, 1 and 2 threads: the shape
 // of issue 17's batch-16, context-512 step (`plumb roofline --batch 16 --context 512 --kv-dtype fp8-e4m3`).
@@ -68,27 +70,41 @@ Layer MakeLayer(int context, bool paged, std::mt19937& rng) {
   return layer;
 }
 
-void BM_DecodeAttention(benchmark::State& state) {
-  const int context = static_cast<int>(state.range(0));
-  const bool paged = state.range(1) != 0;
+// One decode step's attention, every layer, the query at position context − 1 (window 0: no window).
+void DecodeAttention(benchmark::State& state, int context, bool paged, int window) {
   std::mt19937 rng(7);
   std::vector<Layer> layers;
   for (int l = 0; l < kLayers; ++l) layers.push_back(MakeLayer(context, paged, rng));
   std::vector<float> q(kHeads * kHeadDim, 0.1f), out(q.size());
   for (auto _ : state) {
     for (const Layer& layer : layers) {
-      plumb::kernels::CausalAttention(q.data(), 1, context - 1, layer.view, kHeads, out.data());
+      plumb::kernels::CausalAttention(q.data(), 1, context - 1, layer.view, kHeads, out.data(), window);
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double kv_bytes = 2.0 * kLayers * context * kKvHeads * kHeadDim * sizeof(float);
+  const int read = window > 0 ? std::min(window, context) : context;  // positions attended
+  const double kv_bytes = 2.0 * kLayers * read * kKvHeads * kHeadDim * sizeof(float);
   state.counters["KV_B/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * kv_bytes, benchmark::Counter::kIsRate);
   state.SetLabel(paged ? "paged (block 16)" : "contiguous");
 }
+
+void BM_DecodeAttention(benchmark::State& state) {
+  DecodeAttention(state, static_cast<int>(state.range(0)), state.range(1) != 0, 0);
+}
 BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{512, 1024, 2048, 4096, 8192}, {0, 1}})
     ->ArgNames({"context", "paged"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_WindowedDecodeAttention(benchmark::State& state) {
+  DecodeAttention(state, static_cast<int>(state.range(0)), state.range(2) != 0,
+                  static_cast<int>(state.range(1)));
+}
+BENCHMARK(BM_WindowedDecodeAttention)
+    ->ArgsProduct({{4096}, {0, 512}, {0, 1}})
+    ->ArgNames({"context", "window", "paged"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -20,19 +20,22 @@ __device__ std::int64_t PhysicalBlock(const PagedKv& kv, const PageTable& pages,
 }
 
 // grid (n_heads, batch): block (h, b) computes query head h of sequence b, the definition of
-// include/plumb/kernels/scalar.h AttendOneHead over the decoded cache:
+// include/plumb/kernels/scalar.h AttendOneHead over the decoded cache, positions t in [begin, seq_len):
 //   scores[t] = Dot(q, k_t) · softmax_scale    one warp per position t, lanes over head_dim
 //   p = softmax(scores)                        max, exp, sum, then divide, each over the block
 //   out[j] = Σ_t p[t] · v_t[j]                 one thread per j, t ascending
-// Only positions t < seq_len are read, so a NaN-poisoned slot past the sequence's end never is. The scores
-// live in global scratch [batch][n_heads][max_seq_len], so a sequence may be as long as memory allows.
+// begin = seq_len − window with a sliding window shorter than the sequence (the query at seq_len − 1 sees
+// t with seq_len − 1 − t < window), else 0. Only positions t < seq_len are read, so a NaN-poisoned slot past
+// the sequence's end never is. The scores live in global scratch [batch][n_heads][max_seq_len], indexed by
+// t, so a sequence may be as long as memory allows.
 __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* q, float* out, float* scores,
-                                      int n_heads, int max_seq_len, float softmax_scale) {
+                                      int n_heads, int max_seq_len, float softmax_scale, int window) {
   extern __shared__ float q_shared[];  // [head_dim]
   __shared__ float scratch[kThreads / 32];
   const int h = blockIdx.x, b = blockIdx.y, d = kv.head_dim;
   const int kv_head = h / (n_heads / kv.n_kv_heads);
   const int len = SeqLen(kv, pages, b);
+  const int begin = window > 0 && len > window ? len - window : 0;
   const std::int64_t qo = (static_cast<std::int64_t>(b) * n_heads + h) * d;
   float* s = scores + (static_cast<std::int64_t>(b) * n_heads + h) * max_seq_len;
   const float k_scale = kv.k_scale[kv_head], v_scale = kv.v_scale[kv_head];
@@ -40,7 +43,7 @@ __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* 
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int t = warp; t < len; t += kThreads / 32) {
+  for (int t = begin + warp; t < len; t += kThreads / 32) {
     const std::int64_t block = PhysicalBlock(kv, pages, b, t / kv.block_size);
     float partial = 0.0f;
     for (int j = lane; j < d; j += 32)
@@ -52,20 +55,20 @@ __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* 
   __syncthreads();  // the scores (global memory) are visible to the whole block after this
 
   float m = -INFINITY;
-  for (int t = threadIdx.x; t < len; t += kThreads) m = fmaxf(m, s[t]);
+  for (int t = begin + threadIdx.x; t < len; t += kThreads) m = fmaxf(m, s[t]);
   m = BlockMax(m, scratch);
   float sum = 0.0f;
-  for (int t = threadIdx.x; t < len; t += kThreads) {
+  for (int t = begin + threadIdx.x; t < len; t += kThreads) {
     s[t] = expf(s[t] - m);
     sum += s[t];
   }
   sum = BlockSum(sum, scratch);
-  for (int t = threadIdx.x; t < len; t += kThreads) s[t] = s[t] / sum;
+  for (int t = begin + threadIdx.x; t < len; t += kThreads) s[t] = s[t] / sum;
   __syncthreads();
 
   for (int j = threadIdx.x; j < d; j += kThreads) {
     float acc = 0.0f;
-    for (int t = 0; t < len; ++t) {
+    for (int t = begin; t < len; ++t) {
       const std::int64_t block = PhysicalBlock(kv, pages, b, t / kv.block_size);
       acc += s[t] * LoadKv(kv.v, kv.dtype, KvIndex(kv, false, block, t % kv.block_size, kv_head, j), v_scale);
     }
@@ -97,11 +100,11 @@ int KvElementBytes(KvDtype dtype) {
 }
 
 void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
-                     int batch, int n_heads, int max_seq_len, float softmax_scale) {
+                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window) {
   if (batch <= 0 || n_heads <= 0) return;
   const std::size_t shared = static_cast<std::size_t>(kv.head_dim) * sizeof(float);
   AttentionDecodeKernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(batch)), kThreads,
-                          shared>>>(kv, pages, q, out, scores, n_heads, max_seq_len, softmax_scale);
+                          shared>>>(kv, pages, q, out, scores, n_heads, max_seq_len, softmax_scale, window);
   CheckLaunch("AttentionDecode");
 }
 

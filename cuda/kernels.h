@@ -87,11 +87,12 @@ struct PageTable {
   const std::int32_t* kv_last_page_len = nullptr;  // [batch]
 };
 
-// One query token per sequence at position seq_len − 1 attending to positions [0, seq_len).
+// One query token per sequence at position seq_len − 1 attending to positions [0, seq_len), or with a sliding
+// window > 0 to [max(0, seq_len − window), seq_len) (positions before it are not read).
 // q, out: [batch][n_heads][head_dim]; scores: scratch [batch][n_heads][max_seq_len] (max_seq_len ≥ every
 // sequence's length).
 void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
-                     int batch, int n_heads, int max_seq_len, float softmax_scale);
+                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window = 0);
 
 // Writes token t's keys and values ([tokens][n_kv_heads][head_dim] FP32) into slot slot_mapping[t] of the
 // cache, encoded as docs/kv-cache.md "Element types" says; a negative slot (vLLM's padding) writes nothing.

@@ -97,6 +97,7 @@ class CaseIo {
     return c_.params[key].get<std::string>();
   }
   bool Has(const std::string& name) const { return in_.Has(name); }
+  bool HasParam(const char* key) const { return c_.params.contains(key); }
   // Tensor `name`, required to have this dtype and shape.
   const Tensor& Get(const std::string& name, const std::string& dtype, const Shape& shape) const {
     const Tensor& t = in_.Get(name);
@@ -340,7 +341,8 @@ std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
   if (!check_only_pass)
     AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
                     scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
-                    static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")));
+                    static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")),
+                    io.HasParam("window") ? io.Int32("window", 0) : 0);
   return {{"out", out.Download("F32", {batch, heads, spec.head_dim})}};
 }
 

@@ -138,6 +138,11 @@ def _cache_params(k_cache, kv_dtype, layout):
     return {"n_kv_heads": kv_heads, "head_dim": hd, "block_size": block_size}
 
 
+def _window(window):
+    """The "window" param: absent for 0 (no window), as in the suite's unwindowed cases."""
+    return {"window": int(window)} if window else {}
+
+
 def _attention(op, q, k_cache, v_cache, kv_dtype, layout, k_scale, v_scale, extra, inputs, impl):
     params = {"layout": layout, "kv_dtype": kv_dtype, **_cache_params(k_cache, kv_dtype, layout), **extra}
     kv_heads = params["n_kv_heads"]
@@ -153,23 +158,25 @@ def _attention(op, q, k_cache, v_cache, kv_dtype, layout, k_scale, v_scale, extr
 
 
 def attention_decode(q, k_cache, v_cache, block_tables, seq_lens, kv_dtype, layout="nhd", k_scale=None,
-                     v_scale=None, impl="definition"):
+                     v_scale=None, impl="definition", window=0):
     """out [batch][n_heads][head_dim]: one query per sequence over a paged cache (layout nhd or vllm), the
-    query at position seq_lens − 1. FP8 caches hold codes (uint8), value = fp8(code) · scale per KV head."""
+    query at position seq_lens − 1. FP8 caches hold codes (uint8), value = fp8(code) · scale per KV head.
+    window > 0: a sliding window, the query at p attends to the positions t with p − t < window."""
     batch, _, _ = _shape("q", q, 3)
     tables = np.asarray(block_tables, np.int32)
     _shape("block_tables", tables, 2)
-    extra = {"batch": batch, "max_blocks_per_seq": int(tables.shape[1])}
+    extra = {"batch": batch, "max_blocks_per_seq": int(tables.shape[1]), **_window(window)}
     return _attention("attention_decode", q, k_cache, v_cache, kv_dtype, layout, k_scale, v_scale, extra,
                       {"block_tables": tables, "seq_lens": np.asarray(seq_lens, np.int32)}, impl)
 
 
 def attention_prefill(q, k_cache, v_cache, first_pos, kv_dtype, layout="contiguous", block_tables=None,
-                      k_scale=None, v_scale=None, impl="definition"):
+                      k_scale=None, v_scale=None, impl="definition", window=0):
     """out [rows][n_heads][head_dim]: causal attention of q [rows][n_heads][head_dim] at positions first_pos..
-    over a contiguous cache [n_kv_heads][capacity][head_dim] or a paged one (nhd, block_tables [1][blocks])."""
+    over a contiguous cache [n_kv_heads][capacity][head_dim] or a paged one (nhd, block_tables [1][blocks]);
+    window as attention_decode's."""
     rows, _, _ = _shape("q", q, 3)
-    extra, inputs = {"rows": rows, "first_pos": int(first_pos)}, {}
+    extra, inputs = {"rows": rows, "first_pos": int(first_pos), **_window(window)}, {}
     if layout != "contiguous":
         if block_tables is None:
             raise ValueError(f"layout {layout}: needs block_tables [1][max_blocks_per_seq]")

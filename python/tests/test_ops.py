@@ -30,7 +30,8 @@ def test_gemv_and_gemm_of_every_weight_dtype_match_the_suite(case):
 @pytest.mark.parametrize("case", cases_of("attention_decode", "attention_prefill"), ids=lambda c: c.name)
 def test_attention_over_contiguous_and_paged_caches_matches_the_suite(case):
     p, t = case.params, case.inputs()
-    common = dict(kv_dtype=p["kv_dtype"], layout=p["layout"], k_scale=t["k_scale"], v_scale=t["v_scale"])
+    common = dict(kv_dtype=p["kv_dtype"], layout=p["layout"], k_scale=t["k_scale"], v_scale=t["v_scale"],
+                  window=p.get("window", 0))
     if case.op == "attention_decode":
         out = ops.attention_decode(t["q"], t["k_cache"], t["v_cache"], t["block_tables"], t["seq_lens"], **common)
     else:

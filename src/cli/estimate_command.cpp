@@ -22,7 +22,7 @@ constexpr const char* kEstimateUsage =
     "prefill\n"
     "of `context` tokens, the batch at which decode turns compute-bound and how many sequences of a context\n"
     "fit in memory. --tp N splits weights, KV, FLOPs and bandwidth over N devices (communication ignored).\n"
-    "Model cards: llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-72b, smollm2-135m, or a config.json path.\n"
+    "Model cards: llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-72b, smollm2-135m, gemma-3-270m, or a config.json path.\n"
     "Hardware: h100-sxm, h200, b200, or host (measured now: streaming read and FP32 FMA probes).\n\n"
     "flags:\n";
 

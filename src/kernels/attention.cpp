@@ -42,9 +42,12 @@ namespace {
 // staged, so every dtype runs the same FP32 arithmetic.
 // Batch-1 decode of SmolLM2 at context n thus has ceil(n / 128) units in A, 9 in B and one per thread in C,
 // where the previous unit, a (row, KV head) pair, gave 3 units to 2 threads. A wave's score rows
-// ([row][n_heads][n_ctx]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
+// ([row][n_heads][positions]) stay under kWaveFloats, so a long prefill never holds all its scores at once.
 // A batch whose rows alone give every thread several units (batched decode) takes another split, one unit
 // per (row, KV heads) running all three steps itself: attention_by_head.cpp.
+// A row with a sliding window attends to [begin, end) = [AttentionItem::Begin, End): every phase walks
+// only those positions (chunks counted from begin, scores stored from begin), so a windowed decode at
+// context 4096 with window 512 does an eighth of the work, and rows of one wave may start anywhere.
 // Measured figures: docs/performance.md ("Batched decode and the paged KV cache").
 constexpr int kScoreChunk = 128;  // positions per phase-A unit
 // kValueDims (output elements per phase-C piece) and kHeadTile (query heads summed together):
@@ -55,16 +58,18 @@ constexpr std::int64_t kWaveFloats = 1 << 18;  // score floats of one wave (1 Mi
 struct WaveRow {
   const AttentionItem* item;
   int row;                     // within the item
-  int n_ctx;                   // positions it attends to: first_pos + row + 1
-  std::int64_t scores;         // offset of its [n_heads][n_ctx] scores in the wave buffer
+  int begin, end;              // positions it attends to: [item->Begin(row), item->End(row))
+  std::int64_t scores;         // offset of its [n_heads][end − begin] scores in the wave buffer
   std::int64_t first_unit[3];  // its first unit in phases A, B, C (prefix sums over the wave)
+
+  int Positions() const { return end - begin; }  // a head's score row: position t at t − begin
 };
 
 // Per-calling-thread workspace: grows to the largest call seen and is reused, so steady-state decode
 // allocates nothing.
 struct Workspace {
   std::vector<WaveRow> rows;
-  std::vector<float> scores;   // [wave rows][n_heads][n_ctx]
+  std::vector<float> scores;   // [wave rows][n_heads][positions of the row]
   std::vector<float> decoded;  // [threads][per thread]: phase A's decoded keys, phase C's sums and staging
 };
 Workspace& ThreadWorkspace() {
@@ -74,9 +79,9 @@ Workspace& ThreadWorkspace() {
 
 void CheckItem(const AttentionItem& item, std::size_t index, int n_heads) {
   const KvLayerView& kv = item.kv;
-  if (item.rows < 0 || item.first_pos < 0) {
-    throw MakeError("attention item ", index, ": rows ", item.rows, " and first_pos ", item.first_pos,
-                    " must not be negative");
+  if (item.rows < 0 || item.first_pos < 0 || item.window < 0) {
+    throw MakeError("attention item ", index, ": rows ", item.rows, ", first_pos ", item.first_pos,
+                    " and window ", item.window, " must not be negative");
   }
   if (item.rows == 0) return;
   if (!item.q || !item.out || !kv.keys || !kv.values) {
@@ -112,7 +117,7 @@ int ValueUnitsPerRow(const KvLayerView& kv) {
 // Units of each phase for one row (see the comment at the top).
 void RowUnits(const WaveRow& w, int n_heads, std::int64_t units[3]) {
   const KvLayerView& kv = w.item->kv;
-  units[0] = CeilDiv(w.n_ctx, kScoreChunk);
+  units[0] = CeilDiv(w.Positions(), kScoreChunk);
   units[1] = n_heads;
   units[2] = ValueUnitsPerRow(kv);
 }
@@ -199,8 +204,8 @@ void StageColumns(const KvLayerView& kv, const void* data, bool values, int t0, 
   }
 }
 
-// Phase A unit: scores[h][t] = Dot(q_h, k_t) · scale for every query head h and positions t in
-// [begin, end), a run (block) at a time. scores points at the row's [n_heads][n_ctx] block; decoded holds
+// Phase A unit: scores[h][t − w.begin] = Dot(q_h, k_t) · scale for every query head h and positions t in
+// [begin, end), a run (block) at a time. scores points at the row's [n_heads][positions] block; decoded holds
 // [kScoreChunk][n_kv_heads][head_dim] floats (non-f32 caches: the run decoded, exact as DecodeKv is).
 void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores, float* decoded,
                ScoreRunFn score_run) {
@@ -226,7 +231,7 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
       run = {reinterpret_cast<const std::uint8_t*>(decoded), Extent(kv_dim, sizeof(float)),
              Extent(head_dim, sizeof(float)), count};
     }
-    score_run(q, kv.n_kv_heads, group, head_dim, run, scale, scores + t0, w.n_ctx);
+    score_run(q, kv.n_kv_heads, group, head_dim, run, scale, scores + (t0 - w.begin), w.Positions());
   });
 }
 
@@ -291,8 +296,8 @@ void AccumulatePlain(const float* const* p, int g_count, int width, int t0, int 
 
 // Phase C unit: out_h[d .. d+width) = Σ_t p_h[t] · v_t[d .. d+width) for the pieces [piece_begin,
 // piece_end) of the row's value columns, a piece being kValueDims elements of one KV head (piece i: KV head
-// i / pieces_per_head), for that KV head's query heads, t ascending from 0. Positions are taken in stretches
-// of kScoreChunk, whatever the blocks: each stretch's columns of the unit are first staged
+// i / pieces_per_head), for that KV head's query heads, t ascending from w.begin. Positions are taken in
+// stretches of kScoreChunk, whatever the blocks: each stretch's columns of the unit are first staged
 // (StageColumns: copied, or decoded from f16 / bf16 / fp8, in address order, the next stretch requested
 // meanwhile) into `staging` ([count][unit columns]), then summed from there piece by piece, each in tiles of
 // kHeadTile heads, all from L1. One front-to-back read of the cache, where a strided pass per piece had
@@ -317,9 +322,9 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
                       std::min(head_dim, ((piece_end - 1) % pieces_per_head + 1) * kValueDims);
   const int staged_width = col_end - col_begin;
   const auto run_stride = Extent(staged_width, sizeof(float));
-  for (int t0 = 0; t0 < w.n_ctx; t0 += kScoreChunk) {
-    const int count = std::min(kScoreChunk, w.n_ctx - t0);
-    StageColumns(kv, kv.values, true, t0, count, w.n_ctx, col_begin, col_end, staging);
+  for (int t0 = w.begin; t0 < w.end; t0 += kScoreChunk) {
+    const int count = std::min(kScoreChunk, w.end - t0);
+    StageColumns(kv, kv.values, true, t0, count, w.end, col_begin, col_end, staging);
     for (int piece = piece_begin; piece < piece_end; ++piece) {
       const int kv_head = piece / pieces_per_head;
       const int d0 = piece % pieces_per_head * kValueDims;
@@ -331,10 +336,10 @@ void ValueUnit(const WaveRow& w, int n_heads, int piece_begin, int piece_end, co
         float* out[kHeadTile];
         for (int g = 0; g < g_count; ++g) {
           const int h = kv_head * group + g0 + g;
-          p[g] = scores + static_cast<std::int64_t>(h) * w.n_ctx;
+          p[g] = scores + static_cast<std::int64_t>(h) * w.Positions();
           out[g] = sum_of(piece, g0 + g);
         }
-        accumulate(p, g_count, width, t0, count, at, run_stride, out);
+        accumulate(p, g_count, width, t0 - w.begin, count, at, run_stride, out);  // p indexed from begin
       }
     }
   }
@@ -361,8 +366,8 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       [&](std::int64_t unit, int t) {
         std::int64_t local = 0;
         const WaveRow& w = FindRow(rows, 0, unit, local);
-        const int begin = static_cast<int>(local) * kScoreChunk;
-        ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.n_ctx), scores + w.scores,
+        const int begin = w.begin + static_cast<int>(local) * kScoreChunk;
+        ScoreUnit(w, n_heads, begin, std::min(begin + kScoreChunk, w.end), scores + w.scores,
                   decoded + t * decoded_per_thread, ActiveScoreRun(w.item->kv.head_dim));
       },
       min_parallel);
@@ -371,7 +376,7 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       [&](std::int64_t unit, int) {
         std::int64_t h = 0;
         const WaveRow& w = FindRow(rows, 1, unit, h);
-        SoftmaxRow(scores + w.scores + h * w.n_ctx, w.n_ctx);
+        SoftmaxRow(scores + w.scores + h * w.Positions(), w.Positions());
       },
       min_parallel);
   ParallelForDynamic(
@@ -552,10 +557,9 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads) {
     for (; item < items.size(); ++item, row = 0) {
       const AttentionItem& it = items[item];
       for (; row < it.rows; ++row) {
-        const int n_ctx = it.first_pos + row + 1;
-        const std::int64_t row_floats = static_cast<std::int64_t>(n_heads) * n_ctx;
+        WaveRow w{&it, row, it.Begin(row), it.End(row), floats, {total[0], total[1], total[2]}};
+        const std::int64_t row_floats = static_cast<std::int64_t>(n_heads) * w.Positions();
         if (!ws.rows.empty() && floats + row_floats > kWaveFloats) break;
-        WaveRow w{&it, row, n_ctx, floats, {total[0], total[1], total[2]}};
         std::int64_t units[3];
         RowUnits(w, n_heads, units);
         for (int ph = 0; ph < 3; ++ph) total[ph] += units[ph];
@@ -570,9 +574,9 @@ void CausalAttention(std::span<const AttentionItem> items, int n_heads) {
   }
 }
 
-void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads,
-                     float* out) {
-  const AttentionItem item{q, out, rows, first_pos, kv};
+void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,
+                     int window) {
+  const AttentionItem item{q, out, rows, first_pos, kv, window};
   CausalAttention(std::span<const AttentionItem>(&item, 1), n_heads);
 }
 

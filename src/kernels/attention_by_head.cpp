@@ -51,15 +51,16 @@ struct UnitKernels {
   AccumulateFn accumulate;
 };
 
-// Calls fn(first, count, next, next_count) for tiles of positions [0, n_ctx), ascending, none crossing a
-// block: positions first .. first + count − 1, and the tile after it (next_count 0 at the end).
+// Calls fn(first, count, next, next_count) for tiles of positions [begin, end), ascending, none crossing a
+// block: positions first .. first + count − 1, and the tile after it (next_count 0 at the end). A window's
+// begin may fall inside a block: the first tile then ends at that block's end.
 template <class Fn>
-void ForEachTile(const KvLayerView& kv, int n_ctx, Fn&& fn) {
-  const auto tile_at = [&](int t) { return std::min({kTile, kv.block_size - t % kv.block_size, n_ctx - t}); };
-  int count = tile_at(0);
-  for (int t = 0; t < n_ctx; t += count, count = t < n_ctx ? tile_at(t) : 0) {
+void ForEachTile(const KvLayerView& kv, int begin, int end, Fn&& fn) {
+  const auto tile_at = [&](int t) { return std::min({kTile, kv.block_size - t % kv.block_size, end - t}); };
+  int count = begin < end ? tile_at(begin) : 0;
+  for (int t = begin; t < end; t += count, count = t < end ? tile_at(t) : 0) {
     const int next = t + count;
-    fn(t, count, next, next < n_ctx ? tile_at(next) : 0);
+    fn(t, count, next, next < end ? tile_at(next) : 0);
   }
 }
 
@@ -93,34 +94,35 @@ const std::uint8_t* TileRows(const KvLayerView& kv, const void* data, float scal
   return reinterpret_cast<const std::uint8_t*>(staging);
 }
 
-// One unit: query heads [c_begin · group, c_end · group) of `row` of `item`. scores: [heads][n_ctx];
+// One unit: query heads [c_begin · group, c_end · group) of `row` of `item`, over the row's positions
+// [begin, end) (the window's, if any). scores: [heads][end − begin], position t at t − begin;
 // staging: [kTile][head_dim]; sums: [heads][head_dim rounded up to kValueDims].
 void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int n_heads, float* scores,
                 float* staging, float* sums, const UnitKernels& k) {
   const KvLayerView& kv = item.kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
-  const int n_ctx = item.first_pos + row + 1;
+  const int begin = item.Begin(row), end = item.End(row), n = end - begin;
   const int heads = (c_end - c_begin) * group;
   const int h_begin = c_begin * group;  // the unit's first query head
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float* q = item.q + (static_cast<std::int64_t>(row) * n_heads + h_begin) * head_dim;
   const ScoreRunFn score = ActiveScoreRun(head_dim);
-  ForEachTile(kv, n_ctx, [&](int t, int count, int next, int next_count) {
+  ForEachTile(kv, begin, end, [&](int t, int count, int next, int next_count) {
     for (int c = c_begin; c < c_end; ++c) {
       std::size_t stride = 0;
       const std::uint8_t* rows =
           TileRows(kv, kv.keys, kv.KScale(c), c, t, count, next, next_count, staging, k.decode, stride);
       const int g0 = (c - c_begin) * group;
       score(q + static_cast<std::int64_t>(g0) * head_dim, 1, group, head_dim, KeyRun{rows, stride, 0, count},
-            scale, scores + static_cast<std::int64_t>(g0) * n_ctx + t, n_ctx);
+            scale, scores + static_cast<std::int64_t>(g0) * n + (t - begin), n);
     }
   });
-  SoftmaxRows(scores, heads, n_ctx, n_ctx);
+  SoftmaxRows(scores, heads, n, n);
 
   const int padded = (head_dim + kValueDims - 1) / kValueDims * kValueDims;
   std::fill(sums, sums + static_cast<std::int64_t>(heads) * padded, 0.0f);
-  ForEachTile(kv, n_ctx, [&](int t, int count, int next, int next_count) {
+  ForEachTile(kv, begin, end, [&](int t, int count, int next, int next_count) {
     for (int c = c_begin; c < c_end; ++c) {
       std::size_t stride = 0;
       const std::uint8_t* rows =
@@ -133,10 +135,10 @@ void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int 
           const float* p[kHeadTile];
           float* out[kHeadTile];
           for (int g = 0; g < g_count; ++g) {
-            p[g] = scores + static_cast<std::int64_t>(h0 + g0 + g) * n_ctx;
+            p[g] = scores + static_cast<std::int64_t>(h0 + g0 + g) * n;
             out[g] = sums + static_cast<std::int64_t>(h0 + g0 + g) * padded + d0;
           }
-          k.accumulate(p, g_count, width, t, count, rows + Extent(d0, sizeof(float)), stride, out);
+          k.accumulate(p, g_count, width, t - begin, count, rows + Extent(d0, sizeof(float)), stride, out);
         }
       }
     }
@@ -154,12 +156,13 @@ void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int 
 bool AttendByKvHeads(std::span<const AttentionItem> items, int n_heads) {
   const int threads = NumThreads();
   std::int64_t rows = 0;
-  int min_kv_heads = n_heads, max_ctx = 0, max_head_dim = 0;
+  int min_kv_heads = n_heads, max_positions = 0, max_head_dim = 0;
   for (const AttentionItem& item : items) {
     if (item.rows == 0) continue;
     rows += item.rows;
     min_kv_heads = std::min(min_kv_heads, item.kv.n_kv_heads);
-    max_ctx = std::max(max_ctx, item.first_pos + item.rows);
+    // A row attends to at least as many positions as the rows before it: the last row has the most.
+    max_positions = std::max(max_positions, item.End(item.rows - 1) - item.Begin(item.rows - 1));
     max_head_dim = std::max(max_head_dim, item.kv.head_dim);
   }
   const std::int64_t wanted = static_cast<std::int64_t>(kUnitsPerThread) * threads;
@@ -180,7 +183,7 @@ bool AttendByKvHeads(std::span<const AttentionItem> items, int n_heads) {
     const int group = n_heads / item.kv.n_kv_heads;
     max_heads = std::max<std::int64_t>(max_heads, (item.kv.n_kv_heads + parts - 1) / parts * group);
   }
-  const std::int64_t scores_floats = RoundUp16(max_heads * max_ctx);
+  const std::int64_t scores_floats = RoundUp16(max_heads * max_positions);
   const std::int64_t staging_floats = RoundUp16(static_cast<std::int64_t>(kTile) * max_head_dim);
   const std::int64_t sums_floats =
       RoundUp16(max_heads * ((max_head_dim + kValueDims - 1) / kValueDims * kValueDims));

@@ -14,6 +14,10 @@ void SwiGluPlain(const float* gate, const float* up, float* out, int n) {
   scalar::SwiGlu(gate, up, out, n);
 }
 
+void GeluTanhGluPlain(const float* gate, const float* up, float* out, int n) {
+  scalar::GeluTanhGlu(gate, up, out, n);
+}
+
 #if defined(__x86_64__)
 bool HasFma() {
   static const bool fma = __builtin_cpu_supports("fma");
@@ -31,12 +35,20 @@ ExpMinusFn ActiveExpMinus() {
   return ExpMinusPlain;
 }
 
-SwiGluFn ActiveSwiGlu() {
+GatedFn ActiveSwiGlu() {
 #if defined(__x86_64__)
   if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::SwiGlu;
   if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::SwiGlu;
 #endif
   return SwiGluPlain;
+}
+
+GatedFn ActiveGeluTanhGlu() {
+#if defined(__x86_64__)
+  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::GeluTanhGlu;
+  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::GeluTanhGlu;
+#endif
+  return GeluTanhGluPlain;
 }
 
 }  // namespace plumb::kernels

@@ -63,21 +63,50 @@ PLUMB_EXP_AVX2 void ExpMinus(float* x, int n, float shift) {
   for (; i < n; ++i) x[i] = scalar::Exp(x[i] - shift);
 }
 
-PLUMB_EXP_AVX2 void SwiGlu(const float* gate, const float* up, float* out, int n) {
+namespace {
+
+// out = g / (1 + Exp(Argument(g))) · up, eight at a time; a step with a large argument, and the tail, go
+// through Scalar (the definition). Argument and Scalar are function objects, since a lambda would not
+// inherit this file's target attribute.
+template <class Argument, void (*Scalar)(const float*, const float*, float*, int)>
+PLUMB_EXP_AVX2 inline void GateByExp(const float* gate, const float* up, float* out, int n) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
   int i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 minus_g = _mm256_xor_ps(g, sign);  // −g, as the scalar negation
-    if (AnyLarge(minus_g)) {
-      scalar::SwiGlu(gate + i, up + i, out + i, 8);
+    const __m256 argument = Argument{}(g);
+    if (AnyLarge(argument)) {
+      Scalar(gate + i, up + i, out + i, 8);
       continue;
     }
-    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, Exp8(minus_g)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    const __m256 act = _mm256_div_ps(g, _mm256_add_ps(one, Exp8(argument)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(act, _mm256_loadu_ps(up + i)));
   }
-  scalar::SwiGlu(gate + i, up + i, out + i, n - i);
+  Scalar(gate + i, up + i, out + i, n - i);
+}
+
+struct MinusGate {  // −g, as the scalar negation (the sign bit flipped)
+  PLUMB_EXP_AVX2 __m256 operator()(__m256 g) const {
+    return _mm256_xor_ps(g, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))));
+  }
+};
+
+struct GeluArgument {  // −2√(2/π) · (g + 0.044715 · ((g · g) · g)), scalar::GeluTanhGlu's roundings
+  PLUMB_EXP_AVX2 __m256 operator()(__m256 g) const {
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    const __m256 s = _mm256_add_ps(g, _mm256_mul_ps(_mm256_set1_ps(scalar::kGeluCubic), cube));
+    return _mm256_mul_ps(_mm256_set1_ps(scalar::kMinusTwoSqrtTwoOverPi), s);
+  }
+};
+
+}  // namespace
+
+PLUMB_EXP_AVX2 void SwiGlu(const float* gate, const float* up, float* out, int n) {
+  GateByExp<MinusGate, scalar::SwiGlu>(gate, up, out, n);
+}
+
+PLUMB_EXP_AVX2 void GeluTanhGlu(const float* gate, const float* up, float* out, int n) {
+  GateByExp<GeluArgument, scalar::GeluTanhGlu>(gate, up, out, n);
 }
 
 }  // namespace plumb::kernels::avx2

@@ -76,21 +76,50 @@ PLUMB_EXP512 void ExpMinus(float* x, int n, float shift) {
   for (; i < n; ++i) x[i] = scalar::Exp(x[i] - shift);
 }
 
-PLUMB_EXP512 void SwiGlu(const float* gate, const float* up, float* out, int n) {
+namespace {
+
+// out = g / (1 + Exp(Argument(g))) · up, sixteen at a time; a step with a large argument, and the tail, go
+// through Scalar (the definition). As exp_avx2.cpp's GateByExp.
+template <class Argument, void (*Scalar)(const float*, const float*, float*, int)>
+PLUMB_EXP512 inline void GateByExp(const float* gate, const float* up, float* out, int n) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 g = _mm512_loadu_ps(gate + i);
-    const __m512 minus_g = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), sign));  // −g
-    if (AnyLarge(minus_g)) {
-      scalar::SwiGlu(gate + i, up + i, out + i, 16);
+    const __m512 argument = Argument{}(g);
+    if (AnyLarge(argument)) {
+      Scalar(gate + i, up + i, out + i, 16);
       continue;
     }
-    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, Exp16(minus_g)));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+    const __m512 act = _mm512_div_ps(g, _mm512_add_ps(one, Exp16(argument)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(act, _mm512_loadu_ps(up + i)));
   }
-  scalar::SwiGlu(gate + i, up + i, out + i, n - i);
+  Scalar(gate + i, up + i, out + i, n - i);
+}
+
+struct MinusGate {  // −g, as the scalar negation (the sign bit flipped)
+  PLUMB_EXP512 __m512 operator()(__m512 g) const {
+    const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(g), sign));
+  }
+};
+
+struct GeluArgument {  // −2√(2/π) · (g + 0.044715 · ((g · g) · g)), scalar::GeluTanhGlu's roundings
+  PLUMB_EXP512 __m512 operator()(__m512 g) const {
+    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+    const __m512 s = _mm512_add_ps(g, _mm512_mul_ps(_mm512_set1_ps(scalar::kGeluCubic), cube));
+    return _mm512_mul_ps(_mm512_set1_ps(scalar::kMinusTwoSqrtTwoOverPi), s);
+  }
+};
+
+}  // namespace
+
+PLUMB_EXP512 void SwiGlu(const float* gate, const float* up, float* out, int n) {
+  GateByExp<MinusGate, scalar::SwiGlu>(gate, up, out, n);
+}
+
+PLUMB_EXP512 void GeluTanhGlu(const float* gate, const float* up, float* out, int n) {
+  GateByExp<GeluArgument, scalar::GeluTanhGlu>(gate, up, out, n);
 }
 
 }  // namespace plumb::kernels::avx512

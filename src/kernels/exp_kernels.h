@@ -8,21 +8,25 @@ namespace plumb::kernels {
 
 // x[i] = scalar::Exp(x[i] − shift) for i < n (softmax's step, shift its max).
 using ExpMinusFn = void (*)(float* x, int n, float shift);
-// out[i] = scalar::SwiGlu's out[i]: gate[i] / (1 + Exp(−gate[i])) · up[i]. out may be gate or up.
-using SwiGluFn = void (*)(const float* gate, const float* up, float* out, int n);
+// A gated activation, out[i] = act(gate[i]) · up[i]; out may be gate or up. SwiGLU: scalar::SwiGlu's
+// gate[i] / (1 + Exp(−gate[i])) · up[i]; GeGLU: scalar::GeluTanhGlu's.
+using GatedFn = void (*)(const float* gate, const float* up, float* out, int n);
 
 // The variants for ActiveIsa(): AVX-512's or AVX2's where the CPU also has FMA, else the plain loops.
 ExpMinusFn ActiveExpMinus();
-SwiGluFn ActiveSwiGlu();
+GatedFn ActiveSwiGlu();
+GatedFn ActiveGeluTanhGlu();
 
 #if defined(__x86_64__)
 namespace avx2 {  // four doubles per register; requires AVX2 and FMA (exp_avx2.cpp)
 void ExpMinus(float* x, int n, float shift);
 void SwiGlu(const float* gate, const float* up, float* out, int n);
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n);
 }  // namespace avx2
 namespace avx512 {  // eight doubles per register; requires AVX-512 F, BW, VL and FMA (exp_avx512.cpp)
 void ExpMinus(float* x, int n, float shift);
 void SwiGlu(const float* gate, const float* up, float* out, int n);
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n);
 }  // namespace avx512
 #endif
 

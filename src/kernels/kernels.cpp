@@ -282,17 +282,35 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
   });
 }
 
-void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
+namespace {
+
+// A gated activation (exp_kernels.h's GatedFn) over n elements, the pool over chunks of 4096.
+void GatedInChunks(GatedFn gated, const float* gate, const float* up, float* out, std::int64_t n) {
   constexpr std::int64_t kChunk = 4096;
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  const SwiGluFn swiglu = ActiveSwiGlu();  // scalar::SwiGlu's bits (exp_kernels.h)
   ParallelFor(chunks, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t c = first; c < last; ++c) {
       const std::int64_t begin = c * kChunk;
       const std::int64_t count = (n - begin < kChunk) ? n - begin : kChunk;
-      swiglu(gate + begin, up + begin, out + begin, static_cast<int>(count));
+      gated(gate + begin, up + begin, out + begin, static_cast<int>(count));
     }
   });
+}
+
+}  // namespace
+
+void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n) {
+  GatedInChunks(ActiveSwiGlu(), gate, up, out, n);  // scalar::SwiGlu's bits (exp_kernels.h)
+}
+
+void SoftCap(float* x, std::size_t n, float cap) {
+  constexpr std::size_t kChunk = 1 << 20;  // scalar::SoftCap takes an int count
+  for (std::size_t i = 0; i < n; i += kChunk)
+    scalar::SoftCap(x + i, static_cast<int>(std::min(kChunk, n - i)), cap);
+}
+
+void GeluTanhGlu(const float* gate, const float* up, float* out, std::int64_t n) {
+  GatedInChunks(ActiveGeluTanhGlu(), gate, up, out, n);  // scalar::GeluTanhGlu's bits
 }
 
 }  // namespace plumb::kernels

@@ -141,6 +141,10 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   if (const json* type = Find(root, "model_type"); type != nullptr && type->is_string()) {
     c.model_type = type->get<std::string>();
   }
+  if (c.model_type.starts_with("gemma")) {
+    throw MakeError(source, ": model_type \"", c.model_type,
+                    "\": plumb runs Gemma 3 from a GGUF file (its Hugging Face checkpoints not yet)");
+  }
   c.hidden_size = RequireInt(root, "hidden_size", source);
   c.intermediate_size = RequireInt(root, "intermediate_size", source);
   c.num_layers = RequireInt(root, "num_hidden_layers", source);

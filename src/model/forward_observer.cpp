@@ -17,6 +17,8 @@ std::string_view ForwardKernelName(ForwardKernel kernel) {
       return "k_proj";
     case ForwardKernel::kVProj:
       return "v_proj";
+    case ForwardKernel::kQkNorm:
+      return "qk_norm";
     case ForwardKernel::kRope:
       return "rope";
     case ForwardKernel::kKvWrite:
@@ -25,6 +27,8 @@ std::string_view ForwardKernelName(ForwardKernel kernel) {
       return "attention";
     case ForwardKernel::kOProj:
       return "o_proj";
+    case ForwardKernel::kPostAttnNorm:
+      return "post_attn_norm";
     case ForwardKernel::kMlpNorm:
       return "mlp_norm";
     case ForwardKernel::kGateProj:
@@ -33,8 +37,12 @@ std::string_view ForwardKernelName(ForwardKernel kernel) {
       return "up_proj";
     case ForwardKernel::kSwiGlu:
       return "swiglu";
+    case ForwardKernel::kGeGlu:
+      return "geglu";
     case ForwardKernel::kDownProj:
       return "down_proj";
+    case ForwardKernel::kPostMlpNorm:
+      return "post_mlp_norm";
     case ForwardKernel::kFinalNorm:
       return "final_norm";
     case ForwardKernel::kLmHead:

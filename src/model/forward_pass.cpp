@@ -1,6 +1,8 @@
 // The kernels of one forward pass, each reported as it finishes (src/model/forward_pass.h).
 #include "forward_pass.h"
 
+#include <cmath>
+
 #include "plumb/core/extent.h"
 
 namespace plumb::detail {
@@ -103,6 +105,11 @@ void ForwardPass::Embed(const WeightMatrix& table) {
   for (const SequenceChunk& chunk : chunks_) {
     for (int token : chunk.tokens) kernels::DequantizeRowOf(table, token, &a_.x[row++ * c_.hidden_size]);
   }
+  if (c_.scale_embedding) {
+    // √d in float, as llama.cpp scales (Hugging Face rounds it to the checkpoint's dtype first).
+    const float scale = std::sqrt(static_cast<float>(c_.hidden_size));
+    for (std::size_t i = 0; i < Extent(rows_, c_.hidden_size); ++i) a_.x[i] *= scale;
+  }
   Done(ForwardKernel::kEmbedding, -1);
 }
 
@@ -158,14 +165,34 @@ void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMat
   Done(kernel, layer);
 }
 
+void ForwardPass::QkNorm(int layer, const std::vector<float>& q_norm, const std::vector<float>& k_norm) {
+  kernels::RmsNorm(a_.q.data(), q_norm.data(), a_.q.data(), rows_ * c_.num_heads, c_.head_dim,
+                   c_.rms_norm_eps);
+  kernels::RmsNorm(a_.k.data(), k_norm.data(), a_.k.data(), rows_ * c_.num_kv_heads, c_.head_dim,
+                   c_.rms_norm_eps);
+  Done(ForwardKernel::kQkNorm, layer);
+}
+
+void ForwardPass::AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_kernel, int layer,
+                                      const WeightMatrix& W, const std::vector<float>& in,
+                                      const std::vector<float>& norm) {
+  MultiplyRows(W, in.data(), a_.projected.data(), QuantizeAlone(layer, W, in.data()));
+  Done(kernel, layer);
+  kernels::RmsNorm(a_.projected.data(), norm.data(), a_.projected.data(), rows_, c_.hidden_size,
+                   c_.rms_norm_eps);
+  AddInPlace(a_.x.data(), a_.projected.data(), Extent(rows_, c_.hidden_size));
+  Done(norm_kernel, layer);
+}
+
 void ForwardPass::Rope(int layer) {
   const std::size_t q_dim = c_.QueryDim(), kv_dim = c_.KvDim();
+  const float theta = c_.RopeTheta(layer);
   std::size_t row = 0;
   for (const SequenceChunk& chunk : chunks_) {
     const int n = static_cast<int>(chunk.tokens.size());
     const int first_pos = chunk.kv->length();
-    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, c_.rope_theta);
-    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, c_.rope_theta);
+    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta);
+    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta);
     row += n;
   }
   Done(ForwardKernel::kRope, layer);
@@ -189,17 +216,24 @@ void ForwardPass::Attend(int layer) {
   for (std::size_t i = 0; i < chunks_.size(); ++i) {
     KvSequence& kv = *chunks_[i].kv;
     const int n = static_cast<int>(chunks_[i].tokens.size());
-    a_.items[i] = {&a_.q[row * q_dim], &a_.attention[row * q_dim], n, kv.length(), kv.Layer(layer)};
+    a_.items[i] = {&a_.q[row * q_dim], &a_.attention[row * q_dim], n, kv.length(),
+                   kv.Layer(layer),    c_.AttentionWindow(layer)};
     row += n;
   }
   kernels::CausalAttention(std::span(a_.items.data(), chunks_.size()), c_.num_heads);
   Done(ForwardKernel::kAttention, layer);
 }
 
-void ForwardPass::SwiGlu(int layer) {
-  kernels::SwiGlu(a_.gate.data(), a_.up.data(), a_.gate.data(),
-                  static_cast<std::int64_t>(rows_) * c_.intermediate_size);
-  Done(ForwardKernel::kSwiGlu, layer);
+void ForwardPass::GatedActivation(int layer) {
+  const std::int64_t n = static_cast<std::int64_t>(rows_) * c_.intermediate_size;
+  switch (c_.mlp_activation) {
+    case MlpActivation::kSilu:
+      kernels::SwiGlu(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
+      return Done(ForwardKernel::kSwiGlu, layer);
+    case MlpActivation::kGeluTanh:
+      kernels::GeluTanhGlu(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
+      return Done(ForwardKernel::kGeGlu, layer);
+  }
 }
 
 std::span<const float> ForwardPass::Logits(const std::vector<float>& final_norm,
@@ -221,6 +255,9 @@ std::span<const float> ForwardPass::Logits(const std::vector<float>& final_norm,
     last_ = Clock::now();
   }
   Multiply(lm_head, a_.head_input.data(), logit_rows_, a_.logits.data());
+  if (c_.final_logit_softcap > 0.0f) {
+    kernels::SoftCap(a_.logits.data(), Extent(logit_rows_, c_.vocab_size), c_.final_logit_softcap);
+  }
   Done(ForwardKernel::kLmHead, -1, logit_rows_);
   return {a_.logits.data(), Extent(logit_rows_, c_.vocab_size)};
 }

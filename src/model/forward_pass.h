@@ -60,7 +60,7 @@ class ForwardPass {
   ForwardPass(const ForwardPass&) = delete;
   ForwardPass& operator=(const ForwardPass&) = delete;
 
-  // x[row] = table[token of row], dequantized.
+  // x[row] = table[token of row], dequantized (· √d where the model scales its embedding).
   void Embed(const WeightMatrix& table);
   // out[row] = RMSNorm(in[row]) ⊙ weight.
   void RmsNorm(ForwardKernel kernel, int layer, const std::vector<float>& in,
@@ -82,18 +82,26 @@ class ForwardPass {
   void Project(int layer, const std::vector<float>& in, std::initializer_list<ProjectionOf> projections);
   // x[row] += in[row] · Wᵀ: a projection back into the residual stream.
   void AddProjection(ForwardKernel kernel, int layer, const WeightMatrix& W, const std::vector<float>& in);
-  // Rotates q and k of each chunk at its positions kv.length() ...
+  // q and k of every row, head by head: RMSNorm(head) ⊙ q_norm (k_norm), over head_dim (Gemma 3).
+  void QkNorm(int layer, const std::vector<float>& q_norm, const std::vector<float>& k_norm);
+  // x[row] += RMSNorm(in[row] · Wᵀ) ⊙ norm: a projection normalized before it joins the residual stream
+  // (Gemma 3's post-attention and post-MLP norms). Reported as `kernel`, then `norm_kernel`.
+  void AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_kernel, int layer, const WeightMatrix& W,
+                           const std::vector<float>& in, const std::vector<float>& norm);
+  // Rotates q and k of each chunk at its positions kv.length() ..., with the layer's RoPE base.
   void Rope(int layer);
   // Writes k and v of each chunk into its cache, at the same positions.
   void WriteKv(int layer);
-  // attention[row] = causal GQA attention of q[row] over its chunk's cache.
+  // attention[row] = causal GQA attention of q[row] over its chunk's cache, or over the layer's sliding
+  // window of it.
   void Attend(int layer);
-  // gate = silu(gate) ⊙ up.
-  void SwiGlu(int layer);
+  // gate = act(gate) ⊙ up: silu (SwiGLU) or gelu_tanh (GeGLU), as the model's config says.
+  void GatedActivation(int layer);
   // Reports x at `point` of `layer` to the observer.
   void Observe(ActivationPoint point, int layer);
   // The final RMSNorm of the rows whose logits are returned (each chunk's last, or all its rows when it asks
-  // for all_logits) into head_input, then their logits: [logit rows][V], in a.logits.
+  // for all_logits) into head_input, then their logits: [logit rows][V], in a.logits (soft-capped where
+  // the model asks for it).
   std::span<const float> Logits(const std::vector<float>& final_norm, const WeightMatrix& lm_head);
 
  private:

@@ -99,13 +99,51 @@ std::vector<float> UnpermuteRopeBias(const std::vector<float>& gguf, int head_di
   return hf;
 }
 
+// Gemma 3's hyper-parameters as llama.cpp reads them (llama_model::load_hparams, LLM_ARCH_GEMMA3): what the
+// file does not say is fixed by the architecture. docs/models.md "Gemma 3".
+void ReadGemma3(const GgufFile& file, ModelConfig& c) {
+  c.mlp_activation = MlpActivation::kGeluTanh;
+  c.scale_embedding = true;
+  c.qk_norm = true;
+  c.sandwich_norm = true;
+  // Five local layers, then a global one; the local layers rotate with base 10000, the global ones with
+  // gemma3.rope.freq_base (1e6).
+  if (const std::optional<std::uint64_t> window = file.FindUint("gemma3.attention.sliding_window");
+      window && *window > 0) {
+    if (*window > (1u << 30)) {
+      throw MakeError(file.path(), ": metadata key 'gemma3.attention.sliding_window' = ", *window,
+                      " is out of range");
+    }
+    c.sliding_window = static_cast<int>(*window);
+    c.sliding_window_pattern = 6;
+    c.rope_theta_local = 10000.0f;
+  }
+  if (const std::optional<double> cap = file.FindFloat("gemma3.final_logit_softcapping")) {
+    if (!(*cap >= 0.0 && *cap < 1e30)) {
+      throw MakeError(file.path(), ": metadata key 'gemma3.final_logit_softcapping' = ", *cap,
+                      " must be a non-negative number");
+    }
+    c.final_logit_softcap = static_cast<float>(*cap);
+  }
+  if (file.FindFloat("gemma3.attn_logit_softcapping").value_or(0.0) > 0.0) {
+    throw MakeError(file.path(),
+                    ": gemma3.attn_logit_softcapping is not supported (Gemma 2's attention "
+                    "soft-capping; Gemma 3 has none)");
+  }
+  // llama.cpp scales queries by 1/√head_dim for every Gemma 3 but the 27B (62 layers), which uses
+  // 1/√(d / n_heads); plumb's attention scales by 1/√head_dim only.
+  if (c.num_layers == 62 && c.hidden_size / c.num_heads != c.head_dim) {
+    throw MakeError(file.path(), ": Gemma 3 27B's query scale 1/sqrt(d / n_heads) is not supported");
+  }
+}
+
 }  // namespace
 
 ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string& arch = file.GetString("general.architecture");
-  if (arch != "llama" && arch != "qwen2") {
+  if (arch != "llama" && arch != "qwen2" && arch != "gemma3") {
     throw MakeError(file.path(), ": general.architecture '", arch,
-                    "' is not supported (plumb runs 'llama' and 'qwen2')");
+                    "' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3')");
   }
   const std::string p = arch + ".";
   if (file.FindUint(p + "expert_count").value_or(0) > 0) {
@@ -136,6 +174,7 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
       embedding.dims.size() == 2 && embedding.dims[1] <= (1u << 30) ? static_cast<int>(embedding.dims[1]) : 0;
   c.vocab_size = PositiveInt(file, p + "vocab_size", embedding_rows);
   c.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
+  if (arch == "gemma3") ReadGemma3(file, c);
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
   if (std::optional<std::uint64_t> bos = file.FindUint("tokenizer.ggml.bos_token_id"))
     c.bos_token_id = static_cast<int>(std::min<std::uint64_t>(*bos, 1u << 30));
@@ -148,8 +187,8 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
 ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const GgufFile>& file) {
   const GgufFile& f = *file;
   const int d = c.hidden_size;
-  // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2 GGUFs keep Hugging Face's order and
-  // llama.cpp runs them with its NEOX (rotate-half) RoPE.
+  // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2 and Gemma 3 GGUFs keep Hugging Face's
+  // order and llama.cpp runs them with its NEOX (rotate-half) RoPE.
   const bool permuted_rope_rows = c.model_type == "llama";
   ModelWeights w;
   w.token_embedding = Matrix(file, "token_embd.weight", c.vocab_size, d);
@@ -175,6 +214,14 @@ ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const G
       }
     }
     l.wo = Matrix(file, p + "attn_output.weight", d, c.QueryDim());
+    if (c.qk_norm) {
+      l.q_norm = Vector(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = Vector(f, p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (c.sandwich_norm) {
+      l.post_attn_norm = Vector(f, p + "post_attention_norm.weight", d);
+      l.post_mlp_norm = Vector(f, p + "post_ffw_norm.weight", d);
+    }
     l.mlp_norm = Vector(f, p + "ffn_norm.weight", d);
     l.w_gate = Matrix(file, p + "ffn_gate.weight", c.intermediate_size, d);
     l.w_up = Matrix(file, p + "ffn_up.weight", c.intermediate_size, d);

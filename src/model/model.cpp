@@ -5,6 +5,11 @@
 //                     x += down_proj(silu(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x)))
 //   logits = lm_head(rmsnorm(x))
 //
+// Gemma 3 (docs/models.md) is the same skeleton with a few more steps, each an `if` below: the embedding
+// times √d, an RMSNorm of every q and k head, an RMSNorm of each block's output before it joins x, GELU
+// (tanh form) in place of SiLU, a sliding attention window and RoPE base on five of every six layers, and
+// optionally soft-capped logits.
+//
 // Prefill, Decode and Step run this one layer over different rows. What tells the phases apart is where the
 // cost is (include/plumb/model/model.h): a projection of many rows is a GEMM that reuses every weight it
 // reads, a projection of one row a GEMV that reads every weight for one multiply-add. Each kernel is timed
@@ -27,27 +32,42 @@ using detail::Projection;
 namespace {
 
 // x += o_proj(attention(rope(q), rope(k), v)), with q, k, v the projections of rmsnorm(x).
+// Gemma 3 also normalizes each head of q and k before RoPE, and o_proj's output before the residual add:
+// x += rmsnorm(o_proj(...)).
 void AttentionBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
   pass.RmsNorm(ForwardKernel::kAttnNorm, layer, a.x, w.attn_norm, a.x_norm);
   pass.Project(layer, a.x_norm,
                {{ForwardKernel::kQProj, &w.wq, &w.bq, &a.q},
                 {ForwardKernel::kKProj, &w.wk, &w.bk, &a.k},
                 {ForwardKernel::kVProj, &w.wv, &w.bv, &a.v}});
-  pass.Rope(layer);     // q and k at each sequence's own positions
+  if (!w.q_norm.empty()) pass.QkNorm(layer, w.q_norm, w.k_norm);
+  pass.Rope(layer);     // q and k at each sequence's own positions (the layer's RoPE base)
   pass.WriteKv(layer);  // k and v join each sequence's cache
-  pass.Attend(layer);   // attention = softmax(q·Kᵀ/√hd)·V over the cache, causal, grouped-query
-  pass.AddProjection(ForwardKernel::kOProj, layer, w.wo, a.attention);
+  pass.Attend(layer);  // attention = softmax(q·Kᵀ/√hd)·V over the cache (or the layer's sliding window of
+                       // it), causal, grouped-query
+  if (w.post_attn_norm.empty()) {
+    pass.AddProjection(ForwardKernel::kOProj, layer, w.wo, a.attention);
+  } else {
+    pass.AddNormedProjection(ForwardKernel::kOProj, ForwardKernel::kPostAttnNorm, layer, w.wo, a.attention,
+                             w.post_attn_norm);
+  }
 }
 
-// x += down_proj(silu(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x))).
+// x += down_proj(act(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x))), act = silu (Llama, Qwen2) or gelu_tanh
+// (Gemma 3, which also normalizes down_proj's output before the residual add).
 void MlpBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
   static const std::vector<float> kNoBias;
   pass.RmsNorm(ForwardKernel::kMlpNorm, layer, a.x, w.mlp_norm, a.x_norm);
   pass.Project(layer, a.x_norm,
                {{ForwardKernel::kGateProj, &w.w_gate, &kNoBias, &a.gate},
                 {ForwardKernel::kUpProj, &w.w_up, &kNoBias, &a.up}});
-  pass.SwiGlu(layer);
-  pass.AddProjection(ForwardKernel::kDownProj, layer, w.w_down, a.gate);
+  pass.GatedActivation(layer);
+  if (w.post_mlp_norm.empty()) {
+    pass.AddProjection(ForwardKernel::kDownProj, layer, w.w_down, a.gate);
+  } else {
+    pass.AddNormedProjection(ForwardKernel::kDownProj, ForwardKernel::kPostMlpNorm, layer, w.w_down, a.gate,
+                             w.post_mlp_norm);
+  }
 }
 
 // Records a PrefillTrace from the activations of a pass, and passes everything on to `next` (the model's

@@ -182,6 +182,10 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
     throw MakeError("--keep-embedding applies to the FP8 and INT4 formats only (", format.Name(),
                     " stores the embedding as ", format.Name(), " already)");
   }
+  if (config.model_type == "gemma3") {
+    // Its extra norms and fixed hyper-parameters have no place in the Llama-style config.json a pack writes.
+    throw MakeError("plumb pack writes Llama and Qwen2 models; Gemma 3 runs from its GGUF file");
+  }
   PackedCheckpoint out{config, {}};
   out.config.packing.reset();
   if (format.IsQuantized()) out.config.packing = WeightPacking{format, !options.keep_embedding};

@@ -176,8 +176,9 @@ std::size_t ModelWeights::Bytes() const {
   for (const LayerWeights& l : layers) {
     bytes += l.wq.Bytes() + l.wk.Bytes() + l.wv.Bytes() + l.wo.Bytes() + l.w_gate.Bytes() + l.w_up.Bytes() +
              l.w_down.Bytes();
-    bytes +=
-        (l.attn_norm.size() + l.mlp_norm.size() + l.bq.size() + l.bk.size() + l.bv.size()) * sizeof(float);
+    bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.bq.size() + l.bk.size() + l.bv.size() +
+              l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() + l.post_mlp_norm.size()) *
+             sizeof(float);
   }
   return bytes;
 }

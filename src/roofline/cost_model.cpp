@@ -129,8 +129,8 @@ std::string WeightDtypeChoices() {
 }
 
 double WeightBytes::Stored() const {
-  return q + k + v + o + gate + up + down + qkv_bias + attn_norm + mlp_norm + final_norm + embedding +
-         (tied ? 0 : lm_head);
+  return q + k + v + o + gate + up + down + qkv_bias + attn_norm + mlp_norm + qk_norm + post_norm +
+         final_norm + embedding + (tied ? 0 : lm_head);
 }
 
 WeightBytes WeightBytesFor(const ModelConfig& c, const WeightDtype& dtype, double vector_bytes) {
@@ -147,6 +147,8 @@ WeightBytes WeightBytesFor(const ModelConfig& c, const WeightDtype& dtype, doubl
   w.qkv_bias = c.attention_bias ? layers * (c.QueryDim() + 2.0 * c.KvDim()) * vector_bytes : 0;
   w.attn_norm = layers * d * vector_bytes;
   w.mlp_norm = w.attn_norm;
+  w.qk_norm = c.qk_norm ? layers * 2.0 * c.head_dim * vector_bytes : 0;
+  w.post_norm = c.sandwich_norm ? 2 * w.attn_norm : 0;
   w.final_norm = d * vector_bytes;
   w.embedding = dtype.MatrixBytes(c.vocab_size, d);
   w.embedding_row = dtype.MatrixBytes(1, d);
@@ -171,6 +173,8 @@ WeightBytes WeightBytesOf(const ModelWeights& weights) {
     w.qkv_bias += vector_bytes(l.bq) + vector_bytes(l.bk) + vector_bytes(l.bv);
     w.attn_norm += vector_bytes(l.attn_norm);
     w.mlp_norm += vector_bytes(l.mlp_norm);
+    w.qk_norm += vector_bytes(l.q_norm) + vector_bytes(l.k_norm);
+    w.post_norm += vector_bytes(l.post_attn_norm) + vector_bytes(l.post_mlp_norm);
   }
   w.final_norm = vector_bytes(weights.final_norm);
   w.embedding = static_cast<double>(weights.token_embedding.Bytes());
@@ -224,11 +228,18 @@ double PassCost::KvBytes() const {
 
 namespace {
 
-// The pass of `rows` tokens of `batch` sequences; `attention_pairs` (query, key) pairs per query head and
-// `kv_positions_read` cached positions read once each, summed over the sequences; `logit_rows` rows reach
-// the LM head. docs/roofline.md "The cost model" has the same formulas as a table.
+// What attention reads in one layer: (query, key) pairs per query head and cached positions read once each,
+// summed over the sequences.
+struct AttentionSpan {
+  double pairs = 0;
+  double positions = 0;
+};
+
+// The pass of `rows` tokens of `batch` sequences; `global` is the attention of a layer that sees the whole
+// cache, `local` of one with a sliding window (Gemma 3; unused without one); `logit_rows` rows reach the LM
+// head. docs/roofline.md "The cost model" has the same formulas as a table.
 PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, ForwardPhase phase, int batch,
-              int rows, int context, double attention_pairs, double kv_positions_read, int logit_rows) {
+              int rows, int context, AttentionSpan global, AttentionSpan local, int logit_rows) {
   const double L = c.num_layers;
   const double d = c.hidden_size, qd = c.QueryDim(), kvd = c.KvDim(), f = c.intermediate_size;
   const double V = c.vocab_size, R = rows, a = o.activation_bytes, kvb = o.kv_element_bytes;
@@ -269,29 +280,48 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
   projection(ForwardKernel::kQProj, d, qd, w.q, bias_q, false);
   projection(ForwardKernel::kKProj, d, kvd, w.k, bias_kv, false);
   projection(ForwardKernel::kVProj, d, kvd, w.v, bias_kv, false);
+  if (c.qk_norm) {  // RMSNorm of every q and k head: as an RMSNorm of R rows of qd + kvd
+    add(ForwardKernel::kQkNorm, layers, Rows(rows, c.QueryDim() + c.KvDim()), 4 * R * (qd + kvd),
+        w.qk_norm / L, 2 * R * (qd + kvd) * a, 0);
+  }
   // RoPE rotates pairs: 4 multiplies and 2 adds a pair, 3 FLOPs an element of q and k.
   add(ForwardKernel::kRope, layers, Rows(rows, c.QueryDim() + c.KvDim()), 3 * R * (qd + kvd), 0,
       2 * R * (qd + kvd) * a, 0);
   add(ForwardKernel::kKvWrite, layers, Rows(rows, 2 * c.KvDim()), 0, 0, 2 * R * kvd * a, 2 * R * kvd * kvb);
   // Attention: q·k and p·v, 2·head_dim FLOPs each, per (query head, query, key) pair; softmax left out
   // (a few FLOPs per score against 4·head_dim). Each KV head's cache is read once per sequence: the query
-  // heads of a group share it.
-  {
+  // heads of a group share it. Sliding-window layers (Gemma 3) are a second entry with their own span.
+  auto attention = [&](int instances, const AttentionSpan& span, const char* what) {
+    if (instances == 0) return;
     // "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
     std::ostringstream shape;
     shape << c.num_heads << "h×" << rows << "q×"
-          << static_cast<long long>(std::llround(attention_pairs / std::max(1, rows))) << " keys"
-          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
-    add(ForwardKernel::kAttention, layers, shape.str(), 4.0 * c.head_dim * c.num_heads * attention_pairs, 0,
-        2 * R * qd * a, 2 * kv_positions_read * kvd * kvb);
-  }
-  projection(ForwardKernel::kOProj, qd, d, w.o, 0, true);
+          << static_cast<long long>(std::llround(span.pairs / std::max(1, rows))) << " keys"
+          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "") << what;
+    add(ForwardKernel::kAttention, instances, shape.str(), 4.0 * c.head_dim * c.num_heads * span.pairs, 0,
+        2 * R * qd * a, 2 * span.positions * kvd * kvb);
+  };
+  int local_layers = 0;
+  for (int l = 0; l < layers; ++l) local_layers += c.IsLocalLayer(l) ? 1 : 0;
+  attention(layers - local_layers, global, local_layers > 0 ? " (global)" : "");
+  attention(local_layers, local, " (window)");
+  projection(ForwardKernel::kOProj, qd, d, w.o, 0, !c.sandwich_norm);
+  auto post_norm = [&](ForwardKernel k) {  // x += RMSNorm(the block's output): the norm and the residual add
+    add(k, layers, Rows(rows, c.hidden_size), 5 * R * d, w.post_norm / (2 * L), 3 * R * d * a, 0);
+  };
+  if (c.sandwich_norm) post_norm(ForwardKernel::kPostAttnNorm);
   norm(ForwardKernel::kMlpNorm, layers, R, w.mlp_norm / L);
   projection(ForwardKernel::kGateProj, d, f, w.gate, 0, false);
   projection(ForwardKernel::kUpProj, d, f, w.up, 0, false);
-  // silu(g)·u = g / (1 + exp(−g)) · u: counted as 5 FLOPs an element (exp as one).
-  add(ForwardKernel::kSwiGlu, layers, Rows(rows, c.intermediate_size), 5 * R * f, 0, 3 * R * f * a, 0);
-  projection(ForwardKernel::kDownProj, f, d, w.down, 0, true);
+  // silu(g)·u = g / (1 + exp(−g)) · u: counted as 5 FLOPs an element (exp as one); GELU's tanh form as
+  // g / (1 + exp(c·(g + k·g³))) · u, 9.
+  if (c.mlp_activation == MlpActivation::kGeluTanh) {
+    add(ForwardKernel::kGeGlu, layers, Rows(rows, c.intermediate_size), 9 * R * f, 0, 3 * R * f * a, 0);
+  } else {
+    add(ForwardKernel::kSwiGlu, layers, Rows(rows, c.intermediate_size), 5 * R * f, 0, 3 * R * f * a, 0);
+  }
+  projection(ForwardKernel::kDownProj, f, d, w.down, 0, !c.sandwich_norm);
+  if (c.sandwich_norm) post_norm(ForwardKernel::kPostMlpNorm);
   norm(ForwardKernel::kFinalNorm, 1, logit_rows, w.final_norm);
   add(ForwardKernel::kLmHead, 1, Shape(logit_rows, c.hidden_size, c.vocab_size), 2.0 * logit_rows * d * V,
       w.lm_head, logit_rows * (d + V) * a, 0);
@@ -305,8 +335,12 @@ PassCost DecodeStepCost(const ModelConfig& config, const WeightBytes& weights, c
   if (batch < 1) throw MakeError("cost model: batch must be at least 1, got ", batch);
   if (context < 0) throw MakeError("cost model: context must be at least 0, got ", context);
   const double positions = static_cast<double>(batch) * (context + 1.0);  // each row sees context + 1 keys
-  return Pass(config, weights, options, ForwardPhase::kDecode, batch, batch, context, positions, positions,
-              batch);
+  // In a sliding-window layer, at most `window` of them.
+  const double windowed = config.sliding_window > 0 ? static_cast<double>(batch) *
+                                                          std::min(context + 1.0, 1.0 * config.sliding_window)
+                                                    : positions;
+  return Pass(config, weights, options, ForwardPhase::kDecode, batch, batch, context, {positions, positions},
+              {windowed, windowed}, batch);
 }
 
 PassCost PrefillCost(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
@@ -315,7 +349,11 @@ PassCost PrefillCost(const ModelConfig& config, const WeightBytes& weights, cons
   const double p = prompt;
   // Causal: query i sees keys 0..i, P(P+1)/2 pairs; the P cached positions are read once (a tiled kernel
   // keeps a block of keys on chip for many queries).
-  return Pass(config, weights, options, ForwardPhase::kPrefill, 1, prompt, 0, p * (p + 1) / 2, p, 1);
+  // With a window W < P, query i sees min(i + 1, W) keys: W(W+1)/2 for the first W, then W each.
+  const double w = config.sliding_window > 0 ? std::min(p, 1.0 * config.sliding_window) : p;
+  const double windowed_pairs = w * (w + 1) / 2 + (p - w) * w;
+  return Pass(config, weights, options, ForwardPhase::kPrefill, 1, prompt, 0, {p * (p + 1) / 2, p},
+              {windowed_pairs, p}, 1);
 }
 
 double Roof::Seconds(double flops, double bytes) const {

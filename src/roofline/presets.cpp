@@ -23,6 +23,7 @@ struct Card {
   int hidden, ffn, layers, heads, kv_heads, head_dim, vocab, max_positions;
   bool tied, bias;
   float rope_theta;
+  int sliding_window = 0;  // > 0: Gemma 3 (five sliding-window layers to one global, its extra norms, GeGLU)
 };
 
 // The config.json of each model's Hugging Face repository (docs/roofline.md "Presets" names them).
@@ -32,6 +33,7 @@ constexpr Card kCards[] = {
     {"mistral-7b", 4096, 14336, 32, 32, 8, 128, 32000, 32768, false, false, 10000.0f},
     {"qwen2.5-72b", 8192, 29568, 80, 64, 8, 128, 152064, 32768, false, true, 1000000.0f},
     {"smollm2-135m", 576, 1536, 30, 9, 3, 64, 49152, 8192, true, false, 100000.0f},
+    {"gemma-3-270m", 640, 2048, 18, 4, 1, 256, 262144, 32768, true, false, 1000000.0f, 512},
 };
 
 struct HardwareSpec {
@@ -74,6 +76,14 @@ ModelConfig ModelCard(std::string_view name_or_path) {
     c.tie_word_embeddings = card.tied;
     c.attention_bias = card.bias;
     c.rope_theta = card.rope_theta;
+    if (card.sliding_window > 0) {  // as ConfigFromGguf reads a gemma3 GGUF
+      c.model_type = "gemma3";
+      c.mlp_activation = MlpActivation::kGeluTanh;
+      c.scale_embedding = c.qk_norm = c.sandwich_norm = true;
+      c.sliding_window = card.sliding_window;
+      c.sliding_window_pattern = 6;
+      c.rope_theta_local = 10000.0f;
+    }
     return c;
   }
   const std::string path(name_or_path);

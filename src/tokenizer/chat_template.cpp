@@ -20,13 +20,14 @@
 namespace plumb {
 namespace {
 
-constexpr std::array<ChatStyle, 4> kStyles = {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2,
-                                              ChatStyle::kGemma};
+constexpr std::array<ChatStyle, 5> kStyles = {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2,
+                                              ChatStyle::kGemma, ChatStyle::kGemma3};
 
 // What every "cannot apply this template" error ends with.
 constexpr std::string_view kKnownStyles =
     "plumb renders chatml (<|im_start|>), llama3 (<|start_header_id|>, Llama 3.0), llama2 (Meta's "
-    "[INST] <<SYS>> format) and gemma (<start_of_turn>); choose one by name with --chat-template NAME";
+    "[INST] <<SYS>> format), gemma (<start_of_turn>, Gemma 1 and 2) and gemma3 (Gemma 3's, with a system "
+    "prompt); choose one by name with --chat-template NAME";
 
 constexpr std::string_view kAlternate = "Conversation roles must alternate user/assistant/user/assistant/...";
 constexpr std::string_view kNoSystem = "System role not supported";
@@ -261,6 +262,20 @@ std::optional<std::string> ChatMlDefaultSystemPrompt(std::string_view jinja) {
 
 // --- recognising a template --------------------------------------------------------------------------
 
+// Gemma 3's template (google/gemma-3-*-it) folds a system message into the first user turn:
+//   {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%} ... {{ '<start_of_turn>' + role + '\n' +
+//   (first_user_prefix if loop.first else "") }} ... {{ message['content'] | trim }}
+// with the newlines real (as tokenizer_config.json decodes them) or Jinja escapes. A variant that writes
+// another separator or another role name than "model" is not this style.
+bool IsGemma3Template(std::string_view jinja) {
+  constexpr std::string_view kPrefix = "set first_user_prefix = messages[0]['content'] + '";
+  const bool two_newlines =
+      Contains(jinja, std::string(kPrefix) + "\n\n'") || Contains(jinja, std::string(kPrefix) + "\\n\\n'");
+  return two_newlines && Contains(jinja, "(first_user_prefix if loop.first else \"\")") &&
+         Contains(jinja, "message['content'] | trim") && Contains(jinja, "set role = \"model\"") &&
+         Contains(jinja, "{{ bos_token }}");
+}
+
 Error CannotApply(std::string_view jinja, std::string_view why) {
   return MakeError("chat template ", why, " (it starts ", QuoteStart(jinja), "); ", kKnownStyles);
 }
@@ -294,9 +309,12 @@ ChatStyle DetectStyle(std::string_view jinja) {
                       "<<SYS>>, bos_token + '[INST] ' and content.strip())");
   }
   if (Contains(jinja, "<start_of_turn>") && Contains(jinja, "<end_of_turn>")) {
-    // Gemma 1 and 2 reject system messages; later Gemma templates accept them and write them differently.
+    // Gemma 1 and 2 reject system messages; Gemma 3 puts them in the first user turn.
     if (Contains(jinja, kNoSystem)) return ChatStyle::kGemma;
-    throw CannotApply(jinja, "not supported: a <start_of_turn> template that accepts system messages");
+    if (IsGemma3Template(jinja)) return ChatStyle::kGemma3;
+    throw CannotApply(jinja,
+                      "not supported: a <start_of_turn> template that accepts system messages and is not "
+                      "Gemma 3's (first_user_prefix = system + '\\n\\n')");
   }
   throw CannotApply(jinja, "not recognised");
 }
@@ -319,10 +337,11 @@ void ValidateConversation(ChatStyle style, const std::vector<ChatMessage>& messa
   if (style == ChatStyle::kGemma && messages[0].role == "system") {
     throw BadMessage(style, 0, messages[0], std::string(kNoSystem) + " (Gemma has no system role)");
   }
-  if (style == ChatStyle::kLlama2 || style == ChatStyle::kGemma) {
+  if (style == ChatStyle::kLlama2 || style == ChatStyle::kGemma || style == ChatStyle::kGemma3) {
     // {% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}, over the
-    // messages after Llama 2's optional first system message.
-    const std::size_t first = (style == ChatStyle::kLlama2 && messages[0].role == "system") ? 1 : 0;
+    // messages after Llama 2's and Gemma 3's optional first system message.
+    const bool skips_system = style == ChatStyle::kLlama2 || style == ChatStyle::kGemma3;
+    const std::size_t first = (skips_system && messages[0].role == "system") ? 1 : 0;
     for (std::size_t i = first; i < messages.size(); ++i) {
       if ((messages[i].role == "user") != ((i - first) % 2 == 0)) {
         throw BadMessage(style, i, messages[i],
@@ -410,18 +429,34 @@ RenderedChat RenderLlama2(const std::vector<ChatMessage>& messages, const std::s
   return r;
 }
 
-// {{ bos_token }}, then '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' for
-// each message with assistant called 'model'; '<start_of_turn>model\n' for the generation prompt.
+// Gemma 1 and 2: {{ bos_token }}, then '<start_of_turn>' + role + '\n' + message['content'] | trim +
+// '<end_of_turn>\n' for each message with assistant called 'model'; '<start_of_turn>model\n' for the
+// generation prompt. Gemma 3 the same, and a first system message (which Gemma 1 and 2 refuse before this)
+// becomes first_user_prefix = content + '\n\n', not stripped, written after the first user turn's header:
+// '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else ""). A lone system message renders
+// BOS alone (loop_messages is empty).
 RenderedChat RenderGemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                          const std::string& bos) {
+  const bool has_system = messages[0].role == "system";
   RenderedChat r{bos, {}};
-  for (const ChatMessage& m : messages) {
+  for (std::size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
     r.text += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
+    if (has_system && i == 1) {
+      AppendContent(r, messages[0].content);
+      r.text += "\n\n";
+    }
     AppendContent(r, PythonStrip(m.content));
     r.text += "<end_of_turn>\n";
   }
   if (add_generation_prompt) r.text += "<start_of_turn>model\n";
   return r;
+}
+
+std::string StyleNames() {
+  std::string names;
+  for (ChatStyle style : kStyles) names += (names.empty() ? "" : ", ") + std::string(ChatStyleName(style));
+  return names;
 }
 
 }  // namespace
@@ -436,6 +471,8 @@ std::string_view ChatStyleName(ChatStyle style) {
       return "llama2";
     case ChatStyle::kGemma:
       return "gemma";
+    case ChatStyle::kGemma3:
+      return "gemma3";
   }
   return "unknown";
 }
@@ -458,7 +495,7 @@ ChatTemplate ChatTemplate::FromName(std::string_view name, std::string bos_text,
   for (const ChatStyle style : kStyles) {
     if (ChatStyleName(style) == name) return ChatTemplate(style, std::move(bos_text), std::move(eos_text));
   }
-  throw MakeError("unknown chat template name '", name, "': plumb knows chatml, llama3, llama2 and gemma");
+  throw MakeError("unknown chat template name '", name, "': plumb knows ", StyleNames());
 }
 
 std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
@@ -477,6 +514,7 @@ RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& me
     case ChatStyle::kLlama2:
       return RenderLlama2(messages, bos_text_, eos_text_);
     case ChatStyle::kGemma:
+    case ChatStyle::kGemma3:
       return RenderGemma(messages, add_generation_prompt, bos_text_);
   }
   throw MakeError("chat template: unknown style ", static_cast<int>(style_));
@@ -488,10 +526,10 @@ std::string TokenText(const Tokenizer& tokenizer, int id) {
   return id >= 0 && id < tokenizer.vocab_size() ? tokenizer.spec().tokens[id] : std::string();
 }
 
-std::string StyleNames() {
-  std::string names;
-  for (ChatStyle style : kStyles) names += (names.empty() ? "" : ", ") + std::string(ChatStyleName(style));
-  return names;
+bool IsControlToken(const Tokenizer& tokenizer, std::string_view text) {
+  const std::optional<std::int32_t> id = tokenizer.FindToken(text);
+  const std::vector<std::int32_t>& types = tokenizer.spec().token_types;
+  return id && static_cast<std::size_t>(*id) < types.size() && types[*id] == kTokenControl;
 }
 
 }  // namespace
@@ -501,6 +539,10 @@ ChatTemplate ChatTemplateFor(const Tokenizer& tokenizer, std::string_view overri
   const std::string eos = TokenText(tokenizer, tokenizer.eos_id());
   if (!override_name.empty()) return ChatTemplate::FromName(override_name, bos, eos);
   if (tokenizer.chat_template().empty()) {
+    // A Gemma 3 base model carries no template but the turn markers its instruct sibling was tuned with.
+    if (IsControlToken(tokenizer, "<start_of_turn>") && IsControlToken(tokenizer, "<end_of_turn>")) {
+      return ChatTemplate::FromName(ChatStyleName(ChatStyle::kGemma3), bos, eos);
+    }
     throw MakeError("the model has no chat template; choose a style: ", StyleNames());
   }
   try {

@@ -228,8 +228,11 @@ std::shared_ptr<const Tokenizer::Impl> Build(TokenizerSpec input) {
   for (std::int32_t id : {spec.eos_id, spec.eot_id}) {
     if (id >= 0) t.end_of_generation[id] = true;
   }
+  // By text, only tokens that are not ordinary text: in Gemma 3's vocabulary </s> is a user-defined HTML tag
+  // (beside <s>, <b>, <table>), which llama.cpp stops at too (it special-cases only Gemma 4).
   for (std::string_view text : kEndOfGenerationTexts) {
-    if (std::int32_t id = t.Find(text); id >= 0) t.end_of_generation[id] = true;
+    const std::int32_t id = t.Find(text);
+    if (id >= 0 && t.types[id] != kTokenUserDefined) t.end_of_generation[id] = true;
   }
   return impl;
 }

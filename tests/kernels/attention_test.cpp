@@ -1,9 +1,10 @@
 // kernels::CausalAttention over KvLayerViews: the paged layout (every block size 1 .. 256, shuffled block
 // tables, shared prefix blocks, lengths not a multiple of the block size) gives bitwise what the contiguous
 // layout gives, for decode (one row), prefill (rows from position 0) and chunked prefill (rows after a
-// cached prefix), GQA ratios 1, 3 and 8, 1 to 3 threads, alone or in a batch with other sequences. Every
-// slot the pool holds beyond a sequence's length (the tail of its last block, every unreferenced block) is
-// NaN, so a kernel that reads past the length fails.
+// cached prefix), GQA ratios 1, 3 and 8, 1 to 3 threads, alone or in a batch with other sequences, with and
+// without a sliding window. Every slot the pool holds beyond a sequence's length (the tail of its last block,
+// every unreferenced block) is NaN, so a kernel that reads past the length fails; so are the positions before
+// a window where a test says they are never read.
 //
 // f16 / bf16 / fp8 caches: the kernel's definition is attention over the decoded cache, so an f16 cache
 // must give bitwise what an f32 cache holding the decoded values gives (values decoded here with the
@@ -11,9 +12,12 @@
 // attention over those decoded values (the bound of tests/kernels/kernels_test.cpp, derived there).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -88,18 +92,22 @@ TEST_P(PagedBlockSizes, PagedIsBitwiseContiguousForDecodePrefillAndChunks) {
 
   struct Case {
     const char* name;
-    int rows, first_pos;
+    int rows, first_pos, window;
   };
   const int chunk = std::min(5, length);
-  for (const Case& c : {Case{"decode", 1, length - 1}, Case{"prefill", length, 0},
-                        Case{"chunked prefill", chunk, length - chunk}}) {
+  const int window = block_size + 1;  // starts off a block boundary for every block size but 1
+  for (const Case& c :
+       {Case{"decode", 1, length - 1, 0}, Case{"prefill", length, 0, 0},
+        Case{"chunked prefill", chunk, length - chunk, 0}, Case{"windowed decode", 1, length - 1, window},
+        Case{"windowed prefill", length, 0, window}, Case{"windowed chunk", chunk, length - chunk, window}}) {
     const std::vector<float> q = RandomVector(static_cast<std::size_t>(c.rows) * g.n_heads * g.head_dim, 99);
     std::vector<float> reference;
     for (int threads : {1, 2}) {
       kernels::SetNumThreads(threads);
       const std::vector<float> from_contiguous =
-          Attend(q, c.rows, c.first_pos, contiguous.Layer(0), g.n_heads);
-      const std::vector<float> from_paged = Attend(q, c.rows, c.first_pos, paged.Layer(0), g.n_heads);
+          Attend(q, c.rows, c.first_pos, contiguous.Layer(0), g.n_heads, c.window);
+      const std::vector<float> from_paged =
+          Attend(q, c.rows, c.first_pos, paged.Layer(0), g.n_heads, c.window);
       ExpectSameBits(from_paged, from_contiguous, std::string(c.name) + " paged vs contiguous");
       if (threads == 1) reference = from_contiguous;
       ExpectSameBits(from_contiguous, reference, std::string(c.name) + " 2 threads vs 1");
@@ -250,29 +258,37 @@ TEST_P(KvDtypes, AttentionIsBitwiseAttentionOverTheDecodedValuesAndWithinTheBoun
 
   const int rows = 6, first_pos = length - rows;
   const std::vector<float> q = RandomVector(static_cast<std::size_t>(rows) * g.n_heads * g.head_dim, 32);
-  const std::vector<float> from_paged = Attend(q, rows, first_pos, paged.Layer(0), g.n_heads);
-  ExpectSameBits(from_paged, Attend(q, rows, first_pos, contiguous.Layer(0), g.n_heads),
-                 "paged vs contiguous");
-  ExpectSameBits(from_paged, Attend(q, rows, first_pos, decoded_f32.Layer(0), g.n_heads),
-                 "vs f32 over the decoded values");
+  // Unwindowed, and a window of 7 (the rows' first positions inside a block, moving by one per row).
+  for (const int window : {0, 7}) {
+    const std::string what = "window " + std::to_string(window) + ": ";
+    const std::vector<float> from_paged = Attend(q, rows, first_pos, paged.Layer(0), g.n_heads, window);
+    ExpectSameBits(from_paged, Attend(q, rows, first_pos, contiguous.Layer(0), g.n_heads, window),
+                   what + "paged vs contiguous");
+    ExpectSameBits(from_paged, Attend(q, rows, first_pos, decoded_f32.Layer(0), g.n_heads, window),
+                   what + "vs f32 over the decoded values");
 
-  // Against double precision over the decoded values, per head in the [position][head_dim] layout.
-  const int group = g.n_heads / g.n_kv_heads;
-  for (int r = 0; r < rows; ++r) {
-    for (int h = 0; h < g.n_heads; ++h) {
-      const int kv_head = h / group, n_ctx = first_pos + r + 1;
-      std::vector<float> keys, values;
-      for (int p = 0; p < n_ctx; ++p) {
-        const std::size_t at = static_cast<std::size_t>(p) * kv_dim + kv_head * g.head_dim;
-        keys.insert(keys.end(), decoded.keys.begin() + at, decoded.keys.begin() + at + g.head_dim);
-        values.insert(values.end(), decoded.values.begin() + at, decoded.values.begin() + at + g.head_dim);
+    // Against double precision over the decoded values of the row's positions [begin, p], per head in the
+    // [position][head_dim] layout.
+    const int group = g.n_heads / g.n_kv_heads;
+    for (int r = 0; r < rows; ++r) {
+      for (int h = 0; h < g.n_heads; ++h) {
+        const int kv_head = h / group, p_row = first_pos + r;
+        const int begin = window > 0 ? std::max(0, p_row - window + 1) : 0, n_ctx = p_row + 1 - begin;
+        std::vector<float> keys, values;
+        for (int p = begin; p <= p_row; ++p) {
+          const std::size_t at = static_cast<std::size_t>(p) * kv_dim + kv_head * g.head_dim;
+          keys.insert(keys.end(), decoded.keys.begin() + at, decoded.keys.begin() + at + g.head_dim);
+          values.insert(values.end(), decoded.values.begin() + at, decoded.values.begin() + at + g.head_dim);
+        }
+        const std::size_t at = (static_cast<std::size_t>(r) * g.n_heads + h) * g.head_dim;
+        const std::vector<double> ref =
+            testing::NaiveAttention(q.data() + at, keys.data(), values.data(), g.head_dim, n_ctx);
+        // kernels_test.cpp's bound (inputs O(1); decoded values stay O(1)).
+        const double bound = 4 * (Gamma(g.head_dim) * g.head_dim + Gamma(n_ctx) + 8 * kUnitRoundoff) * 4.0;
+        for (int j = 0; j < g.head_dim; ++j) {
+          ASSERT_NEAR(from_paged[at + j], ref[j], bound) << what << r << " " << h;
+        }
       }
-      const std::size_t at = (static_cast<std::size_t>(r) * g.n_heads + h) * g.head_dim;
-      const std::vector<double> ref =
-          testing::NaiveAttention(q.data() + at, keys.data(), values.data(), g.head_dim, n_ctx);
-      // kernels_test.cpp's bound (inputs O(1); decoded values stay O(1)).
-      const double bound = 4 * (Gamma(g.head_dim) * g.head_dim + Gamma(n_ctx) + 8 * kUnitRoundoff) * 4.0;
-      for (int j = 0; j < g.head_dim; ++j) ASSERT_NEAR(from_paged[at + j], ref[j], bound) << r << " " << h;
     }
   }
 }
@@ -286,6 +302,65 @@ INSTANTIATE_TEST_SUITE_P(LowPrecision, KvDtypes,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name + "_block" + std::to_string(std::get<1>(p.param));
                          });
+
+// ---- sliding windows ------------------------------------------------------------------------------------
+
+// A windowed row reads only its window: with every position before the chunk's first window NaN (keys and
+// values), `rows` rows ending at the last position, each with window W, give bitwise the same rows over a
+// cache that holds only positions [first window's start, length) (attention depends on the keys and values,
+// not on where they sit). One sequence (the phases of attention.cpp) and sixteen in a batch (the split by
+// (row, KV heads) of attention_by_head.cpp), f32 and f16, blocks of 16 (the windows start inside one), 1 and
+// 2 threads.
+TEST(SlidingWindow, PositionsBeforeTheWindowAreNeverRead) {
+  const Gqa g = kGqa[1];
+  const int kv_dim = g.n_kv_heads * g.head_dim, q_dim = g.n_heads * g.head_dim;
+  const int length = 150, window = 37;
+  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+    for (const int rows : {1, 3}) {
+      const int kept = window + rows - 1;  // positions [length − kept, length) are some row's window
+      KvValues kv_values(length, kv_dim, 41);
+      const KvValues window_values(kept, kv_dim, 42);
+      for (int p = 0; p < length; ++p) {
+        for (int e = 0; e < kv_dim; ++e) {
+          const std::size_t at = static_cast<std::size_t>(p) * kv_dim + e;
+          const std::size_t from = static_cast<std::size_t>(p - (length - kept)) * kv_dim + e;
+          kv_values.keys[at] = p < length - kept ? NAN : window_values.keys[from];
+          kv_values.values[at] = p < length - kept ? NAN : window_values.values[from];
+        }
+      }
+      TestBlockPool pool(1, g.n_kv_heads, g.head_dim, 16, 2 * BlocksFor(length, 16), dtype);
+      PagedTestKv paged(pool, length);
+      ContiguousKvCache only_window(1, g.n_kv_heads, kept, g.head_dim, dtype);
+      Append(paged, kv_values, 0, length);
+      Append(only_window, window_values, 0, kept);
+
+      constexpr int kBatch = 16;
+      const std::vector<float> q = RandomVector(static_cast<std::size_t>(kBatch) * rows * q_dim, 43);
+      for (int threads : {1, 2}) {
+        kernels::SetNumThreads(threads);
+        const std::string what = std::string(KvDtypeName(dtype)) + ", " + std::to_string(rows) + " rows, " +
+                                 std::to_string(threads) + " threads";
+        std::vector<std::vector<float>> outs(kBatch,
+                                             std::vector<float>(static_cast<std::size_t>(rows) * q_dim));
+        std::vector<kernels::AttentionItem> items;
+        for (int b = 0; b < kBatch; ++b) {
+          items.push_back({q.data() + static_cast<std::size_t>(b) * rows * q_dim, outs[b].data(), rows,
+                           length - rows, paged.Layer(0), window});
+        }
+        for (const std::size_t batch : {std::size_t{1}, std::size_t{kBatch}}) {
+          kernels::CausalAttention(std::span(items.data(), batch), g.n_heads);
+          for (std::size_t b = 0; b < batch; ++b) {
+            const std::vector<float> qb(q.begin() + static_cast<std::ptrdiff_t>(b * rows * q_dim),
+                                        q.begin() + static_cast<std::ptrdiff_t>((b + 1) * rows * q_dim));
+            ExpectSameBits(outs[b], Attend(qb, rows, kept - rows, only_window.Layer(0), g.n_heads, window),
+                           what + ", batch " + std::to_string(batch) + ", item " + std::to_string(b));
+          }
+        }
+      }
+    }
+  }
+  kernels::SetNumThreads(0);
+}
 
 // ---- bad input ------------------------------------------------------------------------------------------
 
@@ -311,6 +386,12 @@ TEST(AttentionErrors, BadViewsThrowNamingTheValue) {
   EXPECT_NE(message([&] {
               kernels::CausalAttention(q.data(), 1, 0, short_table, 4, out.data());
             }).find("block table of 1"),
+            std::string::npos);
+  const std::vector<kernels::AttentionItem> items = {{q.data(), out.data(), 1, 0, view},
+                                                     {q.data(), out.data(), 1, 0, view, -3}};
+  EXPECT_NE(message([&] { kernels::CausalAttention(items, 4); })
+                .find("attention item 1: rows 1, first_pos 0 and "
+                      "window -3 must not be negative"),
             std::string::npos);
 }
 

@@ -163,6 +163,70 @@ TEST_P(ExpVariants, SwiGluIsTheScalarLoopInPlaceToo) {
   }
 }
 
+TEST_P(ExpVariants, GeluTanhGluIsTheScalarLoopInPlaceToo) {
+  for (int n : kLengths) {
+    const std::vector<float> gate = Inputs(n, static_cast<std::uint64_t>(n) * 19 + 3);
+    const std::vector<float> up = Inputs(n, static_cast<std::uint64_t>(n) * 23 + 4);
+    std::vector<float> expected(gate.size()), actual = gate;
+    kernels::scalar::GeluTanhGlu(gate.data(), up.data(), expected.data(), n);
+    kernels::GeluTanhGlu(actual.data(), up.data(), actual.data(), n);
+    ASSERT_EQ(FirstDifference(expected, actual, gate), "") << "n " << n;
+  }
+}
+
+// The definition against the tanh form in double (as x / (1 + e^−2u), the same function). The identity it
+// computes by is exact, so the difference is float rounding: a few ulp of the result, except that the
+// rounding of the exponent w = −2√(2/π)·s (three roundings, relative) moves e^w by |w| times as much; for
+// negative g, where the result is g·e^−|w|-small, that is what shows. Hence the bound (4 + 4|w|) ulp of the
+// result.
+TEST(GeluTanhGluDefinition, IsGelusTanhFormWithinFloatRounding) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> wide(-12.0f, 12.0f);
+  double worst = 0;
+  float worst_g = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float g = i < 1000 ? static_cast<float>(i - 500) * 0.001f : wide(rng), up = 1.0f;
+    float out = 0;
+    kernels::scalar::GeluTanhGlu(&g, &up, &out, 1);
+    const double x = g;
+    const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    // (0.5·x·(1 + tanh(u)) itself in double would lose everything to cancellation for u ≪ 0.)
+    const double exact = x / (1.0 + std::exp(-2 * u));
+    if (std::fabs(u) < 5) {
+      EXPECT_NEAR(exact, 0.5 * x * (1.0 + std::tanh(u)), 1e-15 * (1 + std::fabs(x)));
+    }
+    const double allowed = (4 + 4 * std::fabs(2 * u)) * 0x1p-24 * std::fabs(exact) + 1e-30;
+    const double ratio = std::fabs(out - exact) / allowed;
+    if (ratio > worst) worst = ratio, worst_g = g;
+  }
+  EXPECT_LE(worst, 1.0) << "at g = " << worst_g;
+  const float big = 1e20f, minus_big = -1e20f, one = 1.0f;
+  float out = 0;
+  kernels::scalar::GeluTanhGlu(&big, &one, &out, 1);
+  EXPECT_EQ(out, big);  // gelu(g) → g for large g
+  kernels::scalar::GeluTanhGlu(&minus_big, &one, &out, 1);
+  EXPECT_EQ(out, 0.0f);  // and → 0 below
+}
+
+// Soft-capping through Exp: within a few float roundings of cap·tanh(x/cap) in absolute terms (the
+// subtraction t = 2/(1 + e^−2y) − 1 keeps absolute, not relative, accuracy near 0), never beyond ±cap, odd up
+// to those roundings, and the identity at the scale where tanh(y) ≈ y.
+TEST(SoftCapDefinition, IsCapTimesTanhWithinFloatRounding) {
+  for (const float cap : {30.0f, 50.0f, 1.0f}) {
+    std::vector<float> x;
+    for (int i = -4000; i <= 4000; ++i) x.push_back(static_cast<float>(i) * cap / 400.0f);  // ±10 cap
+    x.insert(x.end(), {1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()});
+    std::vector<float> capped = x;
+    kernels::SoftCap(capped.data(), capped.size(), cap);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double exact = cap * std::tanh(static_cast<double>(x[i]) / cap);
+      ASSERT_NEAR(capped[i], exact, 4 * cap * 0x1p-24) << "x " << x[i] << ", cap " << cap;
+      ASSERT_LE(std::fabs(capped[i]), cap);
+    }
+  }
+}
+
 TEST_P(ExpVariants, SoftmaxRowsIsTheDefinitionRowByRow) {
   // Scores as attention makes them (±40, some 100 below the max so Exp's special cases meet the vector
   // path), and rows holding −inf or a NaN; 1..9 rows so every interleaving of the sums is taken.

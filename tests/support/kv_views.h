@@ -176,12 +176,13 @@ class PagedTestKv final : public KvSequence {
   std::vector<int> table_;  // physical block of each logical block
 };
 
-// kernels::CausalAttention of one sequence's `rows` query rows at first_pos.. over `view`, into a fresh
-// output filled with −1 (so an element the kernel never writes shows).
+// kernels::CausalAttention of one sequence's `rows` query rows at first_pos.. over `view` (with a sliding
+// window of `window` positions, 0: none), into a fresh output filled with −1 (so an element the kernel never
+// writes shows).
 inline std::vector<float> Attend(const std::vector<float>& q, int rows, int first_pos,
-                                 const KvLayerView& view, int n_heads) {
+                                 const KvLayerView& view, int n_heads, int window = 0) {
   std::vector<float> out(q.size(), -1.0f);
-  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data());
+  kernels::CausalAttention(q.data(), rows, first_pos, view, n_heads, out.data(), window);
   return out;
 }
 

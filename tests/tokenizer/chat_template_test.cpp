@@ -51,6 +51,13 @@ const std::vector<Fixture>& Fixtures() {
   return fixtures;
 }
 
+const Fixture& FixtureNamed(const std::string& file) {
+  const auto it =
+      std::find_if(Fixtures().begin(), Fixtures().end(), [&](const Fixture& f) { return f.file == file; });
+  if (it == Fixtures().end()) throw MakeError("fixtures/chat/", file, " is missing");
+  return *it;
+}
+
 ChatTemplate TemplateOf(const json& fixture) {
   return ChatTemplate::FromJinja(fixture["template"].get<std::string>(),
                                  fixture["bos_token"].get<std::string>(),
@@ -90,7 +97,7 @@ TEST(ChatTemplateFixtures, CoverEveryStyleAndSomeRefusals) {
       styles.insert(f.data["style"].get<std::string>());
     }
   }
-  const std::set<std::string> all = {"chatml", "llama3", "llama2", "gemma"};
+  const std::set<std::string> all = {"chatml", "llama3", "llama2", "gemma", "gemma3"};
   EXPECT_EQ(styles, all);
   EXPECT_GE(refused, 3);
 }
@@ -109,10 +116,7 @@ TEST(ChatTemplateFixtures, DetectTheStyleAndDefaultSystemPromptOfEachRealTemplat
 
 TEST(ChatTemplateFixtures, SmolLm2DefaultSystemPromptIsFound) {
   // The model plumb runs: its template must not render as plain ChatML.
-  const auto it = std::find_if(Fixtures().begin(), Fixtures().end(),
-                               [](const Fixture& f) { return f.file == "smollm2-135m-instruct.json"; });
-  ASSERT_NE(it, Fixtures().end());
-  EXPECT_FALSE(TemplateOf(it->data).default_system_prompt().empty());
+  EXPECT_FALSE(TemplateOf(FixtureNamed("smollm2-135m-instruct.json").data).default_system_prompt().empty());
 }
 
 TEST(ChatTemplateFixtures, RefuseTemplatesPlumbCannotRenderSayingWhy) {
@@ -122,7 +126,7 @@ TEST(ChatTemplateFixtures, RefuseTemplatesPlumbCannotRenderSayingWhy) {
     const std::string message = ErrorOf([&] { TemplateOf(f.data); });
     ASSERT_FALSE(message.empty());
     EXPECT_NE(message.find(f.data["refusal"].get<std::string>()), std::string::npos) << message;
-    for (const char* name : {"chatml", "llama3", "llama2", "gemma", "--chat-template"}) {
+    for (const char* name : {"chatml", "llama3", "llama2", "gemma", "gemma3", "--chat-template"}) {
       EXPECT_NE(message.find(name), std::string::npos) << message;
     }
     // Quotes the start of the template (the fixtures' first 16 characters are printable ASCII).
@@ -171,7 +175,7 @@ TEST(ChatTemplateFixtures, RefuseWhatTheRealTemplateRefusesInItsWords) {
 // The chat loop keeps the KV cache of the conversation so far and prefills only what a new user turn adds.
 // That is valid only if rendering the conversation so far (ending with the assistant's reply, no
 // generation prompt) is a prefix of rendering it plus the next user message with the generation prompt.
-// It holds for all four styles: each message renders from itself, its position and messages[0] alone, and
+// It holds for all five styles: each message renders from itself, its position and messages[0] alone, and
 // the generation prompt only appends (Llama 2 has none). It fails for templates that rewrite earlier
 // turns, such as reasoning templates that drop <think> from past replies, which plumb refuses; the chat
 // loop must re-prefill whenever the check below would fail. Two caveats the loop handles, not this class:
@@ -207,7 +211,7 @@ TEST(ChatTemplateFixtures, PrefixPropertyHoldsAsJinja2Says) {
 TEST(ChatTemplateFixtures, PrefixPropertyHoldsForTemplatesChosenByName) {
   const std::vector<ChatMessage> so_far = {
       {"system", " sys "}, {"user", " q1 "}, {"assistant", " a1 "}, {"user", "q2"}, {"assistant", "a2\n"}};
-  for (const char* name : {"chatml", "llama3", "llama2"}) {
+  for (const char* name : {"chatml", "llama3", "llama2", "gemma3"}) {
     SCOPED_TRACE(name);
     const ChatTemplate t = ChatTemplate::FromName(name, "<s>", "</s>");
     std::vector<ChatMessage> next = so_far;
@@ -226,7 +230,7 @@ TEST(ChatTemplateFixtures, PrefixPropertyHoldsForTemplatesChosenByName) {
 
 TEST(ChatTemplate, FromNameKnowsEveryStyleByItsName) {
   for (const ChatStyle style :
-       {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2, ChatStyle::kGemma}) {
+       {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2, ChatStyle::kGemma, ChatStyle::kGemma3}) {
     const ChatTemplate t = ChatTemplate::FromName(ChatStyleName(style), "<s>", "</s>");
     EXPECT_EQ(t.style(), style);
     EXPECT_EQ(t.default_system_prompt(), "");
@@ -236,7 +240,7 @@ TEST(ChatTemplate, FromNameKnowsEveryStyleByItsName) {
 TEST(ChatTemplate, FromNameListsTheNamesForAnUnknownOne) {
   const std::string message = ErrorOf([] { ChatTemplate::FromName("ChatML", "", ""); });
   EXPECT_NE(message.find("'ChatML'"), std::string::npos) << message;
-  for (const char* name : {"chatml", "llama3", "llama2", "gemma"}) {
+  for (const char* name : {"chatml", "llama3", "llama2", "gemma", "gemma3"}) {
     EXPECT_NE(message.find(name), std::string::npos) << message;
   }
 }
@@ -267,6 +271,61 @@ TEST(ChatTemplate, RefusesReasoningAndNewerGemmaTemplates) {
   EXPECT_NE(
       ErrorOf([&] { ChatTemplate::FromJinja(gemma_with_system, "", ""); }).find("accepts system messages"),
       std::string::npos);
+}
+
+// Gemma 3's template is recognised with its newlines real (as tokenizer_config.json decodes them, and GGUF
+// stores them) or written as Jinja escapes; a fine-tune that joins the system prompt with one newline, or
+// names the assistant otherwise, is another format and refused.
+TEST(ChatTemplate, RecognisesGemma3ByItsSystemPrefixOnly) {
+  const std::string real = FixtureNamed("gemma3-it.json").data["template"].get<std::string>();
+  EXPECT_EQ(ChatTemplate::FromJinja(real, "<bos>", "<eos>").style(), ChatStyle::kGemma3);
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = real;
+    const std::size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(
+      ChatTemplate::FromJinja(replaced("['content'] + '\n\n'", "['content'] + '\\n\\n'"), "", "").style(),
+      ChatStyle::kGemma3);
+  for (const std::string& variant : {replaced("['content'] + '\n\n'", "['content'] + '\n'"),
+                                     replaced("set role = \"model\"", "set role = \"reflect\"")}) {
+    EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(variant, "", ""); }).find("is not Gemma 3's"),
+              std::string::npos);
+  }
+}
+
+// Where the messages lie in a Gemma 3 rendering: the system text as it is, then each message stripped (the
+// "\n\n" that joins the system text to the first user message is the template's), as the fixture's
+// generator places them with Python's strip(). Every accepted case of the real template's fixture.
+TEST(ChatTemplateFixtures, Gemma3ContentRangesHoldTheMessages) {
+  const Fixture& f = FixtureNamed("gemma3-it.json");
+  const ChatTemplate t = TemplateOf(f.data);
+  int checked = 0;
+  for (const json& c : f.data["cases"]) {
+    if (!c["plumb_accepts"].get<bool>()) continue;
+    SCOPED_TRACE(CaseName(f, c));
+    const std::vector<ChatMessage> messages = MessagesOf(c);
+    const RenderedChat r = t.RenderWithContents(messages, c["add_generation_prompt"].get<bool>());
+    EXPECT_EQ(r.text, c["rendered"].get<std::string>());
+    const bool has_system = messages[0].role == "system";
+    std::vector<std::string> actual;
+    for (std::size_t k = 0; k < r.contents.size(); ++k) {
+      const auto [begin, end] = r.contents[k];
+      ASSERT_LE(begin, end);
+      ASSERT_LE(end, r.text.size());
+      if (k > 0) {
+        ASSERT_LE(r.contents[k - 1].second, begin);
+      }
+      actual.push_back(r.text.substr(begin, end - begin));
+    }
+    EXPECT_EQ(actual, c["contents"].get<std::vector<std::string>>());
+    if (has_system && messages.size() > 1) {
+      EXPECT_EQ(r.text.substr(r.contents[0].second, 2), "\n\n");
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 30);
 }
 
 TEST(ChatTemplate, QuotesAnUnknownTemplateOnOneLine) {
@@ -343,14 +402,11 @@ TEST(ChatTemplate, RenderNamesTheOffendingMessage) {
 TEST(ChatTemplateFor, UsesTheModelsTemplateOrTheNamedStyleAndListsTheStylesWhenItCannot) {
   TokenizerSpec spec =
       Tokenizer::FromTokenizerJson(testing::TokenizerFixture("bpe-tiny/tokenizer.json")).spec();
-  const json& qwen2 = *std::find_if(Fixtures().begin(), Fixtures().end(), [](const Fixture& f) {
-                         return f.file == "qwen2-instruct.json";
-                       })->data.find("template");
-  spec.chat_template = qwen2.get<std::string>();
+  spec.chat_template = FixtureNamed("qwen2-instruct.json").data["template"].get<std::string>();
   EXPECT_EQ(ChatTemplateFor(Tokenizer(spec)).style(), ChatStyle::kChatMl);
   EXPECT_EQ(ChatTemplateFor(Tokenizer(spec), "llama3").style(), ChatStyle::kLlama3);
 
-  const std::string styles = "choose a style: chatml, llama3, llama2, gemma";
+  const std::string styles = "choose a style: chatml, llama3, llama2, gemma, gemma3";
   spec.chat_template = "";
   std::string message;
   try {
@@ -369,6 +425,27 @@ TEST(ChatTemplateFor, UsesTheModelsTemplateOrTheNamedStyleAndListsTheStylesWhenI
   }
   EXPECT_NE(message.find(styles), std::string::npos) << message;
   EXPECT_THROW(ChatTemplateFor(Tokenizer(spec), "alpaca"), Error);
+}
+
+// A model without a template whose vocabulary has Gemma's turn markers as control tokens (a Gemma 3 base
+// GGUF) chats in the Gemma 3 style; the same texts as ordinary tokens choose nothing.
+TEST(ChatTemplateFor, GemmaTurnControlTokensWithoutATemplateChooseGemma3) {
+  TokenizerSpec spec =
+      Tokenizer::FromTokenizerJson(testing::TokenizerFixture("bpe-tiny/tokenizer.json")).spec();
+  spec.chat_template = "";
+  spec.token_types.resize(spec.tokens.size(), kTokenNormal);
+  for (const char* marker : {"<start_of_turn>", "<end_of_turn>"}) {
+    spec.tokens.push_back(marker);
+    spec.token_types.push_back(kTokenUserDefined);
+  }
+  EXPECT_NE(ErrorOf([&] { ChatTemplateFor(Tokenizer(spec)); }).find("the model has no chat template"),
+            std::string::npos);
+  spec.token_types[spec.tokens.size() - 2] = spec.token_types[spec.tokens.size() - 1] = kTokenControl;
+  const ChatTemplate t = ChatTemplateFor(Tokenizer(spec));
+  EXPECT_EQ(t.style(), ChatStyle::kGemma3);
+  EXPECT_EQ(t.Render({{"system", "S"}, {"user", "U"}}, true),
+            spec.tokens[spec.bos_id] + "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ChatTemplateFor(Tokenizer(spec), "gemma").style(), ChatStyle::kGemma);  // a name still wins
 }
 
 }  // namespace

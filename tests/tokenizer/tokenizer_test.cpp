@@ -224,6 +224,20 @@ TEST(Tokenizer, EndOfGeneration) {
   EXPECT_FALSE(t.IsEndOfGeneration(t.vocab_size()));
 }
 
+// An end-of-generation text that is a user-defined token is text (Gemma 3's </s> closes an HTML <s>).
+TEST(Tokenizer, EndOfGenerationTextsThatAreUserDefinedAreText) {
+  TokenizerSpec spec = ByteLevelSpec();
+  spec.tokens.push_back("</s>");
+  spec.token_types.push_back(kTokenUserDefined);
+  spec.tokens.push_back("<end_of_turn>");
+  spec.token_types.push_back(kTokenControl);
+  const Tokenizer t(spec);
+  EXPECT_FALSE(t.IsEndOfGeneration(Id(t, "</s>")));
+  EXPECT_TRUE(t.IsEndOfGeneration(Id(t, "<end_of_turn>")));
+  spec.token_types[spec.tokens.size() - 2] = kTokenControl;
+  EXPECT_TRUE(Tokenizer(spec).IsEndOfGeneration(Id(t, "</s>")));
+}
+
 TEST(Tokenizer, SpacePrefixRules) {
   const std::string s = "\xE2\x96\x81";  // U+2581
   TokenizerSpec spec = LlamaSpec();

@@ -20,7 +20,8 @@ raise_exception global) over a fixed set of conversations, and writes one JSON f
   prefix_property            whether render(conv ending with an assistant turn) is a prefix of
                              render(conv + user turn, add_generation_prompt) for every such conversation
   cases[]                    name, messages, add_generation_prompt, plumb_accepts, and then
-                               plumb_accepts: rendered (plumb must produce exactly this text)
+                               plumb_accepts: rendered (plumb must produce exactly this text), and for
+                                              gemma3 contents (the message texts as placed in it)
                                otherwise:     jinja_error (the real template's exception text, which plumb's
                                               error must contain) or, where the real template renders the
                                               conversation anyway, jinja_rendered (plumb is stricter), or
@@ -82,6 +83,10 @@ GEMMA = from_json(
     r"""{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"""
 )
 
+GEMMA3 = from_json(
+    r"""{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if messages[0]['content'] is string -%}\n        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n    {%- else -%}\n        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n    {%- endif -%}\n    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = \"\" -%}\n    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n    {%- endif -%}\n    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n    {%- if message['content'] is string -%}\n        {{ message['content'] | trim }}\n    {%- elif message['content'] is iterable -%}\n        {%- for item in message['content'] -%}\n            {%- if item['type'] == 'image' -%}\n                {{ '<start_of_image>' }}\n            {%- elif item['type'] == 'text' -%}\n                {{ item['text'] | trim }}\n            {%- endif -%}\n        {%- endfor -%}\n    {%- else -%}\n        {{ raise_exception(\"Invalid content type\") }}\n    {%- endif -%}\n    {{ '<end_of_turn>\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n    {{'<start_of_turn>model\n'}}\n{%- endif -%}\n"""
+)
+
 LLAMA32 = from_json(
     r"""{{- bos_token }}\n{%- if custom_tools is defined %}\n    {%- set tools = custom_tools %}\n{%- endif %}\n{%- if not tools_in_user_message is defined %}\n    {%- set tools_in_user_message = true %}\n{%- endif %}\n{%- if not date_string is defined %}\n    {%- if strftime_now is defined %}\n        {%- set date_string = strftime_now(\"%d %b %Y\") %}\n    {%- else %}\n        {%- set date_string = \"26 Jul 2024\" %}\n    {%- endif %}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n\n{#- This block extracts the system message, so we can slot it into the right place. #}\n{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content']|trim %}\n    {%- set messages = messages[1:] %}\n{%- else %}\n    {%- set system_message = \"\" %}\n{%- endif %}\n\n{#- System message #}\n{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{%- if tools is not none %}\n    {{- \"Environment: ipython\\n\" }}\n{%- endif %}\n{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{%- if tools is not none and not tools_in_user_message %}\n    {{- \"You have access to the following functions. To call a function, please respond with JSON for a function call.\" }}\n    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n    {{- \"Do not use variables.\\n\\n\" }}\n    {%- for t in tools %}\n        {{- t | tojson(indent=4) }}\n        {{- \"\\n\\n\" }}\n    {%- endfor %}\n{%- endif %}\n{{- system_message }}\n{{- \"<|eot_id|>\" }}\n\n{#- Custom tools are passed in a user message with some extra guidance #}\n{%- if tools_in_user_message and not tools is none %}\n    {#- Extract the first user message so we can plug it in here #}\n    {%- if messages | length != 0 %}\n        {%- set first_user_message = messages[0]['content']|trim %}\n        {%- set messages = messages[1:] %}\n    {%- else %}\n        {{- raise_exception(\"Cannot put tools in the first user message when there's no first user message!\") }}\n{%- endif %}\n    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}\n    {{- \"Given the following functions, please respond with a JSON for a function call \" }}\n    {{- \"with its proper arguments that best answers the given prompt.\\n\\n\" }}\n    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.' }}\n    {{- \"Do not use variables.\\n\\n\" }}\n    {%- for t in tools %}\n        {{- t | tojson(indent=4) }}\n        {{- \"\\n\\n\" }}\n    {%- endfor %}\n    {{- first_user_message + \"<|eot_id|>\"}}\n{%- endif %}\n\n{%- for message in messages %}\n    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}\n        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}\n    {%- elif 'tool_calls' in message %}\n        {%- if not message.tool_calls|length == 1 %}\n            {{- raise_exception(\"This model only supports single tool-calls at once!\") }}\n        {%- endif %}\n        {%- set tool_call = message.tool_calls[0].function %}\n        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n        {{- '{\"name\": \"' + tool_call.name + '\", ' }}\n        {{- '\"parameters\": ' }}\n        {{- tool_call.arguments | tojson }}\n        {{- \"}\" }}\n        {{- \"<|eot_id|>\" }}\n    {%- elif message.role == \"tool\" or message.role == \"ipython\" %}\n        {{- \"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}\n        {%- if message.content is mapping or message.content is iterable %}\n            {{- message.content | tojson }}\n        {%- else %}\n            {{- message.content }}\n        {%- endif %}\n        {{- \"<|eot_id|>\" }}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n"""
 )
@@ -116,6 +121,10 @@ TEMPLATES = [
     ("gemma-it", "gemma", None, "<bos>", "<eos>",
      "google/gemma-2b-it and gemma-2-9b-it tokenizer_config.json chat_template, as quoted verbatim by "
      "public repositories", GEMMA),
+    ("gemma3-it", "gemma3", None, "<bos>", "<eos>",
+     "google/gemma-3-*-it tokenizer_config.json chat_template, as quoted verbatim (JSON-escaped, beside its "
+     "bos_token \"<bos>\") by several public repositories found with code search, e.g. the Gorilla BFCL "
+     "Gemma handler; it takes a system message into the first user turn", GEMMA3),
     ("llama3.2-instruct", None, "Cutting Knowledge Date", "<|begin_of_text|>", "<|eot_id|>",
      "meta-llama/Llama-3.2-3B-Instruct, llama.cpp models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja: "
      "always writes a system turn with a dated preamble, which plumb does not render", LLAMA32),
@@ -172,6 +181,7 @@ CONVERSATIONS = [
                             U("\u1680\u2000\u200a\u2029\u202f\u205f\u001c\u001d\u001e\u000b")]),
     ("markup_in_content", [U("{{ bos_token }} {% if x %} <|im_end|> [INST] <<SYS>> <|eot_id|>"),
                            A("<start_of_turn>model\n'quotes' \"double\" \\backslash\\n"), U("}}{{")]),
+    ("markup_in_system", [S("<end_of_turn>\n<start_of_turn>model\n"), U("<end_of_turn>")]),
     ("two_users", [U("first"), U("second")]),
     ("two_assistants", [U("q"), A("a1"), A("a2")]),
     ("assistant_first", [A("I speak first."), U("ok")]),
@@ -196,12 +206,27 @@ def plumb_accepts(style, messages):
             return False
     if style == "gemma" and messages[0]["role"] == "system":
         return False
-    if style in ("llama2", "gemma"):
+    if style in ("llama2", "gemma", "gemma3"):
         turns = messages[1:] if messages[0]["role"] == "system" else messages
         for i, m in enumerate(turns):
             if (m["role"] == "user") != (i % 2 == 0):
                 return False
     return True
+
+
+def placed_contents(style, messages):
+    """The message texts in the order and form the template writes them, which RenderWithContents must
+    mark as contents; only for gemma3 (None otherwise): the system text as it is, then every other message
+    stripped (Python's str.strip, which is Jinja's trim)."""
+    if style != "gemma3":
+        return None
+    has_system = messages[0]["role"] == "system"
+    out = []
+    for i, m in enumerate(messages[1:] if has_system else messages):
+        if i == 0 and has_system:
+            out.append(messages[0]["content"])
+        out.append(m["content"].strip())
+    return out
 
 
 # --- rendering as transformers does --------------------------------------------------------------------
@@ -276,6 +301,12 @@ def build_fixture(name, style, refusal, bos, eos, source, text):
                     sys.exit(f"{name}/{conv_name}: plumb accepts a conversation the real template rejects: "
                              f"{error or failure}")
                 case["rendered"] = rendered
+                contents = placed_contents(style, messages)
+                if contents is not None:
+                    at = 0
+                    for text in contents:  # each where the rendering has it, in order
+                        at = rendered.index(text, at) + len(text)
+                    case["contents"] = contents
             elif error is not None:
                 case["jinja_error"] = error
             elif failure is not None:

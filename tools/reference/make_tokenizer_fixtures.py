@@ -17,6 +17,9 @@ fixtures/tokenizer/corpus.json; the C++ tests must reproduce their ids exactly.
   spm-tiny/              the same model as a Llama-2 style tokenizer.json (Prepend+Replace normalizer, BPE
                          with byte_fallback), with HF's encodings in expected.json.
   spm-tiny-metaspace/    the same with a Metaspace(prepend_scheme="first") pre-tokenizer instead.
+  expected-gemma3.json   `sentencepiece` with a ModelProto built from the Gemma 3 GGUF's vocabulary (tokens,
+                         scores, types; the normalizer and trainer settings of Gemma's tokenizer.model), its
+                         ids of the corpus; written only when the GGUF (--gemma3-model) is there.
   expected-utf8.json     Python's errors="replace" decoding of the corpus entries that are not UTF-8.
 
 Every expected file holds, per corpus entry, "plain" (special-token texts are ordinary text) and, where the
@@ -24,7 +27,8 @@ oracle can parse special tokens, "special" (their texts become their ids). Entri
 (corpus entries {"bytes": [...]}) are given to every oracle decoded with errors="replace": each maximal
 invalid subsequence becomes U+FFFD, which is what plumb's tokenizer does with them too.
 
-Usage: python tools/reference/make_tokenizer_fixtures.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--out DIR]
+Usage: python tools/reference/make_tokenizer_fixtures.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+           [--gemma3-model models/gemma-3-270m-q4_k_m.gguf] [--out DIR]
 The output is deterministic: regenerating into a scratch DIR and comparing with `diff -r` (ignoring the two
 inputs) checks that the committed fixtures are what this script writes.
 """
@@ -32,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import tempfile
 
 import gguf
@@ -253,10 +258,142 @@ def spm_fixtures(texts):
                         "tokenizers, Metaspace(prepend_scheme=first) tokenizer.json of spm-tiny"))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Gemma 3: sentencepiece running a ModelProto made from the GGUF's vocabulary
+
+GEMMA3_MODEL = os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf")
+# Texts about what Gemma's vocabulary has and the corpus does not exercise (kept here, not in corpus.json,
+# whose additions would retrain bpe-tiny): its turn markers, user-defined HTML tags, whitespace runs longer
+# than the longest run token (31), and its other special tokens.
+GEMMA3_EXTRA = [
+    "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n",
+    "<table><tr><td>1</td><td>2</td></tr></table>\n<b>bold</b> <i>it</i> <s>struck</s> <code>x = 1</code>",
+    " " * 40 + "x" + "\n" * 35 + "y" + "\t" * 33 + "z  \n  \n\t \t",
+    "<start_of_image><end_of_image>[multimodal]<mask><unused0><pad><eos><bos><unk>",
+    "<start_of_turn <start_of_turn> start_of_turn><end_of_turn",
+]
+
+
+def proto_varint(n):
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def proto_bytes(field, data):
+    return proto_varint(field << 3 | 2) + proto_varint(len(data)) + data
+
+
+def proto_int(field, value):  # int32, bool and enum fields (varint); negatives as 64-bit two's complement
+    return proto_varint(field << 3) + proto_varint(value & 0xFFFFFFFFFFFFFFFF)
+
+
+def proto_float(field, value):
+    return proto_varint(field << 3 | 5) + struct.pack("<f", value)
+
+
+def gemma3_model_proto(tokens, scores, types, unk_id, bos_id, eos_id, pad_id):
+    """A sentencepiece ModelProto (protobuf wire format, written here so that no protobuf package is needed;
+    the field numbers are those of sentencepiece_model.proto as sentencepiece 0.2.1's sentencepiece_model_pb2
+    declares them). The pieces are the GGUF's, with two conversions undone:
+      - llama.cpp's converter writes user-defined pieces with U+2581 turned into a space ("pre-normalize
+        user-defined spaces", convert_hf_to_gguf.py), so Gemma's runs of "\u2581" are runs of spaces in the
+        GGUF; sentencepiece matches user-defined pieces in the escaped text, so they get their U+2581 back;
+      - it marks <unk> CONTROL (it is special in tokenizer_config.json); sentencepiece needs it UNKNOWN.
+    Settings as Gemma's tokenizer.model has them (transformers' GemmaConverter lists the trainer spec; its
+    normalizer is Replace(" ", "\u2581") alone): BPE with byte fallback; identity normalization, no dummy
+    prefix, extra whitespace kept, spaces escaped."""
+    pieces = bytearray()
+    for i, (piece, score, token_type) in enumerate(zip(tokens, scores, types)):
+        if token_type == 4:
+            piece = piece.replace(" ", "\u2581")
+        if i == unk_id:
+            token_type = 2
+        pieces += proto_bytes(1, proto_bytes(1, piece.encode("utf-8")) + proto_float(2, score) +
+                              proto_int(3, token_type))
+    trainer = b"".join([
+        proto_int(3, 2),  # model_type BPE
+        proto_int(4, len(tokens)),  # vocab_size
+        proto_int(21, 1), proto_int(23, 1), proto_int(22, 1),  # split_by_unicode_script, _number, _whitespace
+        proto_int(24, 0),  # treat_whitespace_as_suffix
+        proto_int(26, 1), proto_int(25, 1),  # allow_whitespace_only_pieces, split_digits
+        proto_int(35, 1),  # byte_fallback
+        proto_int(40, unk_id), proto_int(41, bos_id), proto_int(42, eos_id), proto_int(43, pad_id),
+        proto_bytes(45, tokens[unk_id].encode()), proto_bytes(46, tokens[bos_id].encode()),
+        proto_bytes(47, tokens[eos_id].encode()), proto_bytes(48, tokens[pad_id].encode()),
+    ])
+    normalizer = b"".join([
+        proto_bytes(1, b"identity"),
+        proto_int(3, 0),  # add_dummy_prefix
+        proto_int(4, 0),  # remove_extra_whitespaces
+        proto_int(5, 1),  # escape_whitespaces
+    ])
+    return bytes(pieces + proto_bytes(2, trainer) + proto_bytes(3, normalizer))
+
+
+def split_at_special(text, specials):
+    """The text cut at the special-token texts (at each position the longest that starts there, leftmost
+    first, as HF's added-token matcher and plumb do): a list of str fragments and int ids."""
+    by_length = sorted(specials, key=lambda t: -len(t))
+    out, start, i = [], 0, 0
+    while i < len(text):
+        match = next((t for t in by_length if text.startswith(t, i)), None)
+        if match is None:
+            i += 1
+            continue
+        if start < i:
+            out.append(text[start:i])
+        out.append(specials[match])
+        i += len(match)
+        start = i
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+def gemma3_fixtures(model_path, texts):
+    if not os.path.isfile(model_path):
+        print(f"make_tokenizer_fixtures: {model_path} is absent: expected-gemma3.json not written")
+        return
+    reader = gguf.GGUFReader(model_path)
+    field = lambda key: reader.fields[key].contents()  # noqa: E731
+    tokens, scores, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.scores"), field(
+        "tokenizer.ggml.token_type")
+    unk_id, bos_id = field("tokenizer.ggml.unknown_token_id"), field("tokenizer.ggml.bos_token_id")
+    eos_id, pad_id = field("tokenizer.ggml.eos_token_id"), field("tokenizer.ggml.padding_token_id")
+    sp = spm.SentencePieceProcessor(
+        model_proto=gemma3_model_proto(tokens, scores, types, unk_id, bos_id, eos_id, pad_id))
+    # The proto says what was meant: the ids and types sentencepiece reads back are the GGUF's.
+    assert (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()) == (unk_id, bos_id, eos_id, pad_id)
+    assert all(sp.is_byte(i) == (t == 6) and sp.is_control(i) == (t == 3 and i != unk_id)
+               for i, t in enumerate(types))
+    # sentencepiece never reads control tokens from text; "special" splits at them first and encodes the
+    # fragments (no dummy prefix, so a fragment encodes the same wherever it stands), as llama.cpp and HF do.
+    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, types)) if ty in (2, 3)}
+
+    def with_special(text):
+        ids = []
+        for part in split_at_special(text, specials):
+            ids += [part] if isinstance(part, int) else sp.encode(part)
+        return ids
+
+    write_json(os.path.join(OUT, "expected-gemma3.json"),
+               {"source": f"sentencepiece {spm.__version__}, a ModelProto from the vocabulary of "
+                          f"{os.path.basename(model_path)} ({len(tokens)} tokens)",
+                "plain": [sp.encode(t) for t in texts], "special": [with_special(t) for t in texts],
+                "extra": {"texts": GEMMA3_EXTRA, "plain": [sp.encode(t) for t in GEMMA3_EXTRA],
+                          "special": [with_special(t) for t in GEMMA3_EXTRA]}})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     parser.add_argument("--out", default=FIXTURES, help="write here instead of fixtures/tokenizer (to compare)")
+    parser.add_argument("--gemma3-model", default=GEMMA3_MODEL,
+                        help="the Gemma 3 GGUF whose vocabulary gives expected-gemma3.json (skipped if absent)")
     args = parser.parse_args()
     global OUT
     OUT = args.out
@@ -271,6 +408,7 @@ def main():
     smollm_fixtures(args.model, texts)
     bpe_tiny_fixtures(texts)
     spm_fixtures(texts)
+    gemma3_fixtures(args.gemma3_model, texts)
 
 
 if __name__ == "__main__":

@@ -85,34 +85,47 @@ void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos
 
 // out = silu(gate) ⊙ up over n elements.
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);
+// x[i] = cap · tanh(x[i] / cap) over n elements: scalar::SoftCap, element by element.
+void SoftCap(float* x, std::size_t n, float cap);
+// out = gelu_tanh(gate) ⊙ up over n elements: scalar::GeluTanhGlu's bits.
+void GeluTanhGlu(const float* gate, const float* up, float* out, std::int64_t n);
 
 // Causal grouped-query attention over one layer of a KV cache (kernels/kv_layer_view.h: the contiguous and
 // the paged layout are the same code). `rows` query tokens at positions first_pos .. first_pos+rows-1 whose
-// keys and values the cache already holds: query token r attends to positions [0, first_pos + r].
+// keys and values the cache already holds: query token r, at position p = first_pos + r, attends to
+// positions [0, p], or with a sliding window of w > 0 positions to [max(0, p − w + 1), p] (p − t < w:
+// llama.cpp's LLAMA_SWA_TYPE_STANDARD, Hugging Face's sliding mask; Gemma 3's local layers, w = 512).
 //   q, out:  [rows][n_heads][head_dim]           (head_dim = kv.head_dim)
 //   kv:      positions [0, first_pos + rows) must be readable (kv.length >= first_pos + rows)
 // Query head h reads KV head h / (n_heads / kv.n_kv_heads). Each (row, head) pair gives bitwise what one
 // scalar::AttendOneHead gives (the definition), so the result does not depend on the thread count, on the
 // layout (contiguous or paged, any block size, any block table) or on what else is in the batch. Positions
-// at or past first_pos + r + 1 are never read. How the work is split and the cache read: docs/kv-cache.md,
-// "How attention reads the cache".
+// outside a row's range are never read: a windowed row costs O(w), whatever the context. How the work is
+// split and the cache read: docs/kv-cache.md, "How attention reads the cache".
 struct AttentionItem {
   const float* q = nullptr;  // [rows][n_heads][head_dim]
   float* out = nullptr;      // [rows][n_heads][head_dim]
   int rows = 0;
   int first_pos = 0;
   KvLayerView kv;
+  int window = 0;  // sliding window in positions; 0: none (every earlier position). Last, so that
+                   // {q, out, rows, first_pos, kv} still initialises an unwindowed item.
+
+  // Row r's positions: [Begin(r), End(r)).
+  int End(int r) const { return first_pos + r + 1; }
+  int Begin(int r) const { return window > 0 && End(r) > window ? End(r) - window : 0; }
 };
 
-// The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache.
-// The pool over the units of three phases (scores, softmax, value sums) of every row. Throws plumb::Error
-// (before computing anything) for an item whose cache is too short or whose n_kv_heads does not divide
-// n_heads. Needs no scratch from the caller: a wave's score rows (all heads of up to 1 MiB of rows) and the
-// per-thread buffers live in a workspace of the calling thread that grows to the largest call and is then
-// reused, so steady-state decode allocates nothing.
+// The batched form, for decode and mixed steps: every item is one sequence's rows over its own cache (items
+// may have different windows). The pool over the units of three phases (scores, softmax, value sums) of every
+// row. Throws plumb::Error (before computing anything) for an item whose cache is too short, whose
+// n_kv_heads does not divide n_heads or whose window is negative. Needs no scratch from the caller: a wave's
+// score rows (all heads of up to 1 MiB of rows) and the per-thread buffers live in a workspace of the calling
+// thread that grows to the largest call and is then reused, so steady-state decode allocates nothing.
 void CausalAttention(std::span<const AttentionItem> items, int n_heads);
-// One sequence: CausalAttention of the single item {q, out, rows, first_pos, kv}.
-void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out);
+// One sequence: CausalAttention of the single item {q, out, rows, first_pos, kv, window}.
+void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView& kv, int n_heads, float* out,
+                     int window = 0);
 
 // Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while

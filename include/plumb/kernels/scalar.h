@@ -56,17 +56,32 @@ void SoftmaxFromMax(float* x, int n, float max_value);
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + Exp(−g)), rounded in that order.
 void SwiGlu(const float* gate, const float* up, float* out, int n);
 
-// Attention of one query head over positions [0, n_ctx) of KV head kv_head of one cache layer:
-//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending
-//   p         = Softmax(scores)
+// out[i] = gelu(gate[i]) · up[i] with GELU's tanh form (Gemma's GeGLU, PyTorch's gelu(approximate="tanh")):
+//   gelu(g) = 0.5 · g · (1 + tanh(u)),  u = √(2/π) · (g + 0.044715 · g³)
+// computed through the identity 0.5 · (1 + tanh(u)) = 1 / (1 + e^(−2u)), so that it needs plumb's Exp and
+// no host tanh:  s = g + 0.044715 · ((g · g) · g),  out = g / (1 + Exp(−2√(2/π) · s)) · up,  each operation
+// rounded to float in that order (docs/formats.md "e^x").
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n);
+// Soft-capping (Gemma's final logits): x[i] = cap · tanh(x[i] / cap), with tanh(y) = 2 / (1 + e^(−2y)) − 1
+// through plumb's Exp:  y = x / cap,  t = 2 / (1 + Exp(−2 · y)) − 1,  x = cap · t,  rounded in that order.
+// (|t| near 0 loses relative accuracy to the subtraction, an absolute error of about cap · 2^-24.)
+void SoftCap(float* x, int n, float cap);
+// −2√(2/π), GeluTanhGlu's factor of s, as the nearest float.
+inline constexpr float kMinusTwoSqrtTwoOverPi = -1.5957691216057308f;
+inline constexpr float kGeluCubic = 0.044715f;
+
+// Attention of one query head, at position n_ctx − 1, over positions [begin, n_ctx) of KV head kv_head of one
+// cache layer, begin = max(0, n_ctx − window) for a sliding window of `window` positions, 0 for window 0:
+//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending from begin
+//   p         = Softmax(scores)                                   over exactly those positions
 //   out[j]    = Σ_t p[t] · v_t[j]                                 FP32, t ascending from out[j] = 0
 // where k_t and v_t are position t's rows decoded to FP32: DecodeKv(kv.dtype, ..., head's scale), which for
 // f32 is the stored floats themselves. So the definition is "attention over the decoded cache", the same
-// for every layout and block table. scratch holds n_ctx + head_dim floats (the scores, one decoded row).
-// `dot` computes the scores' Dot; kernels pass a vector variant that returns the same bits
-// (kernels/row_dot.h).
+// for every layout and block table; positions before begin are never read. scratch holds n_ctx + head_dim
+// floats (the scores, one decoded row). `dot` computes the scores' Dot; kernels pass a vector variant that
+// returns the same bits (kernels/row_dot.h).
 using DotFn = float (*)(const float* a, const float* b, int n);
-void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out,
-                   DotFn dot = Dot);
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, int window, float* scratch,
+                   float* out, DotFn dot = Dot);
 
 }  // namespace plumb::kernels::scalar

@@ -9,8 +9,14 @@
 
 namespace plumb {
 
+// The gated MLP's activation: down(act(gate(x)) ⊙ up(x)).
+enum class MlpActivation {
+  kSilu,      // SwiGLU: silu(g) = g / (1 + e^−g)  (Llama, Qwen2)
+  kGeluTanh,  // GeGLU with GELU's tanh form (Gemma): kernels/scalar.h GeluTanhGlu
+};
+
 struct ModelConfig {
-  std::string model_type;     // "llama", "qwen2", ...
+  std::string model_type;     // "llama", "qwen2", "gemma3"
   int hidden_size = 0;        // d
   int intermediate_size = 0;  // MLP width
   int num_layers = 0;         // num_hidden_layers
@@ -25,12 +31,30 @@ struct ModelConfig {
   bool attention_bias = false;       // Q/K/V projections carry biases (Qwen2)
   int bos_token_id = -1;             // -1: none
   std::vector<int> eos_token_ids;    // config's eos_token_id, a number or a list
+  // Gemma 3 (docs/models.md "Gemma 3"); a Llama or Qwen2 model leaves them all at these defaults.
+  MlpActivation mlp_activation = MlpActivation::kSilu;
+  bool scale_embedding = false;  // x = embed[token] · √d
+  bool qk_norm = false;          // RMSNorm of each query and key head (over head_dim) before RoPE
+  bool sandwich_norm = false;    // an RMSNorm of the attention and MLP outputs before each residual add
+  // Sliding-window attention: a layer is local unless (layer + 1) is a multiple of sliding_window_pattern; a
+  // local layer's row at position p attends to positions p − sliding_window + 1 .. p and rotates with
+  // rope_theta_local. sliding_window 0: every layer global.
+  int sliding_window = 0;
+  int sliding_window_pattern = 0;
+  float rope_theta_local = 10000.0f;
+  float final_logit_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
+
   // A packed checkpoint's FP8 / INT4 storage (config.json "quantization_config", docs/formats.md "Packed
   // checkpoints"); absent for plain F32/F16/BF16 checkpoints and for GGUF.
   std::optional<WeightPacking> packing;
 
   int QueryDim() const { return num_heads * head_dim; }
   int KvDim() const { return num_kv_heads * head_dim; }
+  bool IsLocalLayer(int layer) const {
+    return sliding_window > 0 && (sliding_window_pattern <= 0 || (layer + 1) % sliding_window_pattern != 0);
+  }
+  int AttentionWindow(int layer) const { return IsLocalLayer(layer) ? sliding_window : 0; }  // 0: all
+  float RopeTheta(int layer) const { return IsLocalLayer(layer) ? rope_theta_local : rope_theta; }
 };
 
 // Parses config.json text; `source` names the file in error messages. Throws plumb::Error naming the field

@@ -20,17 +20,21 @@ enum class ForwardKernel : std::uint8_t {
   kQProj,      // [rows][d] · Wqᵀ (+ bias)
   kKProj,      // [rows][d] · Wkᵀ (+ bias)
   kVProj,      // [rows][d] · Wvᵀ (+ bias)
+  kQkNorm,     // RMSNorm of every query and key head (Gemma 3)
   kRope,       // rotary embedding of q and k
   kKvWrite,    // new keys and values into the cache (encoded to the cache's dtype)
   kAttention,  // causal GQA attention over the cache
-  kOProj,      // attention output · Woᵀ, added to the residual stream
-  kMlpNorm,    // RMSNorm before the MLP
-  kGateProj,   // [rows][d] · Wgateᵀ
-  kUpProj,     // [rows][d] · Wupᵀ
-  kSwiGlu,     // silu(gate) ⊙ up
-  kDownProj,   // [rows][ffn] · Wdownᵀ, added to the residual stream
-  kFinalNorm,  // RMSNorm after the last layer (only the rows whose logits are computed)
-  kLmHead,     // [logit rows][d] · Wheadᵀ
+  kOProj,      // attention output · Woᵀ, added to the residual stream (Gemma 3: by kPostAttnNorm)
+  kPostAttnNorm,  // x += RMSNorm(o_proj's output) (Gemma 3)
+  kMlpNorm,       // RMSNorm before the MLP
+  kGateProj,      // [rows][d] · Wgateᵀ
+  kUpProj,        // [rows][d] · Wupᵀ
+  kSwiGlu,        // silu(gate) ⊙ up
+  kGeGlu,         // gelu_tanh(gate) ⊙ up (Gemma 3, in place of kSwiGlu)
+  kDownProj,      // [rows][ffn] · Wdownᵀ, added to the residual stream (Gemma 3: by kPostMlpNorm)
+  kPostMlpNorm,   // x += RMSNorm(down_proj's output) (Gemma 3)
+  kFinalNorm,     // RMSNorm after the last layer (only the rows whose logits are computed)
+  kLmHead,        // [logit rows][d] · Wheadᵀ
 };
 inline constexpr int kForwardKernelCount = static_cast<int>(ForwardKernel::kLmHead) + 1;
 

@@ -22,10 +22,17 @@ struct LayerWeights {
   std::vector<float> bk;         // [n_kv_heads·hd]     k_proj.bias (empty when the model has none)
   std::vector<float> bv;         // [n_kv_heads·hd]     v_proj.bias (empty when the model has none)
   WeightMatrix wo;               // [d, n_heads·hd]     self_attn.o_proj
-  std::vector<float> mlp_norm;   // [d]                 post_attention_layernorm
-  WeightMatrix w_gate;           // [ffn, d]            mlp.gate_proj
-  WeightMatrix w_up;             // [ffn, d]            mlp.up_proj
-  WeightMatrix w_down;           // [d, ffn]            mlp.down_proj
+  std::vector<float>
+      mlp_norm;  // [d]                 post_attention_layernorm (Gemma: pre_feedforward_layernorm)
+  // Gemma 3 only (empty otherwise). The GGUF converter stores Gemma's norm weights as 1 + w, the factor
+  // Gemma's RMSNorm multiplies by, so every norm here is x / rms(x) · weight.
+  std::vector<float> q_norm;          // [hd]  self_attn.q_norm, shared by the query heads
+  std::vector<float> k_norm;          // [hd]  self_attn.k_norm
+  std::vector<float> post_attn_norm;  // [d]   post_attention_layernorm (Gemma's name)
+  std::vector<float> post_mlp_norm;   // [d]   post_feedforward_layernorm
+  WeightMatrix w_gate;                // [ffn, d]            mlp.gate_proj
+  WeightMatrix w_up;                  // [ffn, d]            mlp.up_proj
+  WeightMatrix w_down;                // [d, ffn]            mlp.down_proj
 };
 
 struct ModelWeights {

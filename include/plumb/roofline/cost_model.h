@@ -48,6 +48,7 @@ struct WeightBytes {
   double gate = 0, up = 0, down = 0;   // MLP matrices (all layers)
   double qkv_bias = 0;                 // Q/K/V biases (all layers; 0 without)
   double attn_norm = 0, mlp_norm = 0;  // RMSNorm weights (all layers)
+  double qk_norm = 0, post_norm = 0;   // Gemma 3's q/k head norms and post-block norms (all layers)
   double final_norm = 0;
   double embedding = 0;      // the whole [V][d] token embedding
   double embedding_row = 0;  // one row of it: what looking up a token reads

@@ -27,9 +27,10 @@ enum class ChatStyle {
   kLlama3,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> (Llama 3.0 Instruct)
   kLlama2,  // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> (Llama 2 chat)
   kGemma,   // <start_of_turn>user\n...<end_of_turn>\n, no system role (Gemma 1 and 2 instruct)
+  kGemma3,  // the same turns; a system message opens the first user turn + "\n\n" (Gemma 3 instruct)
 };
 
-// "chatml", "llama3", "llama2", "gemma": the names FromName accepts.
+// "chatml", "llama3", "llama2", "gemma", "gemma3": the names FromName accepts.
 std::string_view ChatStyleName(ChatStyle style);
 
 // A rendered conversation and where the messages' contents (and a default system prompt) lie in it, as
@@ -48,7 +49,7 @@ class ChatTemplate {
   // expand to (the token texts, e.g. "<s>" and "</s>").
   static ChatTemplate FromJinja(std::string_view jinja, std::string bos_text, std::string eos_text);
 
-  // A style by name ("chatml", "llama3", "llama2", "gemma"), with no default system prompt. Throws
+  // A style by name ("chatml", "llama3", "llama2", "gemma", "gemma3"), with no default system prompt. Throws
   // plumb::Error listing the names for any other.
   static ChatTemplate FromName(std::string_view name, std::string bos_text, std::string eos_text);
 
@@ -57,8 +58,9 @@ class ChatTemplate {
   // The prompt text for the conversation; add_generation_prompt appends the assistant header (Llama 2
   // has none: its prompt already ends with "[/INST]" after a user turn). Throws plumb::Error, naming the
   // message, for an empty conversation, an unknown role, a system message that is not first, and where
-  // the style's real template raises (Llama 2 and Gemma: roles must alternate user/assistant starting with
-  // user; Gemma: no system role); in those cases the message contains the real template's own words.
+  // the style's real template raises (Llama 2 and Gemma 1-3: roles must alternate user/assistant starting
+  // with user, after the first system message where there is one; Gemma 1 and 2: no system role); in those
+  // cases the message contains the real template's own words.
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   // Render's text with the ranges of the contents in it.
   RenderedChat RenderWithContents(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
@@ -81,9 +83,11 @@ class ChatTemplate {
 class Tokenizer;
 
 // The template a chat with this model uses: the style named by `override_name` when it is not empty
-// (FromName), else the model's own template (Tokenizer::chat_template(), FromJinja), with the tokenizer's
-// BOS and EOS texts. Throws plumb::Error when the name is unknown, when the model has no template, or when
-// plumb cannot apply it; the last two messages end with "choose a style: chatml, llama3, llama2, gemma".
+// (FromName), else the model's own template (Tokenizer::chat_template(), FromJinja), else, for a model
+// without one whose vocabulary has <start_of_turn> and <end_of_turn> control tokens (a Gemma 3 base GGUF),
+// gemma3; with the tokenizer's BOS and EOS texts. Throws plumb::Error when the name is unknown, when the
+// model has no template and no such tokens, or when plumb cannot apply its template; the last two messages
+// end with "choose a style: chatml, llama3, llama2, gemma, gemma3".
 ChatTemplate ChatTemplateFor(const Tokenizer& tokenizer, std::string_view override_name = {});
 
 }  // namespace plumb

@@ -108,7 +108,8 @@ class Tokenizer {
   std::int32_t eos_id() const;
   bool add_bos() const;
   // EOS, EOT, and the tokens llama.cpp treats as end of generation by their text (<|im_end|>, <|eot_id|>,
-  // <|end|>, <|endoftext|>, </s>, <end_of_turn>, ...).
+  // <|end|>, <|endoftext|>, </s>, <end_of_turn>, ...) unless they are user-defined, i.e. text (Gemma 3's
+  // </s> is an HTML tag).
   bool IsEndOfGeneration(std::int32_t id) const;
   std::optional<std::int32_t> FindToken(std::string_view text) const;
   const std::string& chat_template() const;

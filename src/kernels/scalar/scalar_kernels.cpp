@@ -81,19 +81,36 @@ void SwiGlu(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + Exp(-gate[i])) * up[i];
 }
 
+void SoftCap(float* x, int n, float cap) {
+  for (int i = 0; i < n; ++i) {
+    const float y = x[i] / cap;
+    const float t = 2.0f / (1.0f + Exp(-2.0f * y)) - 1.0f;
+    x[i] = cap * t;
+  }
+}
+
+void GeluTanhGlu(const float* gate, const float* up, float* out, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float s = g + kGeluCubic * (g * g * g);
+    out[i] = g / (1.0f + Exp(kMinusTwoSqrtTwoOverPi * s)) * up[i];
+  }
+}
+
 namespace {
 
-// Calls fn(t, row) for t = 0 .. n_ctx-1 in order, row = position t of KV head kv_head of `data` (the view's
-// keys or values) in FP32. Walks the view a block at a time, so the block table is read once per block and
-// positions within a block are position_stride apart (contiguous: one block of capacity positions). f32 rows
-// are read in place; other dtypes are decoded into `decoded` ([head_dim]) first.
+// Calls fn(t, row) for t = begin .. n_ctx-1 in order, row = position t of KV head kv_head of `data` (the
+// view's keys or values) in FP32. Walks the view a block at a time, so the block table is read once per block
+// and positions within a block are position_stride apart (contiguous: one block of capacity positions). f32
+// rows are read in place; other dtypes are decoded into `decoded` ([head_dim]) first.
 template <class Fn>
-void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int kv_head, int n_ctx,
+void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int kv_head, int begin, int n_ctx,
                      float* decoded, Fn&& fn) {
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
   const auto* bytes = static_cast<const std::uint8_t*>(data);
-  for (int t0 = 0; t0 < n_ctx; t0 += kv.block_size) {
-    const int count = n_ctx - t0 < kv.block_size ? n_ctx - t0 : kv.block_size;
+  for (int t0 = begin; t0 < n_ctx;) {
+    const int block_left = kv.block_size - t0 % kv.block_size;  // begin may fall inside a block
+    const int count = n_ctx - t0 < block_left ? n_ctx - t0 : block_left;
     const std::uint8_t* first = bytes + kv.Element(t0, kv_head) * element_bytes;
     for (int i = 0; i < count; ++i) {
       const std::uint8_t* at = first + i * kv.position_stride * element_bytes;
@@ -104,24 +121,28 @@ void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int k
         fn(t0 + i, static_cast<const float*>(decoded));
       }
     }
+    t0 += count;
   }
 }
 
 }  // namespace
 
-void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, float* scratch, float* out,
-                   DotFn dot) {
+void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, int window, float* scratch,
+                   float* out, DotFn dot) {
   const int head_dim = kv.head_dim;
-  float* scores = scratch;           // [n_ctx]
-  float* decoded = scratch + n_ctx;  // [head_dim] one K or V row in FP32 (dtypes other than f32)
+  const int begin = window > 0 && n_ctx > window ? n_ctx - window : 0;
+  const int n = n_ctx - begin;   // positions attended
+  float* scores = scratch;       // [n], position t's at t − begin
+  float* decoded = scratch + n;  // [head_dim] one K or V row in FP32 (dtypes other than f32)
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  ForEachPosition(kv, kv.keys, kv.KScale(kv_head), kv_head, n_ctx, decoded,
-                  [&](int t, const float* k) { scores[t] = dot(q, k, head_dim) * scale; });
-  Softmax(scores, n_ctx);
+  ForEachPosition(kv, kv.keys, kv.KScale(kv_head), kv_head, begin, n_ctx, decoded,
+                  [&](int t, const float* k) { scores[t - begin] = dot(q, k, head_dim) * scale; });
+  Softmax(scores, n);
   for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
-  ForEachPosition(kv, kv.values, kv.VScale(kv_head), kv_head, n_ctx, decoded, [&](int t, const float* v) {
-    for (int j = 0; j < head_dim; ++j) out[j] += scores[t] * v[j];
-  });
+  ForEachPosition(kv, kv.values, kv.VScale(kv_head), kv_head, begin, n_ctx, decoded,
+                  [&](int t, const float* v) {
+                    for (int j = 0; j < head_dim; ++j) out[j] += scores[t - begin] * v[j];
+                  });
 }
 
 }  // namespace plumb::kernels::scalar

@@ -1,17 +1,22 @@
-// SmolLM2-135M-Instruct Q4_1 (the default model, fetched by scripts/fetch-model) against the float64 NumPy
-// reference run on gguf-py's dequantization of the same file (fixtures/smollm2, written by
-// tools/reference/make_smollm2_golden.py). For each of 4 prompts:
-//   * plumb's tokenizer gives the reference's prompt ids (made by HF tokenizers from the GGUF vocabulary);
+// The real models plumb is tested on, each against the float64 NumPy reference run on gguf-py's
+// dequantization of the same file:
+//   - SmolLM2-135M-Instruct Q4_1, the default model (fixtures/smollm2,
+//   tools/reference/make_smollm2_golden.py);
+//   - Gemma 3 270M Q4_K_M (fixtures/gemma3, tools/reference/make_gemma3_golden.py).
+// scripts/fetch-model gets both. For each prompt of a fixture:
+//   * plumb's tokenizer gives the reference's prompt ids (made by an independent tokenizer: HF tokenizers
+//     for SmolLM2, sentencepiece for Gemma 3, each built from the GGUF vocabulary);
 //   * the logits at the reference's top-64 ids, at every prompt position and every greedy step, and the
-//     full logits of the last prompt position, within the manifest's threshold (1e-4 of max|logit|,
-//     10x the float32-vs-float64 difference the reference measured on itself; reasons in the manifest);
-//   * the 64-token greedy continuation, exactly (the smallest top-1/top-2 gap is ~9x what the threshold
-//     allows two engines to disagree by).
+//     full logits of the last prompt position, within the manifest's threshold (10x the float32-vs-float64
+//     difference the reference measured on itself; reasons in the manifest);
+//   * the greedy continuation, exactly (the manifest states the smallest top-1/top-2 gap against what the
+//     threshold allows two engines to disagree by).
 // Logits are compared at the golden ids rather than ids by rank: below the top few, logits within the
 // threshold of each other may legitimately swap places.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 
 #include "plumb/engine/text_model.h"
 #include "support/golden.h"
@@ -19,19 +24,37 @@
 namespace plumb {
 namespace {
 
-const std::string kModelPath = std::string(PLUMB_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+// A real model and its golden fixture.
+struct RealModel {
+  const char* fixture;  // fixtures/<fixture>
+  const char* file;     // models/<file>
+  const char* fetch;    // scripts/fetch-model <fetch>
+  const char* sha256;   // the file scripts/fetch-model pins
+  std::size_t prompts;  // in the fixture
+};
 
-class SmolLm2Golden : public ::testing::Test {
+class RealModelGolden : public ::testing::TestWithParam<RealModel> {
  protected:
-  static void SetUpTestSuite() {
-    golden_ = new testing::GoldenFixture(testing::FixtureDir("smollm2"));
-    // A failure, not a skip: the test command fetches the model before running the tests.
-    ASSERT_TRUE(std::filesystem::exists(kModelPath)) << kModelPath << " is missing: run scripts/fetch-model";
-    loaded_ = new TextModel(TextModel::Load(kModelPath));
+  void SetUp() override {
+    const RealModel& m = GetParam();
+    if (loaded_for_ == m.fixture) return;  // one model loaded at a time, kept for the model's tests
+    delete loaded_;
+    delete golden_;
+    loaded_ = nullptr;
+    loaded_for_.clear();
+    golden_ = new testing::GoldenFixture(testing::FixtureDir(m.fixture));
+    const std::string path = std::string(PLUMB_SOURCE_DIR) + "/models/" + m.file;
+    // A failure, not a skip: the test command fetches the models before running the tests.
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run scripts/fetch-model " << m.fetch;
+    loaded_ = new TextModel(TextModel::Load(path));
+    loaded_for_ = m.fixture;
   }
   static void TearDownTestSuite() {
     delete loaded_;
     delete golden_;
+    loaded_ = nullptr;
+    golden_ = nullptr;
+    loaded_for_.clear();
   }
 
   // The logits at `ids` ([rows][k]) of each row of `logits` ([rows][V]).
@@ -52,19 +75,20 @@ class SmolLm2Golden : public ::testing::Test {
 
   static testing::GoldenFixture* golden_;
   static TextModel* loaded_;
+  static std::string loaded_for_;
 };
-testing::GoldenFixture* SmolLm2Golden::golden_ = nullptr;
-TextModel* SmolLm2Golden::loaded_ = nullptr;
+testing::GoldenFixture* RealModelGolden::golden_ = nullptr;
+TextModel* RealModelGolden::loaded_ = nullptr;
+std::string RealModelGolden::loaded_for_;
 
-TEST_F(SmolLm2Golden, TheFixtureIsForThisModelFile) {
-  EXPECT_EQ(golden_->manifest().at("model").at("file"), "SmolLM2-135M-Instruct.Q4_1.gguf");
-  EXPECT_EQ(golden_->manifest().at("model").at("sha256"),
-            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+TEST_P(RealModelGolden, TheFixtureIsForThisModelFile) {
+  EXPECT_EQ(golden_->manifest().at("model").at("file"), GetParam().file);
+  EXPECT_EQ(golden_->manifest().at("model").at("sha256"), GetParam().sha256)
       << "scripts/fetch-model pins this SHA-256; the golden must be of the same file";
-  EXPECT_EQ(golden_->manifest().at("prompts").size(), 4u);
+  EXPECT_EQ(golden_->manifest().at("prompts").size(), GetParam().prompts);
 }
 
-TEST_F(SmolLm2Golden, EveryPromptTokensLogitsAndGreedyContinuation) {
+TEST_P(RealModelGolden, EveryPromptTokensLogitsAndGreedyContinuation) {
   const int k = golden_->manifest().at("top_k").get<int>();
   const int steps = golden_->manifest().at("greedy_steps").get<int>();
   const int V = loaded_->model.config().vocab_size;
@@ -73,7 +97,7 @@ TEST_F(SmolLm2Golden, EveryPromptTokensLogitsAndGreedyContinuation) {
     SCOPED_TRACE(name);
     const std::vector<int> expected_ids = golden_->Ids(name + ".prompt_ids");
     const std::vector<int> ids = loaded_->tokenizer->Encode(prompt.at("text").get<std::string>(), true, true);
-    EXPECT_EQ(ids, expected_ids) << "plumb's tokenizer disagrees with HF tokenizers";
+    EXPECT_EQ(ids, expected_ids) << "plumb's tokenizer disagrees with the reference's";
 
     ContiguousKvCache cache = loaded_->model.NewKvCache(static_cast<int>(expected_ids.size()) + steps);
     const std::vector<float> logits = loaded_->model.Prefill(expected_ids, cache, PrefillLogits::kAllRows);
@@ -98,6 +122,12 @@ TEST_F(SmolLm2Golden, EveryPromptTokensLogitsAndGreedyContinuation) {
                  AtIds(greedy_logits, golden_->Ids(name + ".greedy.top64.ids"), k));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, RealModelGolden,
+    ::testing::Values(RealModel{"smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2",
+                                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 4}),
+    [](const ::testing::TestParamInfo<RealModel>& p) { return std::string(p.param.fixture); });
 
 }  // namespace
 }  // namespace plumb
