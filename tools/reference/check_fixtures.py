@@ -23,8 +23,8 @@ the goldens compared like the others.
 
 The SmolLM2 and Gemma 3 goldens (make_smollm2_golden.py, make_gemma3_golden.py) are regenerated in
 float64 (a minute or two each) and compared when their model files are in models/ (a file with another
-SHA-256 fails). A missing SmolLM2 file fails (the test command fetches it first); a missing Gemma 3
-file is reported as SKIP (nothing fetches it). --skip-smollm2 and --skip-gemma3 leave them out.
+SHA-256 fails); a missing file fails too (scripts/test fetches both first: scripts/fetch-model and
+scripts/fetch-model gemma3). --skip-smollm2 and --skip-gemma3 leave them out.
 
 Prints one line per check, then "N passed, M failed"; exits non-zero if anything failed.
 """
@@ -318,18 +318,14 @@ def topk_manifest_matches_golden(manifest_path, golden_path):
     return None
 
 
-def check_topk(checks, name, generator, fixtures_dir, scratch_dir, model_path, fetched=True):
+def check_topk(checks, name, generator, fixtures_dir, scratch_dir, model_path, fetch_command):
     """A real-model plumb-golden-topk fixture (fixtures/<name>), regenerated in float64 by `generator`
-    (make_smollm2_golden or make_gemma3_golden). fetched: scripts/fetch-model provides the model, so
-    its absence fails; otherwise it is a SKIP (neither pass nor fail)."""
+    (make_smollm2_golden or make_gemma3_golden)."""
     committed_dir, fresh_dir = os.path.join(fixtures_dir, name), os.path.join(scratch_dir, name)
-    if not os.path.isfile(model_path) and not fetched:
-        print(f"SKIP {name}: {model_path} is not there (not fetched by scripts/fetch-model)", flush=True)
-        return
     if not os.path.isfile(model_path):
-        # Not a skip: the test command fetches the model first (scripts/fetch-model), so its absence is a
-        # failure to report. --skip-<name> leaves this part out on purpose.
-        checks.record(f"{name}: model file present", False, f"{model_path} is missing: run scripts/fetch-model")
+        # Not a skip: the test command fetches the model first (scripts/test runs fetch_command), so its absence
+        # is a failure to report. --skip-<name> leaves this part out on purpose.
+        checks.record(f"{name}: model file present", False, f"{model_path} is missing: run {fetch_command}")
         return
 
     def regenerate():
@@ -495,9 +491,9 @@ def main(argv=None):
     check_tiny_gemma3(checks, args.fixtures, args.scratch)
     check_generated_fixtures(checks, args.fixtures, args.scratch)
     if not args.skip_smollm2:
-        check_topk(checks, "smollm2", make_smollm2_golden, args.fixtures, args.scratch, args.smollm2_model)
+        check_topk(checks, "smollm2", make_smollm2_golden, args.fixtures, args.scratch, args.smollm2_model, "scripts/fetch-model")
     if not args.skip_gemma3:
-        check_topk(checks, "gemma3", make_gemma3_golden, args.fixtures, args.scratch, args.gemma3_model, fetched=False)
+        check_topk(checks, "gemma3", make_gemma3_golden, args.fixtures, args.scratch, args.gemma3_model, "scripts/fetch-model gemma3")
 
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0

@@ -21,7 +21,6 @@ prompt would take many minutes and gigabytes).
 
 import copy
 import os
-import struct
 import sys
 import time
 
@@ -36,6 +35,7 @@ import gguf_ref  # noqa: E402
 import llama_ref  # noqa: E402
 import make_fixtures  # noqa: E402
 import make_smollm2_golden as topk  # noqa: E402
+import make_tokenizer_fixtures  # noqa: E402
 
 GENERATOR = "tools/reference/make_gemma3_golden.py"
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
@@ -46,7 +46,7 @@ GREEDY_STEPS = 32
 REPREFILL_STEPS = (1, 31)
 SEQUENTIAL_MAX_TOKENS = 128
 FLOAT_THRESHOLD = topk.FLOAT_THRESHOLD  # 1e-4, the SmolLM2 argument; the generator re-measures it here
-LONG_PROMPT_CHARS = 2448  # up to the end of the paragraph "...authors of previous versions."; cuts at 2400 and 2600 leave a greedy gap too small for the threshold
+LONG_PROMPT_CHARS = 2448  # up to the end of the paragraph "...authors of previous versions." (549 tokens)
 MIN_LONG_PROMPT_TOKENS = 530  # the last prompt position and every greedy step must be past the 512 window
 
 
@@ -61,63 +61,20 @@ PROMPTS = [
     ("code", '<bos>def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n'),
     ("long", None),  # long_prompt_text()
 ]
-# Control tokens written literally in the prompt texts; the text between them goes through sentencepiece.
-SPECIAL_IN_TEXT = ("<bos>", "<start_of_turn>", "<end_of_turn>")
 
 
 # ----------------------------------------------------------------------------------
-# Tokenizer: sentencepiece on a ModelProto built from the GGUF
+# Tokenizer: sentencepiece on a ModelProto built from the GGUF (make_tokenizer_fixtures's, which also
+# gives plumb's tokenizer its oracle ids)
 # ----------------------------------------------------------------------------------
-
-# sentencepiece_model.proto field numbers.
-PIECE, PIECE_TEXT, PIECE_SCORE, PIECE_TYPE = 1, 1, 2, 3
-TRAINER_SPEC, MODEL_TYPE, VOCAB_SIZE, BYTE_FALLBACK, UNK_ID, BOS_ID, EOS_ID, PAD_ID = 2, 3, 4, 35, 40, 41, 42, 43
-NORMALIZER_SPEC, NORMALIZER_NAME, ADD_DUMMY_PREFIX, REMOVE_EXTRA_WHITESPACES, ESCAPE_WHITESPACES = 3, 1, 3, 4, 5
-BPE = 2
-UNKNOWN_TYPE = 2
-
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def _tag(field, wire_type):
-    return _varint(field << 3 | wire_type)
-
-
-def _int(field, value):
-    return _tag(field, 0) + _varint(value)
-
-
-def _message(field, payload):
-    return _tag(field, 2) + _varint(len(payload)) + payload
-
-
-def model_proto(tokens, scores, types, unk_id, bos_id, eos_id, pad_id):
-    """A serialized sentencepiece ModelProto (protobuf wire format, written by hand: the protobuf package is
-    not a dependency): model_type BPE, byte_fallback, identity normalizer, no dummy prefix, extra
-    whitespace kept, spaces escaped to U+2581; piece types are the GGUF token types, which use
-    sentencepiece's numbering (1 NORMAL, 2 UNKNOWN, 3 CONTROL, 4 USER_DEFINED, 5 UNUSED, 6 BYTE)."""
-    pieces = b"".join(
-        _message(PIECE, _message(PIECE_TEXT, text.encode("utf-8")) + _tag(PIECE_SCORE, 5) + struct.pack("<f", score) + _int(PIECE_TYPE, kind))
-        for text, score, kind in zip(tokens, scores, types)
-    )
-    trainer = b"".join(
-        [_int(MODEL_TYPE, BPE), _int(VOCAB_SIZE, len(tokens)), _int(BYTE_FALLBACK, 1), _int(UNK_ID, unk_id), _int(BOS_ID, bos_id),
-         _int(EOS_ID, eos_id), _int(PAD_ID, pad_id)]
-    )
-    normalizer = _message(NORMALIZER_NAME, b"identity") + _int(ADD_DUMMY_PREFIX, 0) + _int(REMOVE_EXTRA_WHITESPACES, 0) + _int(ESCAPE_WHITESPACES, 1)
-    return pieces + _message(TRAINER_SPEC, trainer) + _message(NORMALIZER_SPEC, normalizer)
 
 
 class Tokenizer:
-    """sentencepiece for plain text, plus the control tokens of SPECIAL_IN_TEXT matched literally (as
-    llama.cpp's parse_special and Hugging Face's added tokens do; sentencepiece never emits control pieces)."""
+    """sentencepiece with make_tokenizer_fixtures.gemma3_model_proto (BPE, byte fallback, identity normalizer,
+    no dummy prefix, extra whitespace kept, spaces escaped; piece types from tokenizer.ggml.token_type, with
+    <unk> UNKNOWN and the GGUF's spaces in user-defined pieces turned back into U+2581), plus the control
+    tokens written in the text (<bos>, <start_of_turn>, ...) matched literally first, as llama.cpp's
+    parse_special and Hugging Face's added tokens do (sentencepiece never emits control pieces)."""
 
     def __init__(self, metadata):
         import sentencepiece
@@ -125,31 +82,19 @@ class Tokenizer:
         if metadata.get("tokenizer.ggml.model") != "llama" or metadata.get("tokenizer.ggml.add_space_prefix") is not False:
             raise ValueError("expected tokenizer.ggml.model llama (SentencePiece) with add_space_prefix false")
         self.tokens = metadata["tokenizer.ggml.tokens"]
-        types = list(metadata["tokenizer.ggml.token_type"])
-        unk = int(metadata["tokenizer.ggml.unknown_token_id"])
-        # sentencepiece refuses a model without an UNKNOWN piece; the GGUF types <unk> as CONTROL (3). It is
-        # never produced here: byte fallback covers every character.
-        types[unk] = UNKNOWN_TYPE
-        self.control = {i for i, t in enumerate(metadata["tokenizer.ggml.token_type"]) if t == 3}
-        proto = model_proto(
-            self.tokens, metadata["tokenizer.ggml.scores"], types, unk, int(metadata["tokenizer.ggml.bos_token_id"]),
-            int(metadata["tokenizer.ggml.eos_token_id"]), int(metadata["tokenizer.ggml.padding_token_id"]),
+        types = metadata["tokenizer.ggml.token_type"]
+        ids = [int(metadata[f"tokenizer.ggml.{k}_token_id"]) for k in ("unknown", "bos", "eos", "padding")]
+        self.sp = sentencepiece.SentencePieceProcessor(
+            model_proto=make_tokenizer_fixtures.gemma3_model_proto(self.tokens, metadata["tokenizer.ggml.scores"], types, *ids)
         )
-        self.sp = sentencepiece.SentencePieceProcessor(model_proto=proto)
-        self.special = {text: self.tokens.index(text) for text in SPECIAL_IN_TEXT}
+        self.specials = {t: i for i, (t, ty) in enumerate(zip(self.tokens, types)) if ty in (2, 3)}
+        self.control = set(self.specials.values())
 
     def encode(self, text):
         """Ids of text; raises unless decode gives the text back."""
-        ids, rest = [], text
-        while rest:
-            found = [(rest.find(s), s) for s in self.special if s in rest]
-            at, special = min(found) if found else (len(rest), None)
-            if at:
-                ids += self.sp.encode(rest[:at])
-            if special is None:
-                break
-            ids.append(self.special[special])
-            rest = rest[at + len(special) :]
+        ids = []
+        for part in make_tokenizer_fixtures.split_at_special(text, self.specials):
+            ids += [part] if isinstance(part, int) else self.sp.encode(part)
         if self.decode(ids) != text:
             raise AssertionError(f"tokenizer does not round-trip {text!r}")
         return ids
@@ -232,12 +177,13 @@ def make_manifest(config, tensors, entries):
         "generator": GENERATOR,
         "model": {"file": MODEL_FILE, "path": f"models/{MODEL_FILE}", "sha256": MODEL_SHA256},
         "golden": "golden.safetensors",
-        "tokenizer": "sentencepiece (the Python package) with a ModelProto built from the GGUF: pieces "
-        "tokenizer.ggml.tokens / scores, piece types = tokenizer.ggml.token_type (except <unk>, id "
-        "tokenizer.ggml.unknown_token_id, typed UNKNOWN as sentencepiece requires), model_type BPE, byte_fallback, "
-        "identity normalizer, add_dummy_prefix false, remove_extra_whitespaces false, escape_whitespaces true; "
-        "<bos>, <start_of_turn>, <end_of_turn> written in the text are matched literally as their control tokens "
-        "(2, 105, 106); every prompt starts with <bos> (add_bos_token true)",
+        "tokenizer": "sentencepiece (the Python package) with a ModelProto built from the GGUF "
+        "(tools/reference/make_tokenizer_fixtures.py gemma3_model_proto): pieces tokenizer.ggml.tokens / scores, piece "
+        "types = tokenizer.ggml.token_type (except <unk>, typed UNKNOWN as sentencepiece requires; spaces in "
+        "user-defined pieces turned back into U+2581), model_type BPE, byte_fallback, identity normalizer, "
+        "add_dummy_prefix false, remove_extra_whitespaces false, escape_whitespaces true; control tokens written in "
+        "the text (<bos>, <start_of_turn>, <end_of_turn>) matched literally first; every prompt starts with <bos> "
+        "(add_bos_token true)",
         "reference": "tools/reference/gemma3_ref.py: weights dequantized by gguf-py, float64 arithmetic, KV-cached "
         "greedy decode",
         "storage": topk.STORAGE,
