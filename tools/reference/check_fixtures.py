@@ -18,9 +18,13 @@ The tiny-llama GGUF files (export_gguf.py) are regenerated too: every model.<typ
 byte-identical, the F32 one must hold exactly model.safetensors' numbers and reproduce
 golden.safetensors, and the goldens in gguf-goldens/ are compared like the others.
 
-The SmolLM2 golden (make_smollm2_golden.py) is regenerated in float64 (about a minute) and compared
-when models/SmolLM2-135M-Instruct.Q4_1.gguf is present (a file with another SHA-256 fails); without
-the file (it is not in git) that part is reported as SKIP. --skip-smollm2 leaves it out.
+fixtures/tiny-gemma3 (make_tiny_gemma3.py) likewise: both GGUF files and the README byte-identical,
+the goldens compared like the others.
+
+The SmolLM2 and Gemma 3 goldens (make_smollm2_golden.py, make_gemma3_golden.py) are regenerated in
+float64 (a minute or two each) and compared when their model files are in models/ (a file with another
+SHA-256 fails); a missing file fails too (scripts/test fetches both first: scripts/fetch-model and
+scripts/fetch-model gemma3). --skip-smollm2 and --skip-gemma3 leave them out.
 
 Prints one line per check, then "N passed, M failed"; exits non-zero if anything failed.
 """
@@ -44,7 +48,9 @@ sys.path.insert(0, HERE)
 import export_gguf  # noqa: E402
 import llama_ref  # noqa: E402
 import make_fixtures  # noqa: E402
+import make_gemma3_golden  # noqa: E402
 import make_smollm2_golden  # noqa: E402
+import make_tiny_gemma3  # noqa: E402
 import make_tokenizer_fixtures  # noqa: E402
 import safetensors_io  # noqa: E402
 import test_reference  # noqa: E402
@@ -272,18 +278,19 @@ def compare_topk_golden(committed, fresh):
     return Passed(f"worst difference {worst:.1e}")
 
 
-def smollm2_observations_hold(manifest_path):
+def topk_observations_hold(manifest_path, threshold):
     """The committed manifest's float32 measurements leave the required margin under the threshold,
-    and its greedy gaps the required margin over what the threshold allows."""
+    and its greedy gaps the required margin over what the threshold allows (the margins are
+    make_smollm2_golden's, shared by every plumb-golden-topk generator)."""
     with open(manifest_path, encoding="utf-8") as f:
         manifest = json.load(f)
     m = make_smollm2_golden
     thresholds = {t["check"]["threshold"] for t in manifest["tensors"] if t["check"]["metric"] == "max_abs_err/max_abs_ref"}
-    if thresholds != {m.FLOAT_THRESHOLD}:
-        return f"thresholds {thresholds}, expected {m.FLOAT_THRESHOLD}"
+    if thresholds != {threshold}:
+        return f"thresholds {thresholds}, expected {threshold}"
     for p in manifest["prompts"]:
         worst = max(p["observed_float32_relative"].values())
-        if worst * m.REQUIRED_MARGIN > m.FLOAT_THRESHOLD:
+        if worst * m.REQUIRED_MARGIN > threshold:
             return f"{p['name']}: observed float32 error {worst} leaves less than {m.REQUIRED_MARGIN}x margin"
         g = p["greedy"]
         if g["min_top1_top2_gap"] < m.GREEDY_GAP_MARGIN * 2 * g["largest_allowed_logit_shift"]:
@@ -311,18 +318,20 @@ def topk_manifest_matches_golden(manifest_path, golden_path):
     return None
 
 
-def check_smollm2(checks, fixtures_dir, scratch_dir, model_path):
-    committed_dir, fresh_dir = os.path.join(fixtures_dir, "smollm2"), os.path.join(scratch_dir, "smollm2")
+def check_topk(checks, name, generator, fixtures_dir, scratch_dir, model_path, fetch_command):
+    """A real-model plumb-golden-topk fixture (fixtures/<name>), regenerated in float64 by `generator`
+    (make_smollm2_golden or make_gemma3_golden)."""
+    committed_dir, fresh_dir = os.path.join(fixtures_dir, name), os.path.join(scratch_dir, name)
     if not os.path.isfile(model_path):
-        # Not a skip: the test command fetches the model first (scripts/fetch-model), so its absence is a
-        # failure to report. --skip-smollm2 leaves this part out on purpose.
-        checks.record("smollm2: model file present", False, f"{model_path} is missing: run scripts/fetch-model")
+        # Not a skip: the test command fetches the model first (scripts/test runs fetch_command), so its absence
+        # is a failure to report. --skip-<name> leaves this part out on purpose.
+        checks.record(f"{name}: model file present", False, f"{model_path} is missing: run {fetch_command}")
         return
 
     def regenerate():
-        make_smollm2_golden.write(model_path, fresh_dir, measure_float32=False)
+        generator.write(model_path, fresh_dir, measure_float32=False)
 
-    checks.run(f"smollm2: regenerate (float64 only) into {fresh_dir}", regenerate)
+    checks.run(f"{name}: regenerate (float64 only) into {fresh_dir}", regenerate)
 
     def committed(f):
         return os.path.join(committed_dir, f)
@@ -330,18 +339,42 @@ def check_smollm2(checks, fixtures_dir, scratch_dir, model_path):
     def fresh(f):
         return os.path.join(fresh_dir, f)
 
-    checks.run("smollm2: README.md byte-identical", lambda: same_bytes(committed("README.md"), fresh("README.md")))
+    checks.run(f"{name}: README.md byte-identical", lambda: same_bytes(committed("README.md"), fresh("README.md")))
     checks.run(
-        "smollm2: golden.safetensors within float32 rounding (ids exact up to ties)",
+        f"{name}: golden.safetensors within float32 rounding (ids exact up to ties)",
         lambda: compare_topk_golden(committed("golden.safetensors"), fresh("golden.safetensors")),
     )
-    checks.run("smollm2: manifest.json identical except observed_*", lambda: compare_manifests(committed("manifest.json"), fresh("manifest.json")))
-    checks.run("smollm2: manifest's float32 observations and greedy gaps leave the margins", lambda: smollm2_observations_hold(committed("manifest.json")))
+    checks.run(f"{name}: manifest.json identical except observed_*", lambda: compare_manifests(committed("manifest.json"), fresh("manifest.json")))
+    checks.run(f"{name}: manifest's float32 observations and greedy gaps leave the margins", lambda: topk_observations_hold(committed("manifest.json"), generator.FLOAT_THRESHOLD))
     checks.run(
-        "smollm2: manifest describes golden.safetensors",
+        f"{name}: manifest describes golden.safetensors",
         lambda: topk_manifest_matches_golden(committed("manifest.json"), committed("golden.safetensors")),
     )
-    checks.run("smollm2: golden.safetensors loads with official safetensors", lambda: official_reader_agrees(committed("golden.safetensors")))
+    checks.run(f"{name}: golden.safetensors loads with official safetensors", lambda: official_reader_agrees(committed("golden.safetensors")))
+
+
+def check_tiny_gemma3(checks, fixtures_dir, scratch_dir):
+    name = make_tiny_gemma3.NAME
+    committed_dir, fresh_dir = os.path.join(fixtures_dir, name), os.path.join(scratch_dir, name)
+    checks.run(f"{name}: regenerate into {fresh_dir}", lambda: make_tiny_gemma3.write_fixture(fresh_dir) and None)
+
+    def committed(f):
+        return os.path.join(committed_dir, f)
+
+    def fresh(f):
+        return os.path.join(fresh_dir, f)
+
+    for f in [spec.file for spec in make_tiny_gemma3.SPECS] + ["README.md"]:
+        checks.run(f"{name}: {f} byte-identical", lambda f=f: same_bytes(committed(f), fresh(f)))
+    for spec in make_tiny_gemma3.SPECS:
+        golden, manifest = make_tiny_gemma3.golden_file_name(spec), make_tiny_gemma3.manifest_file_name(spec)
+        checks.run(
+            f"{name}: {golden} within {GOLDEN_REPRODUCTION_TOLERANCE:g} (integers exact)",
+            lambda g=golden: compare_golden(committed(g), fresh(g)),
+        )
+        checks.run(f"{name}: {manifest} identical except observed_*", lambda m=manifest: compare_manifests(committed(m), fresh(m)))
+        checks.run(f"{name}: {manifest} describes {golden}", lambda m=manifest, g=golden: manifest_matches_golden(committed(m), committed(g)))
+        checks.run(f"{name}: {golden} loads with official safetensors", lambda g=golden: official_reader_agrees(committed(g)))
 
 
 def run_script(args):
@@ -409,6 +442,8 @@ def main(argv=None):
     parser.add_argument("--scratch", required=True, help="folder to regenerate into (created if missing)")
     parser.add_argument("--smollm2-model", default=make_smollm2_golden.DEFAULT_MODEL, help="the SmolLM2 GGUF (default: %(default)s)")
     parser.add_argument("--skip-smollm2", action="store_true", help="leave out the SmolLM2 golden (about a minute)")
+    parser.add_argument("--gemma3-model", default=make_gemma3_golden.DEFAULT_MODEL, help="the Gemma 3 GGUF (default: %(default)s)")
+    parser.add_argument("--skip-gemma3", action="store_true", help="leave out the Gemma 3 270M golden (a few minutes)")
     args = parser.parse_args(argv)
     checks = Checks()
 
@@ -453,9 +488,12 @@ def main(argv=None):
             checks.run(f"{spec.name}: {f} loads with official safetensors, same as own reader", lambda f=f: official_reader_agrees(committed(f)))
 
     check_tiny_gguf(checks, args.fixtures, args.scratch)
+    check_tiny_gemma3(checks, args.fixtures, args.scratch)
     check_generated_fixtures(checks, args.fixtures, args.scratch)
     if not args.skip_smollm2:
-        check_smollm2(checks, args.fixtures, args.scratch, args.smollm2_model)
+        check_topk(checks, "smollm2", make_smollm2_golden, args.fixtures, args.scratch, args.smollm2_model, "scripts/fetch-model")
+    if not args.skip_gemma3:
+        check_topk(checks, "gemma3", make_gemma3_golden, args.fixtures, args.scratch, args.gemma3_model, "scripts/fetch-model gemma3")
 
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0

@@ -253,6 +253,38 @@ def check_f32_gguf(fixture_dir, gguf_path):
     return worst
 
 
+def golden_tensor_entries(golden, float32_blas, float32_sequential, golden_file, descriptions, threshold, why, label):
+    """The manifest's "tensors" list of a GGUF golden (prompt_ids, logits, greedy.ids, greedy.logits), with the
+    float32 measurements; raises unless both float32 runs agree on the ids and stay the required margin below
+    the threshold."""
+    tensors = []
+    for name in ("prompt_ids", "logits", "greedy.ids", "greedy.logits"):
+        reference = golden[name]
+        entry = {
+            "name": name,
+            "file": golden_file,
+            "shape": list(reference.shape),
+            "dtype": "I32" if reference.dtype == np.int32 else "F64",
+            "what": descriptions[name],
+        }
+        if reference.dtype == np.int32:
+            for run_name, run in (("float32", float32_blas), ("float32_sequential", float32_sequential)):
+                if not np.array_equal(run[name], reference):
+                    raise AssertionError(f"{label}: {run_name} run disagrees on {name}")
+            entry["check"] = {"metric": "exact", "threshold": 0, "why": make_fixtures.EXACT_WHY}
+            entry["observed_float32"] = "identical"
+        else:
+            observed = llama_ref.max_relative_error(float32_blas[name], reference)
+            observed_sequential = llama_ref.max_relative_error(float32_sequential[name], reference)
+            if max(observed, observed_sequential) * make_fixtures.REQUIRED_MARGIN > threshold:
+                raise AssertionError(f"{label}: {name}: float32 error leaves less than {make_fixtures.REQUIRED_MARGIN}x margin")
+            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": threshold, "why": why}
+            entry["observed_float32"] = make_fixtures.significant(observed, 3)
+            entry["observed_float32_sequential"] = make_fixtures.significant(observed_sequential, 3)
+        tensors.append(entry)
+    return tensors
+
+
 def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
     """Golden tensors and manifest of one quantized GGUF fixture; raises if a guarantee fails."""
     config = llama_ref.ModelConfig.from_hf(spec.config)
@@ -285,32 +317,10 @@ def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
         "arithmetic is float32 or better: an engine that also quantizes activations (e.g. to Q8 blocks before a "
         "quantized dot product) makes larger errors and needs its own bound"
     )
-    tensors = []
-    descriptions = dict(make_fixtures.tensor_descriptions(config))
-    for name in ("prompt_ids", "logits", "greedy.ids", "greedy.logits"):
-        reference = golden[name]
-        entry = {
-            "name": name,
-            "file": golden_file_name(out_type),
-            "shape": list(reference.shape),
-            "dtype": "I32" if reference.dtype == np.int32 else "F64",
-            "what": descriptions[name],
-        }
-        if reference.dtype == np.int32:
-            for label, run in (("float32", float32_blas), ("float32_sequential", float32_sequential)):
-                if not np.array_equal(run[name], reference):
-                    raise AssertionError(f"{out_type}: {label} run disagrees on {name}")
-            entry["check"] = {"metric": "exact", "threshold": 0, "why": make_fixtures.EXACT_WHY}
-            entry["observed_float32"] = "identical"
-        else:
-            observed = llama_ref.max_relative_error(float32_blas[name], reference)
-            observed_sequential = llama_ref.max_relative_error(float32_sequential[name], reference)
-            if max(observed, observed_sequential) * make_fixtures.REQUIRED_MARGIN > threshold:
-                raise AssertionError(f"{out_type}: {name}: float32 error leaves less than {make_fixtures.REQUIRED_MARGIN}x margin")
-            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": threshold, "why": why}
-            entry["observed_float32"] = make_fixtures.significant(observed, 3)
-            entry["observed_float32_sequential"] = make_fixtures.significant(observed_sequential, 3)
-        tensors.append(entry)
+    tensors = golden_tensor_entries(
+        golden, float32_blas, float32_sequential, golden_file_name(out_type), dict(make_fixtures.tensor_descriptions(config)),
+        threshold, why, out_type,
+    )
 
     counts = {}
     for type_name in tensor_types.values():
@@ -373,6 +383,22 @@ proves that the reference on it reproduces `../golden.safetensors` (to 1e-12), s
 """
 
 
+def save_gguf_golden(folder, golden_file, manifest_file, golden, manifest, generator):
+    """Write a GGUF golden (floats as F64) and its manifest; returns a one-line summary for the report."""
+    safetensors_io.save_file(
+        os.path.join(folder, golden_file),
+        {name: (a if a.dtype == np.int32 else np.asarray(a, dtype=np.float64)) for name, a in golden.items()},
+        metadata={"format": "plumb-golden", "fixture": manifest["name"], "generator": generator},
+    )
+    make_fixtures.write_json(os.path.join(folder, manifest_file), manifest)
+    floats = [t for t in manifest["tensors"] if t["dtype"] == "F64"]
+    worst = max(max(t["observed_float32"], t["observed_float32_sequential"]) for t in floats)
+    return (
+        f"types {manifest['gguf']['tensor_type_counts']}; greedy ids {manifest['greedy']['ids']}; min gap "
+        f"{manifest['greedy']['min_top1_top2_gap']}; worst float32 error {worst:.2e}"
+    )
+
+
 def write_fixtures(out_dir):
     """Write fixtures/tiny-llama/model.*.gguf and the GGUF goldens. The tiny-llama checkpoint must
     already be in out_dir (make_fixtures.py writes it). Returns a list of report lines."""
@@ -391,19 +417,8 @@ def write_fixtures(out_dir):
             lines.append(f"{file_name(out_type)}: {size} bytes; reproduces golden.safetensors to {worst:.1e}")
             continue
         golden, manifest = build_gguf_golden(spec, out_type, gguf_path, types, f32_golden)
-        safetensors_io.save_file(
-            os.path.join(golden_dir, golden_file_name(out_type)),
-            {name: (a if a.dtype == np.int32 else np.asarray(a, dtype=np.float64)) for name, a in golden.items()},
-            metadata={"format": "plumb-golden", "fixture": manifest["name"], "generator": GENERATOR},
-        )
-        make_fixtures.write_json(os.path.join(golden_dir, manifest_file_name(out_type)), manifest)
-        floats = [t for t in manifest["tensors"] if t["dtype"] == "F64"]
-        worst = max(max(t["observed_float32"], t["observed_float32_sequential"]) for t in floats)
-        lines.append(
-            f"{file_name(out_type)}: {size} bytes; types {manifest['gguf']['tensor_type_counts']}; greedy ids "
-            f"{manifest['greedy']['ids']}; min gap {manifest['greedy']['min_top1_top2_gap']}; logits moved "
-            f"{manifest['gguf']['logits_shift_from_f32_model']} from f32; worst float32 error {worst:.2e}"
-        )
+        summary = save_gguf_golden(golden_dir, golden_file_name(out_type), manifest_file_name(out_type), golden, manifest, GENERATOR)
+        lines.append(f"{file_name(out_type)}: {size} bytes; {summary}; logits moved {manifest['gguf']['logits_shift_from_f32_model']} from f32")
     with open(os.path.join(golden_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write(golden_readme_text())
     return lines

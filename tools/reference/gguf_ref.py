@@ -1,4 +1,4 @@
-"""GGUF -> weights for the NumPy reference (llama architecture only).
+"""GGUF -> weights for the NumPy reference (read_gguf and arch_key: any architecture, gemma3_ref uses them too; the rest: llama).
 
     model = gguf_ref.load_model("fixtures/tiny-llama/model.q4_1.gguf")        # float64, adjacent RoPE
     logits = model.forward(ids, model.new_cache())
@@ -95,6 +95,16 @@ def read_gguf(path):
     return GGUFModel(read_metadata(reader), tensors)
 
 
+def arch_key(metadata, architecture, name, default=None):
+    """metadata["<architecture>.<name>"]; default when absent, or ValueError when there is no default."""
+    full = f"{architecture}.{name}"
+    if full in metadata:
+        return metadata[full]
+    if default is None:
+        raise ValueError(f"missing metadata key {full}")
+    return default
+
+
 def config_from_gguf(model):
     """llama_ref.ModelConfig from the llama.* keys of a GGUFModel.
 
@@ -107,12 +117,7 @@ def config_from_gguf(model):
         raise ValueError(f"general.architecture is {m.get('general.architecture')!r}, only {ARCHITECTURE!r} is supported")
 
     def key(name, default=None):
-        full = f"{ARCHITECTURE}.{name}"
-        if full in m:
-            return m[full]
-        if default is None:
-            raise ValueError(f"missing metadata key {full}")
-        return default
+        return arch_key(m, ARCHITECTURE, name, default)
 
     hidden = int(key("embedding_length"))
     num_heads = int(key("attention.head_count"))

@@ -223,12 +223,16 @@ def apply_rope_adjacent(x, cos, sin):
 ROPE_PAIRINGS = {"rotate_half": apply_rope, "adjacent": apply_rope_adjacent}
 
 
-def causal_attention(q, k, v, q_positions, k_positions, matmul):
+def causal_attention(q, k, v, q_positions, k_positions, matmul, sliding_window=None):
     """Grouped-query causal attention.
 
     q: [n_heads, n, hd]; k, v: [n_kv_heads, T, hd]. Query head h reads kv head
     h // (n_heads / n_kv_heads). A query at position p attends to the keys at positions
     <= p, with scores q.k / sqrt(hd). Returns [n_heads, n, hd].
+
+    With a sliding_window W (Gemma's local layers), a query at position p sees only the keys at
+    positions t with p - t < W, i.e. itself and the W - 1 before it (llama.cpp's
+    LLAMA_SWA_TYPE_STANDARD masks p - t >= W).
     """
     n_heads, _, head_dim = q.shape
     n_kv_heads = k.shape[0]
@@ -238,8 +242,11 @@ def causal_attention(q, k, v, q_positions, k_positions, matmul):
     v_per_head = v[kv_head_of]
 
     scores = matmul(q, np.swapaxes(k_per_head, -1, -2)) / np.sqrt(q.dtype.type(head_dim))  # [n_heads, n, T]
-    future = np.asarray(k_positions)[None, :] > np.asarray(q_positions)[:, None]  # [n, T]
-    scores = np.where(future, q.dtype.type(-np.inf), scores)
+    distance = np.asarray(q_positions)[:, None] - np.asarray(k_positions)[None, :]  # [n, T]: p - t
+    hidden = distance < 0  # the future
+    if sliding_window is not None:
+        hidden = hidden | (distance >= sliding_window)  # too far in the past
+    scores = np.where(hidden, q.dtype.type(-np.inf), scores)
     return matmul(softmax(scores), v_per_head)
 
 

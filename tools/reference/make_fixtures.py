@@ -50,7 +50,7 @@ DECODE_VS_PREFILL_TOLERANCE = 1e-12
 
 
 
-def float_why(config, longest_context):
+def float_why(config, longest_context, threshold=FLOAT_THRESHOLD):
     """The threshold argument for the float tensors of one fixture, in one sentence."""
     longest_dot = max(config.hidden_size, config.intermediate_size, config.num_heads * config.head_dim, longest_context)
     return (
@@ -59,7 +59,7 @@ def float_why(config, longest_context):
         f"{np.sqrt(longest_dot) * 2.0**-24:.0e}) and errors pass through {config.num_layers} layers, RMSNorm, softmax "
         f"and RoPE; this same forward run in float32, with NumPy's BLAS accumulation order (observed_float32) and "
         f"with naive left-to-right accumulation (observed_float32_sequential), must stay >= {REQUIRED_MARGIN:g}x "
-        f"below {FLOAT_THRESHOLD:g}, leaving that margin for a different but legitimate float32 implementation; "
+        f"below {threshold:g}, leaving that margin for a different but legitimate float32 implementation; "
         f"the bugs this must catch (RoPE pairing or base, a missing bias, the GQA head mapping, the causal mask, "
         f"the attention scale) move these tensors by 2e-2 or more"
     )

@@ -154,18 +154,19 @@ def forced_decode(model, prompt_ids, fed_ids):
     return np.stack(rows)
 
 
-def run_prompt(model64, model32, model32_sequential, prompt_ids):
+def run_prompt(model64, model32, model32_sequential, prompt_ids, steps=GREEDY_STEPS, reprefill_steps=REPREFILL_STEPS):
     """Everything recorded for one prompt; raises if a guarantee fails. model32 None: float64 only
-    (the reproduction check), no observed_* measurements."""
+    (the reproduction check), no observed_* measurements; model32_sequential None: no naive-accumulation
+    run (too slow for long prompts over a large vocabulary)."""
     started = time.perf_counter()
     cache = model64.new_cache()
     prompt_logits = model64.forward(prompt_ids, cache)
     prefill_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    greedy_ids, greedy_logits = llama_ref.greedy_decode(model64, prompt_ids, GREEDY_STEPS)
+    greedy_ids, greedy_logits = llama_ref.greedy_decode(model64, prompt_ids, steps)
     greedy_seconds = time.perf_counter() - started
     assert np.array_equal(prompt_logits[-1], greedy_logits[0])
-    for step in REPREFILL_STEPS:
+    for step in reprefill_steps:
         full = model64.forward(list(prompt_ids) + [int(t) for t in greedy_ids[:step]], model64.new_cache())[-1]
         error = llama_ref.max_relative_error(greedy_logits[step], full)
         if error > DECODE_VS_PREFILL_TOLERANCE:
@@ -175,7 +176,7 @@ def run_prompt(model64, model32, model32_sequential, prompt_ids):
         "prompt_logits": prompt_logits,
         "greedy_ids": greedy_ids,
         "greedy_logits": greedy_logits,
-        "seconds": {"prefill": prefill_seconds, "greedy_per_step": greedy_seconds / GREEDY_STEPS},
+        "seconds": {"prefill": prefill_seconds, "greedy_per_step": greedy_seconds / steps},
     }
     if model32 is None:
         return result
@@ -183,8 +184,6 @@ def run_prompt(model64, model32, model32_sequential, prompt_ids):
     # float32: the KV-cached path fed the float64 tokens, and naive dot products in one prefill.
     prompt32 = model32.forward(prompt_ids, model32.new_cache())
     greedy32 = forced_decode(model32, prompt_ids, greedy_ids)
-    sequence = list(prompt_ids) + [int(t) for t in greedy_ids[:-1]]
-    sequential32 = model32_sequential.forward(sequence, model32_sequential.new_cache())
 
     def observed(actual, reference):
         return {
@@ -192,36 +191,93 @@ def run_prompt(model64, model32, model32_sequential, prompt_ids):
             "max_abs_err/max_abs_ref": llama_ref.max_relative_error(actual, reference),
         }
 
-    blas_prompt, blas_greedy = observed(prompt32, prompt_logits), observed(greedy32, greedy_logits)
-    seq_prompt = observed(sequential32[: len(prompt_ids)], prompt_logits)
-    seq_greedy = observed(sequential32[len(prompt_ids) - 1 :], greedy_logits)
-    result["float32_greedy_ids_identical"] = bool(np.array_equal(np.argmax(greedy32, axis=1), greedy_ids)) and bool(
-        np.array_equal(np.argmax(sequential32[len(prompt_ids) - 1 :], axis=1), greedy_ids)
-    )
+    result["float32_greedy_ids_identical"] = bool(np.array_equal(np.argmax(greedy32, axis=1), greedy_ids))
     result["observed"] = {
-        "prompt": {"float32": blas_prompt, "float32_sequential": seq_prompt},
-        "greedy": {"float32": blas_greedy, "float32_sequential": seq_greedy},
+        "prompt": {"float32": observed(prompt32, prompt_logits)},
+        "greedy": {"float32": observed(greedy32, greedy_logits)},
     }
+    if model32_sequential is None:
+        return result
+    sequence = list(prompt_ids) + [int(t) for t in greedy_ids[:-1]]
+    sequential32 = model32_sequential.forward(sequence, model32_sequential.new_cache())
+    result["float32_greedy_ids_identical"] &= bool(np.array_equal(np.argmax(sequential32[len(prompt_ids) - 1 :], axis=1), greedy_ids))
+    result["observed"]["prompt"]["float32_sequential"] = observed(sequential32[: len(prompt_ids)], prompt_logits)
+    result["observed"]["greedy"]["float32_sequential"] = observed(sequential32[len(prompt_ids) - 1 :], greedy_logits)
     return result
 
 
-def observations(name, r):
-    """The observed_* fields of one prompt; raises unless both float32 runs leave the required margin
-    under the threshold and choose the same greedy tokens."""
+def observations(name, r, threshold=FLOAT_THRESHOLD):
+    """The observed_* fields of one prompt; raises unless every float32 run leaves the required margin
+    under the threshold and chooses the same greedy tokens."""
     if not r["float32_greedy_ids_identical"]:
         raise AssertionError(f"{name}: a float32 run chooses different greedy tokens")
-    runs = [(part, run) for part in ("prompt", "greedy") for run in ("float32", "float32_sequential")]
+    runs = [(part, run) for part in ("prompt", "greedy") for run in ("float32", "float32_sequential") if run in r["observed"][part]]
     relative = {f"{part}.{run}": r["observed"][part][run]["max_abs_err/max_abs_ref"] for part, run in runs}
     worst = max(relative.values())
-    if worst * REQUIRED_MARGIN > FLOAT_THRESHOLD:
-        raise AssertionError(f"{name}: float32 error {worst:.2e} leaves less than {REQUIRED_MARGIN}x under {FLOAT_THRESHOLD}")
-    return {
-        "observed_float32_error": significant(max(r["observed"][p]["float32"]["max_abs"] for p in ("prompt", "greedy"))),
-        "observed_float32_sequential_error": significant(
+    if worst * REQUIRED_MARGIN > threshold:
+        raise AssertionError(f"{name}: float32 error {worst:.2e} leaves less than {REQUIRED_MARGIN}x under {threshold}")
+    fields = {"observed_float32_error": significant(max(r["observed"][p]["float32"]["max_abs"] for p in ("prompt", "greedy")))}
+    if "float32_sequential" in r["observed"]["prompt"]:
+        fields["observed_float32_sequential_error"] = significant(
             max(r["observed"][p]["float32_sequential"]["max_abs"] for p in ("prompt", "greedy"))
-        ),
-        "observed_float32_relative": {key: significant(value) for key, value in relative.items()},
+        )
+    fields["observed_float32_relative"] = {key: significant(value) for key, value in relative.items()}
+    return fields
+
+
+def record_prompt(tensors, name, text, prompt_ids, r, seconds, decode, eos, measure_float32, threshold=FLOAT_THRESHOLD):
+    """Adds the golden tensors of one prompt (run_prompt's result r) to `tensors`; returns its manifest
+    entry and a report line. Raises if a greedy step is too close to a tie for the threshold."""
+    prompt_top_ids, prompt_top = top_k(r["prompt_logits"])
+    greedy_top_ids, greedy_top = top_k(r["greedy_logits"])
+    gaps = greedy_top[:, 0] - greedy_top[:, 1]
+    allowed_shift = threshold * float(np.max(np.abs(greedy_top)))
+    min_step = int(np.argmin(gaps))
+    if gaps[min_step] < GREEDY_GAP_MARGIN * 2 * allowed_shift:
+        raise AssertionError(
+            f"{name}: greedy step {min_step} has top-1/top-2 gap {gaps[min_step]:.3e}, below "
+            f"{GREEDY_GAP_MARGIN} x 2 x allowed logit shift {allowed_shift:.2e}"
+        )
+
+    tensors[f"{name}.prompt_ids"] = np.array(prompt_ids, dtype=np.int32)
+    tensors[f"{name}.prompt.top64.ids"] = prompt_top_ids
+    tensors[f"{name}.prompt.top64.logits"] = prompt_top.astype(np.float32)
+    tensors[f"{name}.last.logits"] = r["prompt_logits"][-1].astype(np.float32)
+    tensors[f"{name}.greedy.ids"] = r["greedy_ids"].astype(np.int32)
+    tensors[f"{name}.greedy.top64.ids"] = greedy_top_ids
+    tensors[f"{name}.greedy.top64.logits"] = greedy_top.astype(np.float32)
+    tensors[f"{name}.greedy.gaps"] = gaps.astype(np.float32)
+
+    greedy_list = [int(t) for t in r["greedy_ids"]]
+    entry = {
+        "name": name,
+        "text": text,
+        "prompt_ids": prompt_ids,
+        "greedy": {
+            "ids": greedy_list,
+            "text": decode(greedy_list),
+            "first_eos_step": greedy_list.index(eos) if eos in greedy_list else None,
+            "min_top1_top2_gap": make_fixtures.significant(float(gaps[min_step])),
+            "min_gap_step": min_step,
+            "largest_allowed_logit_shift": significant(allowed_shift),
+        },
+        "max_abs_logit": significant(float(max(np.max(np.abs(prompt_top)), np.max(np.abs(greedy_top)))), 6),
     }
+    line = (
+        f"{name}: {len(prompt_ids)} prompt tokens; prefill {r['seconds']['prefill']:.2f} s, greedy "
+        f"{r['seconds']['greedy_per_step']:.3f} s/step, all runs {seconds:.1f} s; min gap {gaps[min_step]:.4f} at "
+        f"step {min_step} (allowed shift {allowed_shift:.1e})"
+    )
+    if measure_float32:
+        entry.update(observations(name, r, threshold))
+        sequential = entry.get("observed_float32_sequential_error")
+        line += (
+            f"; float32 error {entry['observed_float32_error']:.2e} abs (sequential "
+            f"{'not run' if sequential is None else f'{sequential:.2e}'}), "
+            f"{max(entry['observed_float32_relative'].values()):.2e} relative"
+        )
+    entry["observed_seconds"] = {k: round(v, 3) for k, v in r["seconds"].items()}
+    return entry, line
 
 
 def significant(value, digits=3):
@@ -249,59 +305,14 @@ def build(model_path, measure_float32=True):
     report.append(f"loaded and checked {model_path} in {time.perf_counter() - started:.1f} s")
 
     tensors, prompts = {}, []
+    eos = int(data.metadata["tokenizer.ggml.eos_token_id"])
     for name, text in PROMPTS:
         prompt_ids = encode(tokenizer, text)
         started = time.perf_counter()
         r = run_prompt(model64, model32, model32_sequential, prompt_ids)
         seconds = time.perf_counter() - started
-        prompt_top_ids, prompt_top = top_k(r["prompt_logits"])
-        greedy_top_ids, greedy_top = top_k(r["greedy_logits"])
-        gaps = greedy_top[:, 0] - greedy_top[:, 1]
-        allowed_shift = FLOAT_THRESHOLD * float(np.max(np.abs(greedy_top)))
-        min_step = int(np.argmin(gaps))
-        if gaps[min_step] < GREEDY_GAP_MARGIN * 2 * allowed_shift:
-            raise AssertionError(
-                f"{name}: greedy step {min_step} has top-1/top-2 gap {gaps[min_step]:.3e}, below "
-                f"{GREEDY_GAP_MARGIN} x 2 x allowed logit shift {allowed_shift:.2e}"
-            )
-
-        tensors[f"{name}.prompt_ids"] = np.array(prompt_ids, dtype=np.int32)
-        tensors[f"{name}.prompt.top64.ids"] = prompt_top_ids
-        tensors[f"{name}.prompt.top64.logits"] = prompt_top.astype(np.float32)
-        tensors[f"{name}.last.logits"] = r["prompt_logits"][-1].astype(np.float32)
-        tensors[f"{name}.greedy.ids"] = r["greedy_ids"].astype(np.int32)
-        tensors[f"{name}.greedy.top64.ids"] = greedy_top_ids
-        tensors[f"{name}.greedy.top64.logits"] = greedy_top.astype(np.float32)
-        tensors[f"{name}.greedy.gaps"] = gaps.astype(np.float32)
-
-        greedy_list = [int(t) for t in r["greedy_ids"]]
-        eos = int(data.metadata["tokenizer.ggml.eos_token_id"])
-        entry = {
-                "name": name,
-                "text": text,
-                "prompt_ids": prompt_ids,
-                "greedy": {
-                    "ids": greedy_list,
-                    "text": tokenizer.decode(greedy_list, skip_special_tokens=False),
-                    "first_eos_step": greedy_list.index(eos) if eos in greedy_list else None,
-                    "min_top1_top2_gap": make_fixtures.significant(float(gaps[min_step])),
-                    "min_gap_step": min_step,
-                    "largest_allowed_logit_shift": significant(allowed_shift),
-                },
-                "max_abs_logit": significant(float(max(np.max(np.abs(prompt_top)), np.max(np.abs(greedy_top)))), 6),
-        }
-        line = (
-            f"{name}: {len(prompt_ids)} prompt tokens; prefill {r['seconds']['prefill']:.2f} s, greedy "
-            f"{r['seconds']['greedy_per_step']:.3f} s/step, all runs {seconds:.1f} s; min gap {gaps[min_step]:.4f} at "
-            f"step {min_step} (allowed shift {allowed_shift:.1e})"
-        )
-        if measure_float32:
-            entry.update(observations(name, r))
-            line += (
-                f"; float32 error {entry['observed_float32_error']:.2e} abs (sequential "
-                f"{entry['observed_float32_sequential_error']:.2e}), {max(entry['observed_float32_relative'].values()):.2e} relative"
-            )
-        entry["observed_seconds"] = {k: round(v, 3) for k, v in r["seconds"].items()}
+        decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+        entry, line = record_prompt(tensors, name, text, prompt_ids, r, seconds, decode, eos, measure_float32)
         prompts.append(entry)
         report.append(line)
 
@@ -309,21 +320,21 @@ def build(model_path, measure_float32=True):
     return tensors, manifest, report
 
 
-def tensor_entries(tensors):
+def tensor_entries(tensors, steps=GREEDY_STEPS):
     """(name, meaning, metric) of every golden tensor, in manifest order."""
     meanings = {
         "prompt_ids": ("the prompt's token ids (P of them), tokenized as described under 'tokenizer'", "exact"),
         "prompt.top64.ids": ("[P, 64]: at each prompt position, the ids of the 64 largest logits, largest first", "exact"),
         "prompt.top64.logits": ("[P, 64]: those 64 logits (compare your logits at these ids)", "float"),
         "last.logits": ("[vocab]: all logits of the last prompt position", "float"),
-        "greedy.ids": ("[64]: greedy continuation through the KV cache, EOS not applied", "exact"),
+        "greedy.ids": (f"[{steps}]: greedy continuation through the KV cache, EOS not applied", "exact"),
         "greedy.top64.ids": (
-            "[64, 64]: row i: the ids of the 64 largest logits of greedy step i (row 0 = last prompt position; row i = "
+            f"[{steps}, 64]: row i: the ids of the 64 largest logits of greedy step i (row 0 = last prompt position; row i = "
             "after feeding greedy.ids[i-1] at position P+i-1), largest first; column 0 is greedy.ids",
             "exact",
         ),
-        "greedy.top64.logits": ("[64, 64]: those logits (compare your logits at these ids)", "float"),
-        "greedy.gaps": ("[64]: top-1 minus top-2 logit of each greedy step (not a check; the robustness of greedy.ids)", "info"),
+        "greedy.top64.logits": (f"[{steps}, 64]: those logits (compare your logits at these ids)", "float"),
+        "greedy.gaps": (f"[{steps}]: top-1 minus top-2 logit of each greedy step (not a check; the robustness of greedy.ids)", "info"),
     }
     entries = []
     for prompt in dict.fromkeys(name.split(".", 1)[0] for name in tensors):
@@ -343,28 +354,6 @@ def make_manifest(config, tensors, prompts):
         f"weights are the exact dequantized Q4_1/Q8_0 values; an engine that also quantizes activations needs a "
         f"separately justified bound"
     )
-    exact_why = (
-        "integers; greedy ids are robust: every step's top-1/top-2 gap is >= "
-        f"{GREEDY_GAP_MARGIN:g} x 2 x (threshold x max|logit|), so no engine within the threshold can choose "
-        "differently (prompts[].greedy.min_top1_top2_gap); top-64 ids may legitimately reorder where two logits are "
-        "within the threshold of each other, so compare logits at the golden ids rather than ids by rank"
-    )
-    entries = []
-    for name, meaning, metric in tensor_entries(tensors):
-        array = tensors[name]
-        entry = {
-            "name": name,
-            "shape": list(array.shape),
-            "dtype": {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[array.dtype],
-            "what": meaning,
-        }
-        if metric == "exact":
-            entry["check"] = {"metric": "exact", "threshold": 0, "why": exact_why}
-        elif metric == "float":
-            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": FLOAT_THRESHOLD, "why": why}
-        else:
-            entry["check"] = {"metric": "none", "why": "information for the test, not a value to reproduce"}
-        entries.append(entry)
     return {
         "format": "plumb-golden-topk",
         "version": 1,
@@ -379,14 +368,55 @@ def make_manifest(config, tensors, prompts):
         "control tokens (token_type 3) as special added tokens, no BOS (add_bos_token false)",
         "reference": "tools/reference/gguf_ref.py: weights dequantized by gguf-py, Q/K rows as stored in the GGUF, "
         "adjacent-pair RoPE, float64 arithmetic, KV-cached greedy decode",
-        "storage": "computed in float64, stored as float32 (F32): rounding moves a value by <= 2^-24 relative, "
-        "far below the threshold; min_top1_top2_gap and the other manifest numbers come from the float64 values",
+        "storage": STORAGE,
         "top_k": TOP_K,
         "greedy_steps": GREEDY_STEPS,
         "stop_on_eos": False,
         "prompts": prompts,
-        "tensors": entries,
+        "tensors": manifest_tensor_entries(tensors, why),
     }
+
+
+STORAGE = (
+    "computed in float64, stored as float32 (F32): rounding moves a value by <= 2^-24 relative, "
+    "far below the threshold; min_top1_top2_gap and the other manifest numbers come from the float64 values"
+)
+EXACT_WHY = (
+    "integers; greedy ids are robust: every step's top-1/top-2 gap is >= "
+    f"{GREEDY_GAP_MARGIN:g} x 2 x (threshold x max|logit|), so no engine within the threshold can choose "
+    "differently (prompts[].greedy.min_top1_top2_gap); top-64 ids may legitimately reorder where two logits are "
+    "within the threshold of each other, so compare logits at the golden ids rather than ids by rank"
+)
+
+
+def manifest_tensor_entries(tensors, why, threshold=FLOAT_THRESHOLD, steps=GREEDY_STEPS):
+    """The manifest's "tensors" list: shape, dtype, meaning and check of every golden tensor."""
+    entries = []
+    for name, meaning, metric in tensor_entries(tensors, steps):
+        array = tensors[name]
+        entry = {
+            "name": name,
+            "shape": list(array.shape),
+            "dtype": {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[array.dtype],
+            "what": meaning,
+        }
+        if metric == "exact":
+            entry["check"] = {"metric": "exact", "threshold": 0, "why": EXACT_WHY}
+        elif metric == "float":
+            entry["check"] = {"metric": "max_abs_err/max_abs_ref", "threshold": threshold, "why": why}
+        else:
+            entry["check"] = {"metric": "none", "why": "information for the test, not a value to reproduce"}
+        entries.append(entry)
+    return entries
+
+
+def greedy_table(manifest, steps=GREEDY_STEPS):
+    """The README's table of prompts and their greedy continuations (Markdown lines)."""
+    lines = [f"| prompt | tokens | greedy continuation ({steps} tokens, EOS not applied) |", "|---|---|---|"]
+    for p in manifest["prompts"]:
+        text = json.dumps(p["greedy"]["text"])[1:-1].replace("|", "\\|")
+        lines.append(f"| `{p['name']}` | {len(p['prompt_ids'])} | {text} |")
+    return lines
 
 
 def readme_text(manifest):
@@ -397,13 +427,7 @@ def readme_text(manifest):
         f"test. Generated, do not edit: written by `{GENERATOR}`; format and tolerances: `tools/reference/README.md`",
         "and `manifest.json`.",
         "",
-        "| prompt | tokens | greedy continuation (64 tokens, EOS not applied) |",
-        "|---|---|---|",
-    ]
-    for p in manifest["prompts"]:
-        text = json.dumps(p["greedy"]["text"])[1:-1].replace("|", "\\|")
-        lines.append(f"| `{p['name']}` | {len(p['prompt_ids'])} | {text} |")
-    lines += [
+        *greedy_table(manifest),
         "",
         "Regenerate with `python3 tools/reference/make_smollm2_golden.py` (a few minutes, mostly the float32",
         "naive-accumulation measurement); check with",
@@ -414,27 +438,31 @@ def readme_text(manifest):
     return "\n".join(lines)
 
 
-def write(model_path, out_dir, measure_float32=True):
-    tensors, manifest, report = build(model_path, measure_float32)
+def write(model_path, out_dir, measure_float32=True, generator=None):
+    """Build and write golden.safetensors, manifest.json and README.md. generator: the module whose build,
+    readme_text, MODEL_SHA256 and GENERATOR to use (default this one; make_gemma3_golden passes itself)."""
+    g = generator or sys.modules[__name__]
+    tensors, manifest, report = g.build(model_path, measure_float32)
     os.makedirs(out_dir, exist_ok=True)
     safetensors_io.save_file(
         os.path.join(out_dir, "golden.safetensors"),
         tensors,
-        metadata={"format": "plumb-golden-topk", "model_sha256": MODEL_SHA256, "generator": GENERATOR},
+        metadata={"format": "plumb-golden-topk", "model_sha256": g.MODEL_SHA256, "generator": g.GENERATOR},
     )
     make_fixtures.write_json(os.path.join(out_dir, "manifest.json"), manifest)
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:
-        f.write(readme_text(manifest))
+        f.write(g.readme_text(manifest))
     return manifest, report
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"the GGUF file (default models/{MODEL_FILE})")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="output folder (default: repo fixtures/smollm2)")
+def main(argv=None, generator=None):
+    g = generator or sys.modules[__name__]
+    parser = argparse.ArgumentParser(description=g.__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=g.DEFAULT_MODEL, help=f"the GGUF file (default models/{g.MODEL_FILE})")
+    parser.add_argument("--out", default=g.DEFAULT_OUT, help=f"output folder (default: repo {os.path.relpath(g.DEFAULT_OUT, make_fixtures.REPO_ROOT)})")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    _, report = write(args.model, args.out)
+    _, report = write(args.model, args.out, generator=g)
     for line in report:
         print(line)
     size = os.path.getsize(os.path.join(args.out, "golden.safetensors"))

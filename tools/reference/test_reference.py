@@ -372,6 +372,164 @@ def test_gguf_export_and_read_back():
 
 
 # ----------------------------------------------------------------------------------
+# Gemma 3 (gemma3_ref.py)
+# ----------------------------------------------------------------------------------
+
+
+def small_gemma3(sliding_window=3, layers=7, softcap=None, seed=12):
+    """A random Gemma 3 (d 32, 4 heads / 2 kv heads of 16, q dimension 64 != d), GGUF-named float32 weights."""
+    import dataclasses
+
+    import gemma3_ref
+    import make_tiny_gemma3
+
+    spec = dataclasses.replace(
+        make_tiny_gemma3.SPECS[1], seed=seed, hidden=32, head_dim=16, ffn=48, layers=layers, vocab=40,
+        sliding_window=sliding_window, softcap=softcap, embedding_std=0.2, output_norm_scale=4.0,
+    )
+    config = gemma3_ref.Gemma3Config(
+        vocab_size=spec.vocab, hidden_size=spec.hidden, intermediate_size=spec.ffn, num_layers=spec.layers,
+        num_heads=spec.heads, num_kv_heads=spec.kv_heads, head_dim=spec.head_dim, rms_norm_eps=1e-6,
+        rope_theta=1e6, sliding_window=sliding_window, final_logit_softcapping=softcap or 0.0, context_length=64,
+    )
+    return config, make_tiny_gemma3.make_weights(spec)
+
+
+def test_sliding_window_mask():
+    """With window W, the query at position p sees exactly the keys at p - W < t <= p: changing any
+    other key or value changes nothing, changing one inside changes the output."""
+    rng = np.random.default_rng(13)
+    q, k, v = rng.standard_normal((2, 8, 4)), rng.standard_normal((1, 8, 4)), rng.standard_normal((1, 8, 4))
+    positions = np.arange(8)
+    out = llama_ref.causal_attention(q, k, v, positions, positions, llama_ref.matmul_blas, sliding_window=3)
+    for t in range(8):
+        k2, v2 = k.copy(), v.copy()
+        k2[:, t] += 3.0
+        v2[:, t] -= 3.0
+        out2 = llama_ref.causal_attention(q, k2, v2, positions, positions, llama_ref.matmul_blas, sliding_window=3)
+        for p in range(8):
+            seen = p - 3 < t <= p
+            assert np.array_equal(out[:, p], out2[:, p]) != seen, (t, p)
+    # window 1: every query reads only its own value
+    one = llama_ref.causal_attention(q, k, v, positions, positions, llama_ref.matmul_blas, sliding_window=1)
+    assert np.allclose(one, np.broadcast_to(v, one.shape), rtol=0, atol=1e-15)
+
+
+def test_gemma3_global_layers_and_rope_bases():
+    """llama.cpp's set_swa_pattern(6): layers 5, 11, 17 of 18 are global (rope.freq_base), the others
+    sliding (base 10000); without a sliding window every layer is global."""
+    import dataclasses
+
+    config, _ = small_gemma3()
+    config = dataclasses.replace(config, num_layers=18)
+    assert [il for il in range(18) if config.is_global(il)] == [5, 11, 17]
+    assert config.rope_base(5) == 1e6 and config.rope_base(4) == 10000.0 and config.rope_base(6) == 10000.0
+    assert all(dataclasses.replace(config, sliding_window=0).is_global(il) for il in range(18))
+
+
+def test_gelu_tanh_and_softcap_values():
+    import gemma3_ref
+
+    z = np.array([0.0, 1.0, -1.0, 10.0, -10.0])
+    g = gemma3_ref.gelu_tanh(z)
+    assert g[0] == 0.0 and abs(g[1] - 0.8411919906082768) < 1e-15 and abs(g[2] + 0.15880800939172324) < 1e-15
+    assert abs(g[3] - 10.0) < 1e-12 and abs(g[4]) < 1e-12
+    erf_gelu = np.array([0.5 * x * (1 + __import__("math").erf(x / np.sqrt(2))) for x in z])
+    assert np.max(np.abs(g - erf_gelu)) < 1e-3 and np.max(np.abs(g - erf_gelu)) > 1e-5  # close to, but not, the erf GELU
+    c = 30.0
+    x = np.array([0.0, 0.3, -3.0, 30.0, 1e4])
+    s = gemma3_ref.softcap(x, c)
+    assert s[0] == 0.0 and abs(s[1] - 0.3) < 1e-4 and abs(s[2] - c * np.tanh(-0.1)) < 1e-15
+    assert abs(s[3] - c * np.tanh(1.0)) < 1e-13 and s[4] <= c and np.array_equal(gemma3_ref.softcap(-x, c), -s)
+
+
+def test_gemma3_embedding_scale_and_softcap_in_forward():
+    """The residual stream starts at token_embd[ids] * sqrt(d); the softcapped model's logits are
+    c tanh(uncapped / c)."""
+    import gemma3_ref
+
+    config, weights = small_gemma3(softcap=5.0)
+    model = gemma3_ref.Gemma3Model(config, weights)
+    ids = [3, 17, 39, 0, 8]
+    trace = {}
+    capped = model.forward(ids, model.new_cache(), trace)
+    assert np.array_equal(trace["embedding.output"], weights["token_embd.weight"][ids].astype(np.float64) * np.sqrt(32.0))
+    uncapped_model = gemma3_ref.Gemma3Model(gemma3_ref.Gemma3Config(**{**config.__dict__, "final_logit_softcapping": 0.0}), weights)
+    uncapped = uncapped_model.forward(ids, uncapped_model.new_cache())
+    assert np.max(np.abs(uncapped)) > 5.0  # the cap really bends something
+    assert np.allclose(capped, 5.0 * np.tanh(uncapped / 5.0), rtol=0, atol=1e-13)
+
+
+def test_gemma3_kv_cached_decode_equals_full_recompute():
+    """Chunked prefill and one-token decode through the cache equal one prefill (window 3, 14 positions:
+    the window slides on every sliding layer); greedy rows equal re-prefills."""
+    import gemma3_ref
+
+    config, weights = small_gemma3()
+    model = gemma3_ref.Gemma3Model(config, weights)
+    ids = [5, 1, 33, 8, 21, 13, 2, 39, 11, 7, 30, 4, 19, 26]
+    whole = model.forward(ids, model.new_cache())
+    cache = model.new_cache()
+    pieces = [model.forward(ids[:4], cache)] + [model.forward([t], cache) for t in ids[4:9]] + [model.forward(ids[9:], cache)]
+    assert cache.length == len(ids)
+    assert llama_ref.max_relative_error(np.concatenate(pieces), whole) < 1e-12
+    greedy_ids, greedy_rows = llama_ref.greedy_decode(model, ids[:6], 8)
+    assert llama_ref.check_decode_matches_reprefill(model, ids[:6], greedy_ids, greedy_rows, 1e-12) < 1e-12
+
+
+def test_gemma3_sliding_window_matters_only_past_the_window():
+    """Over the first `window` positions the sliding mask hides nothing, so a window longer than the text
+    gives the same logits (same RoPE bases); after that they differ. With one (sliding) layer, a position
+    p >= window does not depend on token 0 at all (with more layers it does, through earlier positions)."""
+    import gemma3_ref
+
+    config, weights = small_gemma3(sliding_window=3)
+    windowed = gemma3_ref.Gemma3Model(config, weights)
+    unmasked = gemma3_ref.Gemma3Model(gemma3_ref.Gemma3Config(**{**config.__dict__, "sliding_window": 1000}), weights)
+    ids = [5, 1, 33, 8, 21, 13, 2, 39]
+    a, b = windowed.forward(ids, windowed.new_cache()), unmasked.forward(ids, unmasked.new_cache())
+    assert np.max(np.abs(a[:3] - b[:3])) < 1e-12 and np.max(np.abs(a[3:] - b[3:])) > 1e-3
+    config1, weights1 = small_gemma3(sliding_window=3, layers=1)
+    one = gemma3_ref.Gemma3Model(config1, weights1)
+    x = one.forward(ids, one.new_cache())
+    y = one.forward([9] + ids[1:], one.new_cache())
+    assert np.max(np.abs(x[3:] - y[3:])) < 1e-12 and np.max(np.abs(x[:3] - y[:3])) > 1e-6
+
+
+def test_gemma3_reads_tiny_gguf_fixture():
+    """The committed fixtures/tiny-gemma3 files read back with the intended configuration."""
+    import gemma3_ref
+    import gguf_ref
+
+    folder = os.path.join(REPO_ROOT, "fixtures", "tiny-gemma3")
+    q = gemma3_ref.config_from_gguf(gguf_ref.read_gguf(os.path.join(folder, "model.q.gguf")))
+    f = gemma3_ref.config_from_gguf(gguf_ref.read_gguf(os.path.join(folder, "model.f32.softcap.gguf")))
+    assert (q.hidden_size, q.num_heads, q.num_kv_heads, q.head_dim, q.intermediate_size, q.num_layers, q.vocab_size) == (256, 4, 2, 64, 512, 7, 512)
+    assert (q.sliding_window, q.rope_theta, q.final_logit_softcapping, q.context_length) == (5, 1e6, 0.0, 64)
+    assert [il for il in range(7) if q.is_global(il)] == [5] and f.final_logit_softcapping == 30.0
+    assert (f.hidden_size, f.num_heads * f.head_dim) == (64, 128)
+
+
+def test_kquants_round_trip_through_gguf_py():
+    """kquants' Q4_K / Q6_K blocks dequantized by gguf-py come back within one quantization step of their
+    sub-block (plus the float16 rounding of the scales): the byte layout is ggml's."""
+    import gguf
+    import kquants
+
+    rng = np.random.default_rng(14)
+    x = (rng.standard_normal((6, 512)) * rng.uniform(0.01, 3.0, (6, 1))).astype(np.float32)
+    T = gguf.GGMLQuantizationType
+    for qtype, sub, levels in ((T.Q4_K, 32, 15), (T.Q6_K, 16, 31)):
+        back = gguf.quants.dequantize(kquants.quantize(x, qtype), qtype)
+        blocks, got = x.reshape(-1, sub), back.reshape(-1, sub)
+        step = (blocks.max(axis=1, keepdims=True) - np.minimum(blocks.min(axis=1, keepdims=True), 0)) / levels
+        if qtype == T.Q6_K:
+            step = np.abs(blocks).max(axis=1, keepdims=True) / levels
+        assert np.all(np.abs(got - blocks) <= step * 1.05 + 1e-6), qtype.name
+        assert np.max(np.abs(got - blocks)) > 0
+
+
+# ----------------------------------------------------------------------------------
 # safetensors reader / writer
 # ----------------------------------------------------------------------------------
 
