@@ -52,7 +52,7 @@ Flags ExplainFlags() {
 std::string Row(const std::string& kernel, const std::string& shape, const std::string& flops,
                 const std::string& bytes, const std::string& intensity, const std::string& time,
                 const std::string& gbs, const std::string& gflops, const std::string& regime) {
-  std::string row = PadRight(kernel, 11) + PadRight(shape, 20) + PadLeft(flops, 8) + PadLeft(bytes, 10) +
+  std::string row = PadRight(kernel, 15) + PadRight(shape, 17) + PadLeft(flops, 8) + PadLeft(bytes, 10) +
                     PadLeft(intensity, 8) + PadLeft(time, 10) + PadLeft(gbs, 7) + PadLeft(gflops, 8);
   return regime.empty() ? row : row + "  " + regime;
 }
@@ -75,16 +75,19 @@ bool PerLayer(const KernelCost& k) {
                              k.kernel != ForwardKernel::kLmHead);
 }
 
+// `local`: the shown layer attends within a sliding window (Gemma 3): its attention is window_attention.
 void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::KernelTimer& timer, int layer,
-                 const roofline::Roof& roof) {
-  out << "Layer " << layer << ", kernel by kernel (the other layers are the same shapes):\n\n"
+                 bool local, const roofline::Roof& roof) {
+  out << "Layer " << layer << ", kernel by kernel (the other layers are the same shapes"
+      << (local ? "; the global layers see the whole cache" : "") << "):\n\n"
       << Header() << "\n";
   for (const KernelCost& k : pass.kernels) {
     if (!PerLayer(k)) continue;
+    if (k.kernel == (local ? ForwardKernel::kAttention : ForwardKernel::kWindowAttention)) continue;
     const double seconds = timer.LayerSeconds(k.kernel);
     const roofline::Regime regime = roofline::Classify(roof, k.flops, k.Bytes(), seconds);
     out << KernelLine(k, k.flops, k.Bytes(), seconds, roof) << "\n"
-        << Wrap(RegimeReason(regime, roof, k.flops, k.Bytes(), seconds), kWidth, 11, true);
+        << Wrap(RegimeReason(regime, roof, k.flops, k.Bytes(), seconds), kWidth, 15, true);
   }
   out << "\nWhole model (per-layer kernels summed over all "
       << pass.Kernel(ForwardKernel::kAttnNorm).instances << " layers):\n\n"
@@ -223,7 +226,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
        std::to_string(P) + " tokens: the pass does " + Fixed(prefill.Intensity(), 1) +
        " FLOP per byte moved.");
   out << "\n";
-  ExplainPass(out, prefill, prefill_timer, layer, roof);
+  ExplainPass(out, prefill, prefill_timer, layer, c.IsLocalLayer(layer), roof);
   const double prefill_seconds = prefill_timer.PassSeconds();
   para("Prefill: " + std::to_string(P) + " tokens in " + Duration(prefill_seconds) + " = " +
        Fixed(P / prefill_seconds, 1) + " tok/s, " + Fixed(prefill.Flops() / prefill_seconds / 1e9, 2) +
@@ -236,7 +239,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
        first_step.Kernel(ForwardKernel::kQProj).shape + "): each weight byte read serves one token, " +
        Fixed(first_step.Intensity(), 2) + " FLOP per byte moved.");
   out << "\n";
-  ExplainPass(out, first_step, step_timers[0], layer, roof);
+  ExplainPass(out, first_step, step_timers[0], layer, c.IsLocalLayer(layer), roof);
   out << "\nEvery step, at its context:\n\n";
   double decode_seconds = 0, decode_bytes = 0;
   for (int s = 0; s < steps; ++s) {

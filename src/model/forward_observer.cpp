@@ -25,6 +25,8 @@ std::string_view ForwardKernelName(ForwardKernel kernel) {
       return "kv_write";
     case ForwardKernel::kAttention:
       return "attention";
+    case ForwardKernel::kWindowAttention:
+      return "window_attention";
     case ForwardKernel::kOProj:
       return "o_proj";
     case ForwardKernel::kPostAttnNorm:

@@ -221,7 +221,7 @@ void ForwardPass::Attend(int layer) {
     row += n;
   }
   kernels::CausalAttention(std::span(a_.items.data(), chunks_.size()), c_.num_heads);
-  Done(ForwardKernel::kAttention, layer);
+  Done(c_.IsLocalLayer(layer) ? ForwardKernel::kWindowAttention : ForwardKernel::kAttention, layer);
 }
 
 void ForwardPass::GatedActivation(int layer) {

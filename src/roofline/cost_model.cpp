@@ -290,21 +290,21 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
   add(ForwardKernel::kKvWrite, layers, Rows(rows, 2 * c.KvDim()), 0, 0, 2 * R * kvd * a, 2 * R * kvd * kvb);
   // Attention: q·k and p·v, 2·head_dim FLOPs each, per (query head, query, key) pair; softmax left out
   // (a few FLOPs per score against 4·head_dim). Each KV head's cache is read once per sequence: the query
-  // heads of a group share it. Sliding-window layers (Gemma 3) are a second entry with their own span.
-  auto attention = [&](int instances, const AttentionSpan& span, const char* what) {
+  // heads of a group share it. Sliding-window layers (Gemma 3) are window_attention, with their own span.
+  auto attention = [&](int instances, const AttentionSpan& span) {
     if (instances == 0) return;
     // "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
     std::ostringstream shape;
     shape << c.num_heads << "h×" << rows << "q×"
           << static_cast<long long>(std::llround(span.pairs / std::max(1, rows))) << " keys"
-          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "") << what;
-    add(ForwardKernel::kAttention, instances, shape.str(), 4.0 * c.head_dim * c.num_heads * span.pairs, 0,
-        2 * R * qd * a, 2 * span.positions * kvd * kvb);
+          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
+    add(&span == &local ? ForwardKernel::kWindowAttention : ForwardKernel::kAttention, instances, shape.str(),
+        4.0 * c.head_dim * c.num_heads * span.pairs, 0, 2 * R * qd * a, 2 * span.positions * kvd * kvb);
   };
   int local_layers = 0;
   for (int l = 0; l < layers; ++l) local_layers += c.IsLocalLayer(l) ? 1 : 0;
-  attention(layers - local_layers, global, local_layers > 0 ? " (global)" : "");
-  attention(local_layers, local, " (window)");
+  attention(layers - local_layers, global);
+  attention(local_layers, local);
   projection(ForwardKernel::kOProj, qd, d, w.o, 0, !c.sandwich_norm);
   auto post_norm = [&](ForwardKernel k) {  // x += RMSNorm(the block's output): the norm and the residual add
     add(k, layers, Rows(rows, c.hidden_size), 5 * R * d, w.post_norm / (2 * L), 3 * R * d * a, 0);

@@ -33,9 +33,9 @@ TEST(ExplainCliTest, NarratesPrefillDecodeAndTheCache) {
   for (const char* needle :
        {"== 1. Prefill: all 3 prompt tokens in one pass ==", "== 2. Decode: one token per pass ==",
         "== 3. The KV cache ==", "== 4. The prefill/decode split ==", "Layer 1, kernel by kernel",
-        "q_proj     3×64 · 64×64",  // prefill: P rows
-        "q_proj     1×64 · 64×64",  // decode: one row
-        "gate_proj  1×64 · 64×160", "lm_head    1×64 · 64×320",
+        "q_proj         3×64 · 64×64",  // prefill: P rows
+        "q_proj         1×64 · 64×64",  // decode: one row
+        "gate_proj      1×64 · 64×160", "lm_head        1×64 · 64×320",
         // K and V × 2 layers × 2 KV heads × 16 × 4 B; 3 prompt positions + 2 steps.
         "= 512 B per token", "It now holds 5 (2.56 kB)", "step 2: in", "MBU", "MFU"}) {
     EXPECT_NE(flat.find(needle), std::string::npos) << needle << "\n" << r.output;

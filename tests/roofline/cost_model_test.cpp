@@ -135,6 +135,29 @@ TEST(CostModelTest, Llama3ShapesAndParameters) {
   EXPECT_DOUBLE_EQ(p8.Kernel(ForwardKernel::kAttention).flops, 4.0 * 128 * 32 * (512.0 * 513 / 2));
 }
 
+// Gemma 3 270M: 3 global layers see the whole context, 15 local ones at most their 512-token window; the
+// extra norms and GeGLU are kernels of their own.
+TEST(CostModel, Gemma3CountsTheWindowOfItsLocalLayers) {
+  const ModelConfig c = ModelCard("gemma-3-270m");
+  const PassCost p = DecodeStepCost(c, WeightBytesFor(c, ParseWeightDtype("f16"), 4), {2, 2}, 1, 4095);
+  const KernelCost& global = p.Kernel(ForwardKernel::kAttention);
+  const KernelCost& local = p.Kernel(ForwardKernel::kWindowAttention);
+  EXPECT_EQ(global.instances, 3);
+  EXPECT_EQ(local.instances, 15);
+  // positions × 1 KV head × 256 × (K and V) × 2 bytes; FLOPs 4 · head_dim · heads per position.
+  EXPECT_DOUBLE_EQ(global.kv_bytes, 4096.0 * 256 * 2 * 2);
+  EXPECT_DOUBLE_EQ(local.kv_bytes, 512.0 * 256 * 2 * 2);
+  EXPECT_DOUBLE_EQ(local.flops, 4.0 * 256 * 4 * 512);
+  EXPECT_DOUBLE_EQ(p.Kernel(ForwardKernel::kGeGlu).flops, 9.0 * 2048);
+  EXPECT_EQ(p.Kernel(ForwardKernel::kQkNorm).instances, 18);
+  EXPECT_EQ(p.Kernel(ForwardKernel::kPostMlpNorm).instances, 18);
+  EXPECT_THROW(p.Kernel(ForwardKernel::kSwiGlu), Error);
+  // A prefill of 1000 tokens: a local layer's query i sees min(i + 1, 512) keys.
+  const PassCost prefill = PrefillCost(c, WeightBytesFor(c, ParseWeightDtype("f16"), 4), {2, 2}, 1000);
+  EXPECT_DOUBLE_EQ(prefill.Kernel(ForwardKernel::kWindowAttention).flops,
+                   4.0 * 256 * 4 * (512.0 * 513 / 2 + (1000.0 - 512) * 512));
+}
+
 EstimateSettings Llama70bOnH100(const std::string& dtype, std::vector<int> contexts) {
   EstimateSettings s;
   s.config = ModelCard("llama-3-70b");

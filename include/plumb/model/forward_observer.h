@@ -24,17 +24,18 @@ enum class ForwardKernel : std::uint8_t {
   kRope,       // rotary embedding of q and k
   kKvWrite,    // new keys and values into the cache (encoded to the cache's dtype)
   kAttention,  // causal GQA attention over the cache
-  kOProj,      // attention output · Woᵀ, added to the residual stream (Gemma 3: by kPostAttnNorm)
-  kPostAttnNorm,  // x += RMSNorm(o_proj's output) (Gemma 3)
-  kMlpNorm,       // RMSNorm before the MLP
-  kGateProj,      // [rows][d] · Wgateᵀ
-  kUpProj,        // [rows][d] · Wupᵀ
-  kSwiGlu,        // silu(gate) ⊙ up
-  kGeGlu,         // gelu_tanh(gate) ⊙ up (Gemma 3, in place of kSwiGlu)
-  kDownProj,      // [rows][ffn] · Wdownᵀ, added to the residual stream (Gemma 3: by kPostMlpNorm)
-  kPostMlpNorm,   // x += RMSNorm(down_proj's output) (Gemma 3)
-  kFinalNorm,     // RMSNorm after the last layer (only the rows whose logits are computed)
-  kLmHead,        // [logit rows][d] · Wheadᵀ
+  kWindowAttention,  // the same within a sliding window (Gemma 3's local layers, in place of kAttention)
+  kOProj,            // attention output · Woᵀ, added to the residual stream (Gemma 3: by kPostAttnNorm)
+  kPostAttnNorm,     // x += RMSNorm(o_proj's output) (Gemma 3)
+  kMlpNorm,          // RMSNorm before the MLP
+  kGateProj,         // [rows][d] · Wgateᵀ
+  kUpProj,           // [rows][d] · Wupᵀ
+  kSwiGlu,           // silu(gate) ⊙ up
+  kGeGlu,            // gelu_tanh(gate) ⊙ up (Gemma 3, in place of kSwiGlu)
+  kDownProj,         // [rows][ffn] · Wdownᵀ, added to the residual stream (Gemma 3: by kPostMlpNorm)
+  kPostMlpNorm,      // x += RMSNorm(down_proj's output) (Gemma 3)
+  kFinalNorm,        // RMSNorm after the last layer (only the rows whose logits are computed)
+  kLmHead,           // [logit rows][d] · Wheadᵀ
 };
 inline constexpr int kForwardKernelCount = static_cast<int>(ForwardKernel::kLmHead) + 1;
 
