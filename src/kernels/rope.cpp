@@ -5,6 +5,7 @@
 // scalar::RopeCosSin's, the function the definition itself calls, and the rotation is the definition's
 // expressions element by element (FP32, no FMA), so every bit is the definition's.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -28,10 +29,25 @@ struct AngleCache {
   std::vector<float> values;  // [kSlots][head_dim]: cos of pairs 0 .. half − 1, then their sin
 };
 
-// The calling thread's table (the pool's workers fill and read it while that thread waits).
+// The calling thread's table for (head_dim, theta) (the pool's workers fill and read it while that thread
+// waits). A few are kept, the least recently used one replaced: Gemma 3 alternates two bases (its local and
+// global layers), and one table would be cleared (a megabyte) at every switch.
 AngleCache& CacheFor(int head_dim, float theta) {
-  thread_local AngleCache cache;
+  constexpr std::size_t kTables = 4;
+  thread_local std::array<AngleCache, kTables> tables;
+  thread_local std::array<std::uint64_t, kTables> last_use{};
+  thread_local std::uint64_t clock = 0;
   const auto bits = std::bit_cast<std::uint32_t>(theta);
+  std::size_t pick = 0;
+  for (std::size_t t = 0; t < kTables; ++t) {
+    if (tables[t].head_dim == head_dim && tables[t].theta_bits == bits) {
+      pick = t;
+      break;
+    }
+    if (last_use[t] < last_use[pick]) pick = t;
+  }
+  AngleCache& cache = tables[pick];
+  last_use[pick] = ++clock;
   if (cache.head_dim != head_dim || cache.theta_bits != bits) {
     cache.head_dim = head_dim;
     cache.theta_bits = bits;

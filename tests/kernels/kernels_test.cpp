@@ -212,15 +212,32 @@ TEST(Rope, PositionZeroIsIdentityAndRowsUseConsecutivePositions) {
 
 // kernels::RopeRotateHalf keeps each position's cos and sin for later calls (a table of 1024 slots per
 // calling thread): rows must still be the definition's bits when the table is reused, when a position
-// replaces another in its slot, when a call has more rows than slots, and when theta or head_dim change.
+// replaces another in its slot, when a call has more rows than slots, when theta or head_dim change, and when
+// calls alternate between tables (a few are kept per thread, the least recently used replaced).
 TEST(Rope, RemembersAnglesWithoutChangingABit) {
   struct Call {
     int rows, first_pos, head_dim;
     float theta;
   };
-  const Call calls[] = {{3, 7, 64, 10000.0f},  {3, 7, 64, 10000.0f},    {2, 7 + 1024, 64, 10000.0f},
-                        {3, 7, 64, 10000.0f},  {1100, 0, 64, 10000.0f}, {5, 1020, 64, 10000.0f},
-                        {4, 9, 18, 500000.0f}, {4, 9, 64, 500000.0f},   {4, 9, 64, 10000.0f}};
+  const Call calls[] = {{3, 7, 64, 10000.0f},
+                        {3, 7, 64, 10000.0f},
+                        {2, 7 + 1024, 64, 10000.0f},
+                        {3, 7, 64, 10000.0f},
+                        {1100, 0, 64, 10000.0f},
+                        {5, 1020, 64, 10000.0f},
+                        {4, 9, 18, 500000.0f},
+                        {4, 9, 64, 500000.0f},
+                        {4, 9, 64, 10000.0f},
+                        // Gemma 3's two bases in turn, then more (head_dim, theta) pairs than tables kept
+                        {2, 40, 256, 1e4f},
+                        {2, 40, 256, 1e6f},
+                        {2, 41, 256, 1e4f},
+                        {2, 41, 256, 1e6f},
+                        {3, 5, 32, 7.0f},
+                        {3, 5, 32, 8.0f},
+                        {3, 5, 32, 9.0f},
+                        {2, 41, 256, 1e4f},
+                        {2, 42, 256, 1e6f}};
   for (const Call& c : calls) {
     const int n_heads = 3;
     std::vector<float> x =
