@@ -32,10 +32,9 @@ Flags ServeFlags() {
 constexpr const char* kServeUsage =
     "usage: plumb serve --model PATH [--host 127.0.0.1 --port 8080] [flags]\n"
     "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions and /v1/completions (streamed\n"
-    "as server-sent events with \"stream\": true), GET /v1/models and GET /health. Requests run together by\n"
-    "continuous batching over a paged KV cache (--max-batch, --kv-budget-mib, ...). Ctrl-C drains and "
-    "exits.\n"
-    "See docs/serve.md.\n\nflags:\n";
+    "as server-sent events with \"stream\": true), GET /v1/models, GET /health and GET /stats. Requests run\n"
+    "together by continuous batching over a paged KV cache (--max-batch, --kv-budget-mib, ...). Ctrl-C\n"
+    "drains and exits. See docs/serve.md.\n\nflags:\n";
 
 }  // namespace
 

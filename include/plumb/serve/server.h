@@ -4,8 +4,8 @@
 // while any request runs; HTTP handler threads (cpp-httplib's pool) turn a request's JSON into token ids,
 // hand it to the engine through a mutex-protected queue, and wait on the request's own channel for its
 // tokens. The engine thread only appends to channels and never waits on a client, so a slow or vanished
-// client costs its own request alone; a stream whose client has gone is aborted (Scheduler::Abort) and its
-// KV blocks freed.
+// client costs its own request alone; a request whose client has gone, streamed or not, is aborted
+// (Scheduler::Abort) and its KV blocks freed.
 #pragma once
 
 #include <string>

@@ -1,0 +1,232 @@
+#include "api.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "client_watch.h"
+#include "http_error.h"
+#include "reply_text.h"
+
+namespace plumb::serve {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// How often a handler waiting for tokens looks whether its client is still there: a vanished client's
+// request runs at most this much (and one step) longer.
+constexpr std::chrono::milliseconds kClientCheckEvery{100};
+
+json Usage(std::size_t prompt, std::size_t completion, int cached) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+json StatsBody(const EngineStats& s) {
+  return {{"active", s.active},
+          {"running", s.running},
+          {"waiting", s.waiting},
+          {"kv_blocks",
+           {{"total", s.kv.total_blocks},
+            {"used", s.kv.used_blocks},
+            {"cached", s.kv.cached_blocks},
+            {"free", s.kv.free_blocks}}},
+          {"requests", {{"finished", s.finished}, {"cancelled", s.cancelled}, {"refused", s.refused}}},
+          {"preemptions", s.preemptions},
+          {"prompt_tokens", s.prompt_tokens},
+          {"cached_prompt_tokens", s.cached_prompt_tokens}};
+}
+
+}  // namespace
+
+Api::Api(TextModel& model, const ServerOptions& options, Engine& engine)
+    : tokenizer_(model.RequireTokenizer("plumb serve")),
+      reader_(tokenizer_, ChatTemplateFor(tokenizer_, options.chat_template), model.StopIds(),
+              options.context),
+      options_(options),
+      engine_(engine) {}
+
+void Api::Register(httplib::Server& http) {
+  // `active`: requests running or queued (a test sees a vanished client's request go).
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"status", "ok"}, {"active", engine_.Active()}}.dump(), "application/json");
+  });
+  // The scheduler and the KV pool as the engine thread last left them: a freed sequence shows as used
+  // blocks going back, a shared prefix as cached_prompt_tokens.
+  http.Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(StatsBody(engine_.Stats()).dump(), "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const json list = {
+        {"object", "list"},
+        {"data",
+         json::array(
+             {{{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "plumb"}}})}};
+    res.set_content(list.dump(), "application/json");
+  });
+  http.Post("/v1/chat/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res, /*chat=*/true); });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Handle(req, res, /*chat=*/false);
+  });
+  // Refusals cpp-httplib makes itself (413 for a body over --max-body-kib, 404, ...) get a JSON body too.
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path;
+    if (res.status == 413) {
+      message = "the request body is over the server's limit of " + std::to_string(options_.max_body_bytes) +
+                " bytes (--max-body-kib)";
+    } else if (res.status == 404) {
+      message = "no such endpoint: " + req.method + " " + req.path;
+    }
+    SendError(res, {res.status, "invalid_request_error", "", message});
+  });
+}
+
+void Api::Handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  try {
+    Respond(reader_.Read(req.body, chat), chat, ClientWatch(req), res);
+  } catch (const HttpError& e) {
+    SendError(res, e);
+  } catch (const json::exception& e) {
+    SendError(res, {400, "invalid_request_error", "invalid_type", e.what()});
+  }
+}
+
+void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Response& res) {
+  std::shared_ptr<Channel> channel = engine_.Submit(r.prompt, r.options);
+  auto reply = std::make_shared<ReplyText>(tokenizer_, r.stops);
+  const std::size_t prompt_tokens = r.prompt.size();
+  const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  const long long created = static_cast<long long>(std::time(nullptr));
+  auto envelope = [this, chat, id, created](bool chunk) {
+    return json{{"id", id},
+                {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                {"created", created},
+                {"model", options_.model_name}};
+  };
+
+  if (!r.stream) {
+    Outcome o = Collect(*channel, *reply, watch, nullptr);
+    if (o.client_gone) return;  // nobody reads an answer; the request is aborted and its blocks freed
+    if (!o.error.empty()) throw HttpError{400, "invalid_request_error", "invalid_value", o.error};
+    json out = envelope(false);
+    json choice = {{"index", 0}, {"finish_reason", o.finish_reason}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", reply->text()}};
+    } else {
+      choice["text"] = reply->text();
+      choice["logprobs"] = nullptr;
+    }
+    out["choices"] = json::array({choice});
+    out["usage"] = Usage(prompt_tokens, o.completion_tokens, o.cached_tokens);
+    res.set_content(out.dump(), "application/json");
+    return;
+  }
+
+  // A stream: server-sent events, one chunk per piece of text, a last chunk with finish_reason, usage if
+  // asked for, then [DONE]. The provider runs on this handler's thread after the handler returns.
+  auto chunk = [envelope, chat](const std::string& text, const json& finish) {
+    json c = envelope(true);
+    json choice = {{"index", 0}, {"finish_reason", finish}};
+    if (chat) {
+      choice["delta"] = text.empty() && finish.is_null() ? json{{"role", "assistant"}, {"content", ""}}
+                        : finish.is_null()               ? json{{"content", text}}
+                                                         : json::object();
+    } else {
+      choice["text"] = text;
+      choice["logprobs"] = nullptr;
+    }
+    c["choices"] = json::array({choice});
+    return "data: " + c.dump() + "\n\n";
+  };
+  const bool include_usage = r.include_usage;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, channel, reply, watch, chunk, envelope, chat, include_usage, prompt_tokens](
+          std::size_t, httplib::DataSink& sink) {
+        if (chat) {  // the role first, as OpenAI's streams begin
+          const std::string first = chunk("", nullptr);
+          if (!sink.write(first.data(), first.size())) return false;
+        }
+        const Outcome o = Collect(*channel, *reply, watch, [&](const std::string& piece) {
+          const std::string event = chunk(piece, nullptr);
+          return sink.write(event.data(), event.size());
+        });
+        if (o.client_gone) return false;  // the releaser aborts the request
+        std::string tail;
+        if (!o.error.empty()) {
+          tail =
+              "data: " + ErrorBody({400, "invalid_request_error", "invalid_value", o.error}).dump() + "\n\n";
+        } else {
+          tail = chunk("", o.finish_reason);
+          if (include_usage) {
+            json u = envelope(true);
+            u["choices"] = json::array();
+            u["usage"] = Usage(prompt_tokens, o.completion_tokens, o.cached_tokens);
+            tail += "data: " + u.dump() + "\n\n";
+          }
+        }
+        tail += "data: [DONE]\n\n";
+        if (!sink.write(tail.data(), tail.size())) return false;
+        sink.done();
+        return true;
+      },
+      [this, channel](bool success) {
+        if (!success) engine_.Cancel(*channel);  // the client went away: free its sequence
+      });
+}
+
+// Reads the channel to the end (or to a stop string, which cancels the rest), handing each safe piece of
+// text to `send` if given. A client gone (`send` failing, or the watch seeing its socket closed while
+// waiting) cancels the request.
+Api::Outcome Api::Collect(Channel& channel, ReplyText& reply, const ClientWatch& watch,
+                          const std::function<bool(const std::string&)>& send) {
+  Outcome o;
+  Clock::time_point next_check = Clock::now() + kClientCheckEvery;
+  auto client_gone = [&] {
+    engine_.Cancel(channel);
+    o.client_gone = true;
+    return o;
+  };
+  for (;;) {
+    Progress p = engine_.Next(channel, o.completion_tokens, kClientCheckEvery);
+    if (!p.error.empty()) {
+      o.error = p.error;
+      return o;
+    }
+    o.cached_tokens = p.cached_tokens;
+    bool stopped = false;
+    for (int token : p.new_tokens) {
+      ++o.completion_tokens;
+      if (reply.Push(token)) {
+        stopped = true;
+        break;
+      }
+    }
+    if (p.finished && !stopped) stopped = reply.Finish();
+    if (send) {
+      const std::string piece = reply.TakeReady();
+      if (!piece.empty() && !send(piece)) return client_gone();
+    }
+    if (stopped || p.finished) {
+      if (stopped) engine_.Cancel(channel);
+      o.finish_reason = FinishReason(p.reason, stopped);
+      return o;
+    }
+    // Checked by the clock, not per wait: a request that decodes fast never waits out the patience.
+    if (Clock::now() >= next_check) {
+      if (watch.ClientGone()) return client_gone();
+      next_check = Clock::now() + kClientCheckEvery;
+    }
+  }
+}
+
+}  // namespace plumb::serve

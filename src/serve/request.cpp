@@ -1,0 +1,207 @@
+#include "request.h"
+
+#include <atomic>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+
+#include "http_error.h"
+#include "plumb/core/error.h"
+#include "plumb/tokenizer/unicode.h"
+
+namespace plumb::serve {
+namespace {
+
+using nlohmann::json;
+
+const json* Field(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> NumberField(const json& body, const char* key, double lo, double hi) {
+  const json* v = Field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number())
+    BadRequest("invalid_type", std::string("'") + key + "' must be a number, not " + v->dump());
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    BadRequest("invalid_value", std::string("'") + key + "' is " + v->dump() + ", outside [" +
+                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return x;
+}
+
+std::optional<long long> IntegerField(const json& body, const char* key, long long lo, long long hi) {
+  const json* v = Field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) {
+    BadRequest("invalid_type", std::string("'") + key + "' must be an integer, not " + v->dump());
+  }
+  const long long x =
+      v->is_number_unsigned() && v->get<unsigned long long>() > static_cast<unsigned long long>(hi)
+          ? hi + 1
+          : v->get<long long>();
+  if (x < lo || x > hi) {
+    BadRequest("invalid_value", std::string("'") + key + "' is " + v->dump() + ", outside [" +
+                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return x;
+}
+
+bool BoolField(const json& body, const char* key) {
+  const json* v = Field(body, key);
+  if (!v) return false;
+  if (!v->is_boolean())
+    BadRequest("invalid_type", std::string("'") + key + "' must be true or false, not " + v->dump());
+  return v->get<bool>();
+}
+
+const std::string& StringValue(const json& v, const std::string& what) {
+  if (!v.is_string()) BadRequest("invalid_type", what + " must be a string, not " + v.dump());
+  return v.get_ref<const std::string&>();
+}
+
+// `stop`: a string or an array of strings, none empty.
+std::vector<std::string> StopStrings(const json& body) {
+  const json* v = Field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> stops;
+  if (v->is_string()) {
+    stops.push_back(v->get<std::string>());
+  } else if (v->is_array() && v->size() <= 16) {
+    for (const json& s : *v) stops.push_back(StringValue(s, "each of 'stop'"));
+  } else {
+    BadRequest("invalid_type", "'stop' must be a string or an array of at most 16 strings, not " + v->dump());
+  }
+  for (const std::string& s : stops) {
+    if (s.empty()) BadRequest("invalid_value", "'stop' strings must not be empty");
+  }
+  return stops;
+}
+
+// A message's content: a string, or an array of {"type": "text", "text": ...} parts, joined.
+std::string MessageContent(const json& message, std::size_t index) {
+  const std::string where = "messages[" + std::to_string(index) + "].content";
+  const json* content = Field(message, "content");
+  if (!content) return "";
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) BadRequest("invalid_type", where + " must be a string or an array of parts");
+  std::string text;
+  for (const json& part : *content) {
+    if (!part.is_object() || part.value("type", json()) != "text") {
+      BadRequest("invalid_value", where + ": only parts of type \"text\" are supported, not " + part.dump());
+    }
+    text += StringValue(part.value("text", json()), where + "[].text");
+  }
+  return text;
+}
+
+// Without a "seed" each request gets its own: a Weyl sequence from a random start never repeats one.
+std::uint64_t FreshSeed() {
+  static std::atomic<std::uint64_t> counter{std::random_device{}()};
+  return counter.fetch_add(0x9e3779b97f4a7c15ULL);
+}
+
+// Every field besides the prompt, which `r` holds already (its length bounds max_tokens).
+void ReadCommonFields(const json& body, const std::vector<int>& stop_ids, int context, bool chat,
+                      Request& r) {
+  if (const auto n = IntegerField(body, "n", 1, 1)) (void)n;  // only one choice per request
+  r.stream = BoolField(body, "stream");
+  if (const json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) BadRequest("invalid_type", "'stream_options' must be an object");
+    r.include_usage = BoolField(*so, "include_usage");
+  }
+  const int room = context - static_cast<int>(r.prompt.size());
+  if (room < 1) {
+    BadRequest("context_length_exceeded", "the prompt is " + std::to_string(r.prompt.size()) +
+                                              " tokens, which leaves no room in the context of " +
+                                              std::to_string(context) + " positions");
+  }
+  std::optional<long long> max_tokens = IntegerField(body, "max_tokens", 1, 1LL << 40);
+  if (chat && !max_tokens) max_tokens = IntegerField(body, "max_completion_tokens", 1, 1LL << 40);
+  // Capped by the context: a client asking for more gets what fits, and finish_reason "length".
+  r.options.max_new_tokens = static_cast<int>(std::min<long long>(max_tokens.value_or(room), room));
+  SamplingParams& s = r.options.sampling;
+  s.temperature = static_cast<float>(NumberField(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(NumberField(body, "top_p", 0, 1).value_or(1.0));
+  s.top_k = static_cast<int>(IntegerField(body, "top_k", 0, 1 << 30).value_or(0));
+  s.min_p = static_cast<float>(NumberField(body, "min_p", 0, 1).value_or(0.0));
+  const auto seed = IntegerField(body, "seed", std::numeric_limits<long long>::min(),
+                                 std::numeric_limits<long long>::max());
+  s.seed = seed ? static_cast<std::uint64_t>(*seed) : FreshSeed();
+  try {
+    ValidateSamplingParams(s);
+  } catch (const Error& e) {
+    BadRequest("invalid_value", e.what());
+  }
+  r.options.stop_ids = stop_ids;
+  r.stops = StopStrings(body);
+}
+
+}  // namespace
+
+RequestReader::RequestReader(const Tokenizer& tokenizer, ChatTemplate chat_template,
+                             std::vector<int> stop_ids, int context)
+    : tokenizer_(tokenizer),
+      template_(std::move(chat_template)),
+      stop_ids_(std::move(stop_ids)),
+      context_(context) {}
+
+Request RequestReader::Read(const std::string& text, bool chat) const {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    BadRequest("invalid_json", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!body.is_object()) BadRequest("invalid_type", "the body must be a JSON object");
+  Request r;
+  r.prompt = chat ? ChatPrompt(body) : CompletionPrompt(body);
+  ReadCommonFields(body, stop_ids_, context_, chat, r);
+  return r;
+}
+
+// Rendered with the model's chat template as plumb chat does: the template's markers are special tokens,
+// the messages' text never is.
+std::vector<int> RequestReader::ChatPrompt(const json& body) const {
+  const json* messages = Field(body, "messages");
+  if (!messages || !messages->is_array() || messages->empty()) {
+    BadRequest("invalid_value", "'messages' must be a non-empty array");
+  }
+  std::vector<ChatMessage> chat;
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    if (!m.is_object()) BadRequest("invalid_type", "messages[" + std::to_string(i) + "] must be an object");
+    const json* role = Field(m, "role");
+    if (!role) BadRequest("invalid_value", "messages[" + std::to_string(i) + "] has no 'role'");
+    std::string name = StringValue(*role, "messages[" + std::to_string(i) + "].role");
+    if (name == "developer") name = "system";  // OpenAI's newer name for the system role
+    if (name != "system" && name != "user" && name != "assistant") {
+      BadRequest("invalid_value", "messages[" + std::to_string(i) + "].role is \"" + name +
+                                      "\"; plumb serve takes system, user and assistant");
+    }
+    chat.push_back({name, unicode::ToValidUtf8(MessageContent(m, i))});
+  }
+  try {
+    const RenderedChat rendered = template_.RenderWithContents(chat, /*add_generation_prompt=*/true);
+    return tokenizer_.EncodeTemplated(rendered.text, /*add_special=*/false, rendered.contents);
+  } catch (const Error& e) {  // e.g. a system message for a template without that role
+    BadRequest("invalid_value", e.what());
+  }
+}
+
+// As plumb generate --prompt encodes it: BOS where the model wants one, special-token texts read as such.
+std::vector<int> RequestReader::CompletionPrompt(const json& body) const {
+  const json* prompt = Field(body, "prompt");
+  if (!prompt) BadRequest("invalid_value", "'prompt' is missing");
+  const json* text = prompt;
+  if (prompt->is_array() && prompt->size() == 1) text = &(*prompt)[0];
+  std::vector<int> ids = tokenizer_.Encode(unicode::ToValidUtf8(StringValue(*text, "'prompt'")),
+                                           /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty()) BadRequest("invalid_value", "'prompt' is empty");
+  return ids;
+}
+
+}  // namespace plumb::serve

@@ -1,0 +1,44 @@
+// Reading the body of an OpenAI request (POST /v1/chat/completions, /v1/completions) into token ids and
+// generation options; every field checked, every refusal an HttpError 400 naming the field.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "plumb/engine/generator.h"
+#include "plumb/tokenizer/chat_template.h"
+#include "plumb/tokenizer/tokenizer.h"
+
+namespace plumb::serve {
+
+// What both endpoints take.
+struct Request {
+  std::vector<int> prompt;
+  GenerationOptions options;
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+};
+
+class RequestReader {
+ public:
+  // context: the positions a request may use (prompt + max_tokens), the cap of max_tokens.
+  RequestReader(const Tokenizer& tokenizer, ChatTemplate chat_template, std::vector<int> stop_ids,
+                int context);
+
+  // Parses and checks `body`; throws HttpError (400) for malformed JSON, a field of the wrong type or out of
+  // range, or a prompt that leaves no room in the context.
+  Request Read(const std::string& body, bool chat) const;
+
+ private:
+  std::vector<int> ChatPrompt(const nlohmann::json& body) const;
+  std::vector<int> CompletionPrompt(const nlohmann::json& body) const;
+
+  const Tokenizer& tokenizer_;
+  const ChatTemplate template_;
+  const std::vector<int> stop_ids_;
+  const int context_;
+};
+
+}  // namespace plumb::serve
