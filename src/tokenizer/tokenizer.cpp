@@ -343,6 +343,10 @@ std::vector<std::int32_t> Tokenizer::EncodeWithPlain(
     fragment_start = i;
   }
   encode_fragment(std::string_view(text).substr(fragment_start));
+  // A text that writes the BOS token itself (a rendered chat template pasted into a prompt) gets no second
+  // one: two BOS tokens put the model off what it was trained on. (llama.cpp adds the second and warns; HF
+  // tokenizers adds it silently.)
+  if (add_special && t.spec.add_bos && out.size() >= 2 && out[1] == t.spec.bos_id) out.erase(out.begin());
   if (add_special && t.spec.add_eos) out.push_back(t.spec.eos_id);
   return out;
 }

@@ -91,6 +91,21 @@ TEST_F(Gemma3Tokenizer, EndOfTurnAndEosEndGenerationHtmlTagsDoNot) {
 
 // Without a template in the file, the vocabulary's <start_of_turn>/<end_of_turn> control tokens choose the
 // Gemma 3 style; its markers are tokens, the messages' text is not.
+// A prompt that writes <bos> itself (a rendered chat pasted into `plumb generate`) gets no second BOS, where
+// llama.cpp and HF tokenizers give two; read as text (no parse_special), <bos> is characters after the BOS.
+TEST_F(Gemma3Tokenizer, APromptThatStartsWithBosGetsNoSecondOne) {
+  const Tokenizer& t = Get();
+  const std::vector<std::int32_t> plain = t.Encode("Hello", true, true);
+  ASSERT_EQ(plain.front(), 2);
+  EXPECT_EQ(t.Encode("<bos>Hello", true, true), plain);
+  EXPECT_EQ(t.Encode("<bos><bos>Hello", true, true).size(), plain.size() + 1)
+      << "only the added one is dropped";
+  const std::vector<std::int32_t> as_text = t.Encode("<bos>Hello", true, false);
+  EXPECT_EQ(as_text.front(), 2);
+  EXPECT_NE(as_text[1], 2);
+  EXPECT_EQ(t.Encode("<bos>Hello", false, true), plain) << "without add_special the text's own BOS stays";
+}
+
 TEST_F(Gemma3Tokenizer, ChatWithoutATemplateUsesGemma3) {
   const Tokenizer& t = Get();
   const ChatTemplate chat = ChatTemplateFor(t);

@@ -85,8 +85,9 @@ class Tokenizer {
   // its path in messages.
   static Tokenizer FromTokenizerJsonText(std::string_view text, const std::string& name);
 
-  // add_special: BOS first and EOS last where the spec says so. parse_special: control and unknown token
-  // texts in `text` become those tokens (user-defined tokens always do).
+  // add_special: BOS first and EOS last where the spec says so, but no BOS before a text that starts with
+  // the BOS token itself (read as such: parse_special). parse_special: control and unknown token texts in
+  // `text` become those tokens (user-defined tokens always do).
   std::vector<std::int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
   // A rendered chat template: Encode with parse_special everywhere but in the `contents` byte ranges
   // [begin, end) of `text` (sorted, disjoint; ChatTemplate::RenderWithContents): no control or unknown token
