@@ -2,7 +2,10 @@
 // figures alone (roofline/presets.h). The formulas and the JSON schema: docs/roofline.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "plumb/cli/commands.h"
 #include "plumb/core/error.h"
@@ -15,20 +18,22 @@ namespace plumb::cli {
 namespace {
 
 constexpr const char* kEstimateUsage =
-    "usage: plumb estimate --model-card NAME|config.json --hardware NAME [--dtype D] [--kv-dtype K]\n"
+    "usage: plumb estimate --model-card NAME|config.json[,..] --hardware NAME [--dtype D] [--kv-dtype K]\n"
     "                      [--batch 1,8,..] [--context 4096,..] [--tp N] [--json]\n"
     "Lower bounds from the roofline: weights and KV memory, KV bytes per token, the time of one decode step\n"
     "(bytes / bandwidth or FLOPs / peak, whichever is longer) and the tok/s it allows, the time of a "
     "prefill\n"
     "of `context` tokens, the batch at which decode turns compute-bound and how many sequences of a context\n"
     "fit in memory. --tp N splits weights, KV, FLOPs and bandwidth over N devices (communication ignored).\n"
-    "Model cards: llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-72b, smollm2-135m, gemma-3-270m, or a config.json path.\n"
+    "Model cards: llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-72b, smollm2-135m, gemma-3-270m,\n"
+    "deepseek-v3, mixtral-8x7b, or a config.json path; several, comma-separated, are estimated one after\n"
+    "the other on the same hardware, then side by side (deepseek-v3,llama-3-70b: a MoE beside a dense 70B).\n"
     "Hardware: h100-sxm, h200, b200, or host (measured now: streaming read and FP32 FMA probes).\n\n"
     "flags:\n";
 
 Flags EstimateFlags() {
   Flags f;
-  f.AddValue("model-card", "NAME", "a model preset or a Hugging Face config.json");
+  f.AddValue("model-card", "NAME,..", "model presets or Hugging Face config.json files, comma-separated");
   f.AddValue("hardware", "NAME", "h100-sxm, h200, b200 or host");
   f.AddValue("dtype", "D", "weight dtype (f16, bf16, fp8, int8, int4, int4-sym-g128, q4_k, ...)", "f16");
   f.AddValue("kv-dtype", "K", "KV cache dtype: f32, f16, bf16, fp8-e4m3, fp8-e5m2", "f16");
@@ -43,11 +48,24 @@ Flags EstimateFlags() {
   return f;
 }
 
+// The --model-card list, split at commas.
+std::vector<std::string> CardNames(const Flags& flags) {
+  std::vector<std::string> names;
+  const std::string list = flags.String("model-card");
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = list.find(',', begin);
+    names.push_back(list.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return names;
+}
+
+// Everything but the model card (ReadSettings' caller sets config).
 roofline::EstimateSettings ReadSettings(const Flags& flags, std::ostream& err) {
   if (!flags.IsSet("model-card")) throw MakeError("--model-card is required (see plumb estimate --help)");
   if (!flags.IsSet("hardware")) throw MakeError("--hardware is required (see plumb estimate --help)");
   roofline::EstimateSettings s;
-  s.config = roofline::ModelCard(flags.String("model-card"));
   s.dtype = roofline::ParseWeightDtype(flags.String("dtype"));
   s.kv_element_bytes = static_cast<double>(KvDtypeBytes(ParseKvDtype(flags.String("kv-dtype"))));
   s.tp = flags.Int("tp", 1, 4096);
@@ -77,17 +95,14 @@ roofline::EstimateSettings ReadSettings(const Flags& flags, std::ostream& err) {
   return s;
 }
 
-std::string Name(const Flags& flags) {
-  return flags.String("model-card");
-}
-
-void PrintJson(std::ostream& out, const Flags& flags, const roofline::EstimateSettings& s,
-               const roofline::Estimate& e) {
+void PrintJson(std::ostream& out, const Flags& flags, const std::string& card,
+               const roofline::EstimateSettings& s, const roofline::Estimate& e) {
   roofline::JsonWriter j;
   j.BeginObject();
   j.Key("schema").Value("plumb.estimate").Key("schema_version").Value(1);
   j.Key("model").BeginObject();
-  j.Key("card").Value(Name(flags)).Key("parameters").Value(e.parameters);
+  j.Key("card").Value(card).Key("parameters").Value(e.parameters);
+  j.Key("active_parameters").Value(e.active_parameters);
   j.Key("dtype").Value(s.dtype.name).Key("bytes_per_parameter").Value(e.bytes_per_parameter);
   j.Key("weight_bytes").Value(e.weight_bytes);
   j.Key("kv_dtype").Value(flags.String("kv-dtype")).Key("kv_bytes_per_token").Value(e.kv_bytes_per_token);
@@ -124,15 +139,41 @@ void PrintJson(std::ostream& out, const Flags& flags, const roofline::EstimateSe
   out << j.str();
 }
 
-void PrintTables(std::ostream& out, const Flags& flags, const roofline::EstimateSettings& s,
-                 const roofline::Estimate& e) {
+// A MoE or MLA model's extra lines: what the cost model assumes about routing and which attention FLOPs it
+// counts (docs/roofline.md "Mixture of experts and latent attention").
+void PrintMoeAndMla(std::ostream& out, const roofline::EstimateSettings& s) {
+  const ModelConfig& c = s.config;
+  if (c.IsMoe()) {
+    const int moe_layers = c.num_layers - std::clamp(c.first_dense_layers, 0, c.num_layers);
+    out << "experts:  " << moe_layers << " of " << c.num_layers << " layers MoE: " << c.num_experts
+        << " routed experts of " << c.moe_intermediate_size << ", " << c.experts_per_token << " per token";
+    if (c.num_shared_experts > 0) out << ", + " << c.num_shared_experts << " shared";
+    out << " | assumed: rows route independently and uniformly, so a step of B rows reads E·(1 − (1 − "
+           "k/E)^B) "
+           "routed experts a layer (";
+    for (int b : s.batches) {
+      out << (b == s.batches.front() ? "" : ", ") << "B " << b << ": "
+          << Fixed(roofline::ExpertsTouched(c.num_experts, c.experts_per_token, b), 1);
+    }
+    out << ")\n";
+  }
+  if (c.IsMla()) {
+    out << "MLA:      KV = (kv_lora_rank " << c.kv_lora_rank << " + rope " << c.qk_rope_head_dim << ") × "
+        << c.num_layers << " layers per token | attention FLOPs in the absorbed form: 2·(2·" << c.kv_lora_rank
+        << " + " << c.qk_rope_head_dim << ") per head and key\n";
+  }
+}
+
+void PrintTables(std::ostream& out, const Flags& flags, const std::string& card,
+                 const roofline::EstimateSettings& s, const roofline::Estimate& e) {
   const roofline::Hardware& hw = s.hardware;
-  out << "plumb estimate: " << Name(flags) << " on " << hw.name
-      << (s.tp > 1 ? " × " + std::to_string(s.tp) : "") << " | weights " << s.dtype.name << " | KV "
-      << flags.String("kv-dtype") << "\n"
-      << "model:    " << Count(e.parameters) << " parameters | weights " << Bytes(e.weight_bytes) << " ("
-      << Fixed(e.bytes_per_parameter, 4) << " B/parameter) | KV " << Fixed(e.kv_bytes_per_token, 0)
-      << " B/token\n"
+  const bool moe = s.config.IsMoe();
+  out << "plumb estimate: " << card << " on " << hw.name << (s.tp > 1 ? " × " + std::to_string(s.tp) : "")
+      << " | weights " << s.dtype.name << " | KV " << flags.String("kv-dtype") << "\n"
+      << "model:    " << Count(e.parameters) << " parameters"
+      << (moe ? ", " + Count(e.active_parameters) + " active per token" : "") << " | weights "
+      << Bytes(e.weight_bytes) << " (" << Fixed(e.bytes_per_parameter, 4) << " B/parameter) | KV "
+      << Fixed(e.kv_bytes_per_token, 0) << " B/token\n"
       << "hardware: " << Count(hw.peak_flops) << "FLOP/s, " << Bytes(hw.bandwidth) << "/s, "
       << Bytes(hw.memory_bytes) << " per device | " << hw.source << "\n"
       << "roofline: ridge " << Fixed(e.ridge, 1) << " FLOP/B | a batch-1 decode step does "
@@ -140,7 +181,9 @@ void PrintTables(std::ostream& out, const Flags& flags, const roofline::Estimate
       << " B per parameter): bandwidth-bound\n"
       << "memory:   " << Bytes(e.memory_bytes) << " usable (" << s.tp << " × " << Bytes(hw.memory_bytes)
       << " × " << Fixed(s.memory_utilization, 2) << "), weights " << Bytes(e.weight_bytes)
-      << (e.weight_bytes > e.memory_bytes ? ": the weights do not fit" : "") << "\n\n";
+      << (e.weight_bytes > e.memory_bytes ? ": the weights do not fit" : "") << "\n";
+  PrintMoeAndMla(out, s);
+  out << "\n";
   out << "| context | KV per sequence | prefill FLOPs | prefill ≥ | compute-bound from batch | sequences "
          "that fit "
          "|\n|---|---|---|---|---|---|\n";
@@ -161,18 +204,54 @@ void PrintTables(std::ostream& out, const Flags& flags, const roofline::Estimate
   }
 }
 
+// Several cards side by side: each one's decode rows at the first context.
+void PrintComparison(std::ostream& out, const std::vector<std::string>& cards,
+                     const std::vector<roofline::EstimateSettings>& settings,
+                     const std::vector<roofline::Estimate>& estimates) {
+  out << "\nside by side at context " << estimates.front().contexts.front().context << " on "
+      << settings.front().hardware.name << ":\n\n"
+      << "| model card | parameters | active | weights | KV/token | batch | step ≥ | tok/s ≤ | bound | fits "
+         "|\n"
+         "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < cards.size(); ++i) {
+    const roofline::Estimate& e = estimates[i];
+    for (const roofline::EstimateRow& r : e.rows) {
+      if (r.context != e.contexts.front().context) continue;
+      out << "| " << cards[i] << " | " << Count(e.parameters) << " | " << Count(e.active_parameters) << " | "
+          << Bytes(e.weight_bytes) << " | " << Bytes(e.kv_bytes_per_token) << " | " << r.batch << " | "
+          << Duration(r.step_seconds) << " | " << Fixed(r.tokens_per_second, 1) << " | "
+          << (r.compute_bound ? "compute" : "bandwidth") << " | " << (r.fits ? "yes" : "no") << " |\n";
+    }
+  }
+}
+
 }  // namespace
 
 int RunEstimate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags flags = EstimateFlags();
   if (!flags.ParseUnlessHelp(args, kEstimateUsage, out)) return 0;
-  const roofline::EstimateSettings settings = ReadSettings(flags, err);
-  const roofline::Estimate estimate = roofline::MakeEstimate(settings);
-  if (flags.Switch("json")) {
-    PrintJson(out, flags, settings, estimate);
-  } else {
-    PrintTables(out, flags, settings, estimate);
+  const roofline::EstimateSettings common = ReadSettings(flags, err);
+  const std::vector<std::string> cards = CardNames(flags);
+  if (cards.size() > 1 && flags.Switch("json")) {
+    throw MakeError("--json: one model card at a time (got ", cards.size(), ": ", flags.String("model-card"),
+                    ")");
   }
+  std::vector<roofline::EstimateSettings> settings;
+  std::vector<roofline::Estimate> estimates;
+  for (const std::string& card : cards) {  // every card read before anything is printed
+    settings.push_back(common);
+    settings.back().config = roofline::ModelCard(card);
+    estimates.push_back(roofline::MakeEstimate(settings.back()));
+  }
+  for (std::size_t i = 0; i < cards.size(); ++i) {
+    if (flags.Switch("json")) {
+      PrintJson(out, flags, cards[i], settings[i], estimates[i]);
+    } else {
+      if (i > 0) out << "\n";
+      PrintTables(out, flags, cards[i], settings[i], estimates[i]);
+    }
+  }
+  if (cards.size() > 1) PrintComparison(out, cards, settings, estimates);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "plumb/core/error.h"
@@ -51,6 +52,22 @@ std::string Rows(int rows, int width) {
   std::ostringstream s;
   s << rows << "×" << width;
   return s.str();
+}
+
+// MLA's widths: the query (all heads, RoPE part included), the cached latent and RoPE key, kv_b_proj's
+// output (each head's key without RoPE and its value) and the attention output (all value heads).
+struct MlaDims {
+  int q = 0, latent = 0, kv_up = 0, v = 0;
+};
+
+MlaDims Mla(const ModelConfig& c) {
+  return {c.num_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim), c.kv_lora_rank + c.qk_rope_head_dim,
+          c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), c.num_heads * c.v_head_dim};
+}
+
+// Layers with a dense MLP: all of a dense model's, the first first_dense_layers of a MoE model's.
+int DenseLayers(const ModelConfig& c) {
+  return c.IsMoe() ? std::clamp(c.first_dense_layers, 0, c.num_layers) : c.num_layers;
 }
 
 }  // namespace
@@ -129,7 +146,7 @@ std::string WeightDtypeChoices() {
 }
 
 double WeightBytes::Stored() const {
-  return q + k + v + o + gate + up + down + qkv_bias + attn_norm + mlp_norm + qk_norm + post_norm +
+  return q + k + v + o + gate + up + down + router + qkv_bias + attn_norm + mlp_norm + qk_norm + post_norm +
          final_norm + embedding + (tied ? 0 : lm_head);
 }
 
@@ -137,17 +154,39 @@ WeightBytes WeightBytesFor(const ModelConfig& c, const WeightDtype& dtype, doubl
   const double layers = c.num_layers;
   const int d = c.hidden_size;
   WeightBytes w;
-  w.q = layers * dtype.MatrixBytes(c.QueryDim(), d);
-  w.k = layers * dtype.MatrixBytes(c.KvDim(), d);
-  w.v = layers * dtype.MatrixBytes(c.KvDim(), d);
-  w.o = layers * dtype.MatrixBytes(d, c.QueryDim());
-  w.gate = layers * dtype.MatrixBytes(c.intermediate_size, d);
-  w.up = layers * dtype.MatrixBytes(c.intermediate_size, d);
-  w.down = layers * dtype.MatrixBytes(d, c.intermediate_size);
+  if (c.IsMla()) {  // q_a and q_b (or one q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj
+    const MlaDims m = Mla(c);
+    w.q = layers * (c.q_lora_rank > 0
+                        ? dtype.MatrixBytes(c.q_lora_rank, d) + dtype.MatrixBytes(m.q, c.q_lora_rank)
+                        : dtype.MatrixBytes(m.q, d));
+    w.k = layers * dtype.MatrixBytes(m.latent, d);
+    w.v = layers * dtype.MatrixBytes(m.kv_up, c.kv_lora_rank);
+    w.o = layers * dtype.MatrixBytes(d, m.v);
+  } else {
+    w.q = layers * dtype.MatrixBytes(c.QueryDim(), d);
+    w.k = layers * dtype.MatrixBytes(c.KvDim(), d);
+    w.v = layers * dtype.MatrixBytes(c.KvDim(), d);
+    w.o = layers * dtype.MatrixBytes(d, c.QueryDim());
+  }
+  const double dense = DenseLayers(c), moe = layers - dense;
+  w.gate = dense * dtype.MatrixBytes(c.intermediate_size, d);
+  w.up = dense * dtype.MatrixBytes(c.intermediate_size, d);
+  w.down = dense * dtype.MatrixBytes(d, c.intermediate_size);
+  if (c.IsMoe()) {  // every routed and shared expert, and a [E][d] router per MoE layer
+    const double experts = moe * (c.num_experts + c.num_shared_experts);
+    w.expert_gate = dtype.MatrixBytes(c.moe_intermediate_size, d);
+    w.expert_up = w.expert_gate;
+    w.expert_down = dtype.MatrixBytes(d, c.moe_intermediate_size);
+    w.gate += experts * w.expert_gate;
+    w.up += experts * w.expert_up;
+    w.down += experts * w.expert_down;
+    w.router = moe * dtype.MatrixBytes(c.num_experts, d);
+  }
   w.qkv_bias = c.attention_bias ? layers * (c.QueryDim() + 2.0 * c.KvDim()) * vector_bytes : 0;
   w.attn_norm = layers * d * vector_bytes;
   w.mlp_norm = w.attn_norm;
   w.qk_norm = c.qk_norm ? layers * 2.0 * c.head_dim * vector_bytes : 0;
+  if (c.IsMla()) w.qk_norm = layers * (c.q_lora_rank + c.kv_lora_rank) * vector_bytes;  // q_a, kv_a norms
   w.post_norm = c.sandwich_norm ? 2 * w.attn_norm : 0;
   w.final_norm = d * vector_bytes;
   w.embedding = dtype.MatrixBytes(c.vocab_size, d);
@@ -186,9 +225,32 @@ WeightBytes WeightBytesOf(const ModelWeights& weights) {
 
 double ParameterCount(const ModelConfig& c) {
   const double d = c.hidden_size;
-  const double per_layer = d * c.QueryDim() * 2 + d * c.KvDim() * 2 + 3 * d * c.intermediate_size + 2 * d +
-                           (c.attention_bias ? c.QueryDim() + 2.0 * c.KvDim() : 0);
-  return c.num_layers * per_layer + d + d * c.vocab_size * (c.tie_word_embeddings ? 1 : 2);
+  if (!c.IsMoe() && !c.IsMla()) {
+    const double per_layer = d * c.QueryDim() * 2 + d * c.KvDim() * 2 + 3 * d * c.intermediate_size + 2 * d +
+                             (c.attention_bias ? c.QueryDim() + 2.0 * c.KvDim() : 0);
+    return c.num_layers * per_layer + d + d * c.vocab_size * (c.tie_word_embeddings ? 1 : 2);
+  }
+  // Matrix by matrix, every expert, router and norm: the bytes of the model in F32 ÷ 4.
+  return WeightBytesFor(c, ParseWeightDtype("f32"), 4).Stored() / 4;
+}
+
+double ActiveParameterCount(const ModelConfig& c) {
+  const double d = c.hidden_size;
+  const double moe_layers = c.num_layers - DenseLayers(c);
+  const double idle_experts = c.IsMoe() ? c.num_experts - c.experts_per_token : 0;
+  return ParameterCount(c) - moe_layers * idle_experts * 3 * d * c.moe_intermediate_size -
+         (c.tie_word_embeddings ? 0 : d * c.vocab_size);
+}
+
+double ExpertsTouched(int experts, int chosen, double tokens) {
+  if (experts <= 0) return 0;
+  const double E = experts;
+  return E * (1 - std::pow(1 - std::min<double>(chosen, E) / E, tokens));
+}
+
+double KvBytesPerToken(const ModelConfig& c, double kv_element_bytes) {
+  if (c.IsMla()) return 1.0 * c.num_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * kv_element_bytes;
+  return 2.0 * c.num_layers * c.KvDim() * kv_element_bytes;
 }
 
 double KernelCost::Intensity() const {
@@ -235,6 +297,76 @@ struct AttentionSpan {
   double positions = 0;
 };
 
+// "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
+std::string AttentionShape(const ModelConfig& c, int rows, const AttentionSpan& span, ForwardPhase phase) {
+  std::ostringstream shape;
+  shape << c.num_heads << "h×" << rows << "q×"
+        << static_cast<long long>(std::llround(span.pairs / std::max(1, rows))) << " keys"
+        << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
+  return shape.str();
+}
+
+using AddKernel = std::function<void(ForwardKernel, int, std::string, double, double, double, double)>;
+
+// MLA (DeepSeek-V2/V3) in the absorbed-weights form its decode kernels use: the cache holds per position
+// only the latent c (kv_lora_rank r) and one RoPE key (rope), shared by all H heads. q_nope is taken into
+// latent space by kv_b's key half (W_UK, per head nope → r) and the attention output out of it by the value
+// half (W_UV, r → v), so keys and values are never expanded: per (head, query, key) pair q·[c, k_rope] and
+// p·c, 2·(2r + rope) FLOPs. q_proj: q_a (d → q_lora) and q_b (→ H·(nope + rope)); k_proj: kv_a (d → r +
+// rope); v_proj: W_UK and W_UV applied to each row; qk_norm: the q_a and kv_a RMSNorms.
+void MlaAttention(const ModelConfig& c, const WeightBytes& w, int rows, const AttentionSpan& span,
+                  ForwardPhase phase, double a, double kvb, const AddKernel& add) {
+  const MlaDims m = Mla(c);
+  const double L = c.num_layers, R = rows, d = c.hidden_size, H = c.num_heads;
+  const double r = c.kv_lora_rank, rope = c.qk_rope_head_dim, nope = c.qk_nope_head_dim, ql = c.q_lora_rank;
+  const int layers = c.num_layers;
+  const double q_flops = ql > 0 ? 2 * R * (d * ql + ql * m.q) : 2 * R * d * m.q;
+  add(ForwardKernel::kQProj, layers,
+      ql > 0 ? Shape(rows, c.hidden_size, c.q_lora_rank) + " · " + std::to_string(c.q_lora_rank) + "×" +
+                   std::to_string(m.q)
+             : Shape(rows, c.hidden_size, m.q),
+      q_flops, w.q / L, R * (d + ql + m.q) * a, 0);
+  add(ForwardKernel::kKProj, layers, Shape(rows, c.hidden_size, m.latent), 2 * R * d * m.latent, w.k / L,
+      R * (d + m.latent) * a, 0);
+  add(ForwardKernel::kVProj, layers,
+      std::to_string(c.num_heads) + "h × (" + std::to_string(c.qk_nope_head_dim) + "→" +
+          std::to_string(c.kv_lora_rank) + ", " + std::to_string(c.kv_lora_rank) + "→" +
+          std::to_string(c.v_head_dim) + ")",
+      2 * R * H * r * (nope + c.v_head_dim), w.v / L, R * H * (nope + 2 * r + c.v_head_dim) * a, 0);
+  add(ForwardKernel::kQkNorm, layers, Rows(rows, c.q_lora_rank + c.kv_lora_rank), 4 * R * (ql + r),
+      w.qk_norm / L, 2 * R * (ql + r) * a, 0);
+  add(ForwardKernel::kRope, layers, Rows(rows, c.num_heads * c.qk_rope_head_dim + c.qk_rope_head_dim),
+      3 * R * (H + 1) * rope, 0, 2 * R * (H + 1) * rope * a, 0);
+  add(ForwardKernel::kKvWrite, layers, Rows(rows, m.latent), 0, 0, R * m.latent * a, R * m.latent * kvb);
+  add(ForwardKernel::kAttention, layers, AttentionShape(c, rows, span, phase),
+      2 * (2 * r + rope) * H * span.pairs, 0, R * H * (m.latent + r) * a, span.positions * m.latent * kvb);
+}
+
+// A MoE layer's experts, as gate_proj, up_proj, swiglu and down_proj kernels of `moe_layers` instances: each
+// of the R rows goes through k routed and the shared experts (the FLOPs), and the step reads every expert
+// that some row chose, ExpertsTouched(E, k, R) of the routed ones if rows route independently and
+// uniformly, and the shared ones (the bytes). gate_proj includes the router: a [E][d] projection of each row.
+void MoeExperts(const ModelConfig& c, const WeightBytes& w, int rows, int moe_layers, double a,
+                const AddKernel& add) {
+  const double R = rows, d = c.hidden_size, mf = c.moe_intermediate_size, E = c.num_experts;
+  const double per_row = c.experts_per_token + c.num_shared_experts;  // experts each row passes through
+  const double read = ExpertsTouched(c.num_experts, c.experts_per_token, R) + c.num_shared_experts;
+  std::ostringstream shape;
+  shape.precision(3);
+  shape << Shape(rows, c.hidden_size, c.moe_intermediate_size) << " ×" << per_row << "/row, " << read
+        << " of " << c.num_experts + c.num_shared_experts << " read";
+  add(ForwardKernel::kGateProj, moe_layers, shape.str() + " + router",
+      2 * R * per_row * d * mf + 2 * R * d * E, read * w.expert_gate + w.router / moe_layers,
+      R * (per_row * (d + mf) + d + E) * a, 0);
+  add(ForwardKernel::kUpProj, moe_layers, shape.str(), 2 * R * per_row * d * mf, read * w.expert_up,
+      R * per_row * (d + mf) * a, 0);
+  add(ForwardKernel::kSwiGlu, moe_layers, Rows(rows, static_cast<int>(per_row * mf)), 5 * R * per_row * mf, 0,
+      3 * R * per_row * mf * a, 0);
+  // Each expert's output weighted and summed into the residual: a multiply-add per expert and element.
+  add(ForwardKernel::kDownProj, moe_layers, shape.str(), 2 * R * per_row * mf * d + 2 * R * per_row * d,
+      read * w.expert_down, R * (per_row * (mf + d) + 2 * d) * a, 0);
+}
+
 // The pass of `rows` tokens of `batch` sequences; `global` is the attention of a layer that sees the whole
 // cache, `local` of one with a sliding window (Gemma 3; unused without one); `logit_rows` rows reach the LM
 // head. docs/roofline.md "The cost model" has the same formulas as a table.
@@ -257,9 +389,13 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
   };
   // A GEMM [R][in] · [in][out] (+ bias, + a residual add): 2·R·in·out FLOPs; the weights once, the input
   // rows read and the output rows written.
-  auto projection = [&](ForwardKernel k, double in, double out, double weight, double bias, bool residual) {
-    add(k, layers, Shape(rows, static_cast<int>(in), static_cast<int>(out)),
-        2 * R * in * out + (bias > 0 ? R * out : 0) + (residual ? R * out : 0), weight / L + bias,
+  // `weight` is the bytes of all `instances` (the layers) together.
+  auto projection = [&](ForwardKernel k, double in, double out, double weight, double bias, bool residual,
+                        int instances = -1) {
+    instances = instances < 0 ? layers : instances;
+    if (instances == 0) return;
+    add(k, instances, Shape(rows, static_cast<int>(in), static_cast<int>(out)),
+        2 * R * in * out + (bias > 0 ? R * out : 0) + (residual ? R * out : 0), weight / instances + bias,
         R * (in + out + (residual ? out : 0)) * a, 0);
   };
   // RMSNorm of R rows of d: square, sum, scale by 1/rms and by the weight, 4 FLOPs an element.
@@ -277,50 +413,57 @@ PassCost Pass(const ModelConfig& c, const WeightBytes& w, const CostOptions& o, 
     add(ForwardKernel::kQuantize, layers, Rows(rows, static_cast<int>(e)), 5 * e, 0,
         e * a + e * (1 + 2 * 4.0 / 32), 0);
   }
-  projection(ForwardKernel::kQProj, d, qd, w.q, bias_q, false);
-  projection(ForwardKernel::kKProj, d, kvd, w.k, bias_kv, false);
-  projection(ForwardKernel::kVProj, d, kvd, w.v, bias_kv, false);
-  if (c.qk_norm) {  // RMSNorm of every q and k head: as an RMSNorm of R rows of qd + kvd
-    add(ForwardKernel::kQkNorm, layers, Rows(rows, c.QueryDim() + c.KvDim()), 4 * R * (qd + kvd),
-        w.qk_norm / L, 2 * R * (qd + kvd) * a, 0);
+  if (c.IsMla()) {
+    MlaAttention(c, w, rows, global, phase, a, kvb, add);
+  } else {
+    projection(ForwardKernel::kQProj, d, qd, w.q, bias_q, false);
+    projection(ForwardKernel::kKProj, d, kvd, w.k, bias_kv, false);
+    projection(ForwardKernel::kVProj, d, kvd, w.v, bias_kv, false);
+    if (c.qk_norm) {  // RMSNorm of every q and k head: as an RMSNorm of R rows of qd + kvd
+      add(ForwardKernel::kQkNorm, layers, Rows(rows, c.QueryDim() + c.KvDim()), 4 * R * (qd + kvd),
+          w.qk_norm / L, 2 * R * (qd + kvd) * a, 0);
+    }
+    // RoPE rotates pairs: 4 multiplies and 2 adds a pair, 3 FLOPs an element of q and k.
+    add(ForwardKernel::kRope, layers, Rows(rows, c.QueryDim() + c.KvDim()), 3 * R * (qd + kvd), 0,
+        2 * R * (qd + kvd) * a, 0);
+    add(ForwardKernel::kKvWrite, layers, Rows(rows, 2 * c.KvDim()), 0, 0, 2 * R * kvd * a, 2 * R * kvd * kvb);
   }
-  // RoPE rotates pairs: 4 multiplies and 2 adds a pair, 3 FLOPs an element of q and k.
-  add(ForwardKernel::kRope, layers, Rows(rows, c.QueryDim() + c.KvDim()), 3 * R * (qd + kvd), 0,
-      2 * R * (qd + kvd) * a, 0);
-  add(ForwardKernel::kKvWrite, layers, Rows(rows, 2 * c.KvDim()), 0, 0, 2 * R * kvd * a, 2 * R * kvd * kvb);
   // Attention: q·k and p·v, 2·head_dim FLOPs each, per (query head, query, key) pair; softmax left out
   // (a few FLOPs per score against 4·head_dim). Each KV head's cache is read once per sequence: the query
   // heads of a group share it. Sliding-window layers (Gemma 3) are window_attention, with their own span.
   auto attention = [&](int instances, const AttentionSpan& span) {
     if (instances == 0) return;
-    // "9h×71q×36 keys avg": heads × queries × the keys a query sees (the mean, for a causal prefill).
-    std::ostringstream shape;
-    shape << c.num_heads << "h×" << rows << "q×"
-          << static_cast<long long>(std::llround(span.pairs / std::max(1, rows))) << " keys"
-          << (phase == ForwardPhase::kPrefill && rows > 1 ? " avg" : "");
-    add(&span == &local ? ForwardKernel::kWindowAttention : ForwardKernel::kAttention, instances, shape.str(),
-        4.0 * c.head_dim * c.num_heads * span.pairs, 0, 2 * R * qd * a, 2 * span.positions * kvd * kvb);
+    add(&span == &local ? ForwardKernel::kWindowAttention : ForwardKernel::kAttention, instances,
+        AttentionShape(c, rows, span, phase), 4.0 * c.head_dim * c.num_heads * span.pairs, 0, 2 * R * qd * a,
+        2 * span.positions * kvd * kvb);
   };
-  int local_layers = 0;
-  for (int l = 0; l < layers; ++l) local_layers += c.IsLocalLayer(l) ? 1 : 0;
-  attention(layers - local_layers, global);
-  attention(local_layers, local);
-  projection(ForwardKernel::kOProj, qd, d, w.o, 0, !c.sandwich_norm);
+  if (!c.IsMla()) {
+    int local_layers = 0;
+    for (int l = 0; l < layers; ++l) local_layers += c.IsLocalLayer(l) ? 1 : 0;
+    attention(layers - local_layers, global);
+    attention(local_layers, local);
+  }
+  projection(ForwardKernel::kOProj, c.IsMla() ? Mla(c).v : qd, d, w.o, 0, !c.sandwich_norm);
   auto post_norm = [&](ForwardKernel k) {  // x += RMSNorm(the block's output): the norm and the residual add
     add(k, layers, Rows(rows, c.hidden_size), 5 * R * d, w.post_norm / (2 * L), 3 * R * d * a, 0);
   };
   if (c.sandwich_norm) post_norm(ForwardKernel::kPostAttnNorm);
   norm(ForwardKernel::kMlpNorm, layers, R, w.mlp_norm / L);
-  projection(ForwardKernel::kGateProj, d, f, w.gate, 0, false);
-  projection(ForwardKernel::kUpProj, d, f, w.up, 0, false);
+  // The dense layers' MLP (every layer of a dense model), then the MoE layers' experts.
+  const int dense_layers = DenseLayers(c), moe_layers = layers - dense_layers;
+  const double experts = moe_layers * (c.num_experts + c.num_shared_experts);
+  projection(ForwardKernel::kGateProj, d, f, w.gate - experts * w.expert_gate, 0, false, dense_layers);
+  projection(ForwardKernel::kUpProj, d, f, w.up - experts * w.expert_up, 0, false, dense_layers);
   // silu(g)·u = g / (1 + exp(−g)) · u: counted as 5 FLOPs an element (exp as one); GELU's tanh form as
   // g / (1 + exp(c·(g + k·g³))) · u, 9.
-  if (c.mlp_activation == MlpActivation::kGeluTanh) {
-    add(ForwardKernel::kGeGlu, layers, Rows(rows, c.intermediate_size), 9 * R * f, 0, 3 * R * f * a, 0);
-  } else {
-    add(ForwardKernel::kSwiGlu, layers, Rows(rows, c.intermediate_size), 5 * R * f, 0, 3 * R * f * a, 0);
+  const bool gelu = c.mlp_activation == MlpActivation::kGeluTanh;
+  if (dense_layers > 0) {
+    add(gelu ? ForwardKernel::kGeGlu : ForwardKernel::kSwiGlu, dense_layers, Rows(rows, c.intermediate_size),
+        (gelu ? 9 : 5) * R * f, 0, 3 * R * f * a, 0);
   }
-  projection(ForwardKernel::kDownProj, f, d, w.down, 0, !c.sandwich_norm);
+  projection(ForwardKernel::kDownProj, f, d, w.down - experts * w.expert_down, 0, !c.sandwich_norm,
+             dense_layers);
+  if (moe_layers > 0) MoeExperts(c, w, rows, moe_layers, a, add);
   if (c.sandwich_norm) post_norm(ForwardKernel::kPostMlpNorm);
   norm(ForwardKernel::kFinalNorm, 1, logit_rows, w.final_norm);
   add(ForwardKernel::kLmHead, 1, Shape(logit_rows, c.hidden_size, c.vocab_size), 2.0 * logit_rows * d * V,
@@ -362,6 +505,26 @@ double Roof::Seconds(double flops, double bytes) const {
 
 long long ComputeBoundBatch(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
                             int context, const Roof& roof) {
+  if (config.IsMoe()) {
+    // The weights read grow with B (the experts touched) towards all of them, so FLOPs·bandwidth − bytes·peak
+    // is convex in B and negative at B = 0: once a step is compute-bound every larger one is. Double, then
+    // bisect; never if B = 2^24 is not (the KV and activation reads then outgrow the FLOPs, as for a dense
+    // model).
+    auto bound = [&](long long b) {
+      const PassCost p = DecodeStepCost(config, weights, options, static_cast<int>(b), context);
+      return roof.ComputeBound(p.Flops(), p.Bytes());
+    };
+    constexpr long long kMax = 1LL << 24;
+    long long hi = 1;
+    while (hi < kMax && !bound(hi)) hi *= 2;
+    if (!bound(hi)) return -1;
+    long long lo = hi / 2;  // not compute-bound (or 0)
+    while (hi - lo > 1) {
+      const long long mid = lo + (hi - lo) / 2;
+      (bound(mid) ? hi : lo) = mid;
+    }
+    return hi;
+  }
   const PassCost one = DecodeStepCost(config, weights, options, 1, context);
   const PassCost two = DecodeStepCost(config, weights, options, 2, context);
   const double per_seq_bytes = two.Bytes() - one.Bytes();

@@ -6,6 +6,10 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "plumb/core/error.h"
 
@@ -24,6 +28,10 @@ struct Card {
   bool tied, bias;
   float rope_theta;
   int sliding_window = 0;  // > 0: Gemma 3 (five sliding-window layers to one global, its extra norms, GeGLU)
+  // Mixture of experts (experts > 0) and MLA (kv_lora > 0), as ModelConfig names them.
+  int experts = 0, experts_per_token = 0, shared_experts = 0, moe_ffn = 0, first_dense = 0;
+  int kv_lora = 0, q_lora = 0, rope_dim = 0, nope_dim = 0, v_dim = 0;
+  const char* model_type = nullptr;
 };
 
 // The config.json of each model's Hugging Face repository (docs/roofline.md "Presets" names them).
@@ -34,6 +42,11 @@ constexpr Card kCards[] = {
     {"qwen2.5-72b", 8192, 29568, 80, 64, 8, 128, 152064, 32768, false, true, 1000000.0f},
     {"smollm2-135m", 576, 1536, 30, 9, 3, 64, 49152, 8192, true, false, 100000.0f},
     {"gemma-3-270m", 640, 2048, 18, 4, 1, 256, 262144, 32768, true, false, 1000000.0f, 512},
+    // head_dim: a query / key head, qk_nope_head_dim + qk_rope_head_dim (MLA caches no per-head keys).
+    {"deepseek-v3", 7168, 18432, 61,   128, 128, 192,  129280, 163840, false, false,        10000.0f, 0,
+     256,           8,    1,     2048, 3,   512, 1536, 64,     128,    128,   "deepseek_v3"},
+    {"mixtral-8x7b", 4096, 14336, 32, 32, 8, 128, 32000,    32768, false, false, 1000000.0f, 0, 8, 2, 0,
+     14336,          0,    0,     0,  0,  0, 0,   "mixtral"},
 };
 
 struct HardwareSpec {
@@ -50,6 +63,58 @@ constexpr HardwareSpec kHardware[] = {
     {"b200", 2.25e15, 8e12, 180e9,
      "NVIDIA HGX B200 datasheet, per GPU: 2.25 PFLOP/s dense FP16/BF16 (4.5 sparse), 8 TB/s HBM3e, 180 GB"},
 };
+
+// A config.json as a model card: ParseConfigJson's fields, then the MoE and MLA keys plumb's loader does not
+// read (it runs neither: a MoE GGUF is refused, and a MoE checkpoint's tensors are not the ones it loads).
+// For such a model, rope_scaling and quantization_config are dropped first: they change RoPE's numbers and
+// how the checkpoint is stored, not the shapes the estimate needs (--dtype says how weights are stored).
+ModelConfig CardFromConfigJson(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw MakeError(path, ": cannot open config file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!root.is_object()) return ParseConfigJson(text.str(), path);  // its error names the offset
+  // A key's integer value, 0 when absent or null (DeepSeek-V2-Lite's q_lora_rank is null).
+  auto int_key = [&](std::initializer_list<const char*> keys) {
+    for (const char* key : keys) {
+      const auto it = root.find(key);
+      if (it == root.end() || it->is_null()) continue;
+      if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 1 << 30) {
+        throw MakeError(path, ": field \"", key, "\" must be a non-negative integer, got ", it->dump());
+      }
+      return it->get<int>();
+    }
+    return 0;
+  };
+  const int experts = int_key({"n_routed_experts", "num_local_experts"});
+  const int kv_lora = int_key({"kv_lora_rank"});
+  if (experts == 0 && kv_lora == 0) return ParseConfigJson(text.str(), path);
+  root.erase("rope_scaling");
+  root.erase("quantization_config");
+  ModelConfig c = ParseConfigJson(root.dump(), path);
+  c.num_experts = experts;
+  if (experts > 0) {
+    c.experts_per_token = int_key({"num_experts_per_tok"});
+    c.num_shared_experts = int_key({"n_shared_experts"});
+    c.moe_intermediate_size = int_key({"moe_intermediate_size"});
+    if (c.moe_intermediate_size == 0) c.moe_intermediate_size = c.intermediate_size;  // Mixtral's experts
+    c.first_dense_layers = int_key({"first_k_dense_replace"});
+    if (c.experts_per_token < 1 || c.experts_per_token > experts) {
+      throw MakeError(path, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ", experts,
+                      "]");
+    }
+  }
+  c.kv_lora_rank = kv_lora;
+  if (kv_lora > 0) {
+    c.q_lora_rank = int_key({"q_lora_rank"});
+    c.qk_rope_head_dim = int_key({"qk_rope_head_dim"});
+    c.qk_nope_head_dim = int_key({"qk_nope_head_dim"});
+    c.v_head_dim = int_key({"v_head_dim"});
+    c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -84,13 +149,24 @@ ModelConfig ModelCard(std::string_view name_or_path) {
       c.sliding_window_pattern = 6;
       c.rope_theta_local = 10000.0f;
     }
+    if (card.model_type != nullptr) c.model_type = card.model_type;
+    c.num_experts = card.experts;
+    c.experts_per_token = card.experts_per_token;
+    c.num_shared_experts = card.shared_experts;
+    c.moe_intermediate_size = card.moe_ffn;
+    c.first_dense_layers = card.first_dense;
+    c.kv_lora_rank = card.kv_lora;
+    c.q_lora_rank = card.q_lora;
+    c.qk_rope_head_dim = card.rope_dim;
+    c.qk_nope_head_dim = card.nope_dim;
+    c.v_head_dim = card.v_dim;
     return c;
   }
   const std::string path(name_or_path);
   if (std::filesystem::is_directory(path) && std::filesystem::exists(path + "/config.json")) {
-    return LoadConfigJson(path + "/config.json");
+    return CardFromConfigJson(path + "/config.json");
   }
-  if (std::filesystem::is_regular_file(path)) return LoadConfigJson(path);
+  if (std::filesystem::is_regular_file(path)) return CardFromConfigJson(path);
   std::string choices;
   for (const std::string& n : ModelCardNames()) choices += (choices.empty() ? "" : ", ") + n;
   throw MakeError("--model-card: '", name_or_path, "' is neither a preset (", choices,
@@ -130,9 +206,10 @@ Estimate MakeEstimate(const EstimateSettings& s) {
   const Roof roof{hw.peak_flops * s.tp, hw.bandwidth * s.tp};
   Estimate e;
   e.parameters = ParameterCount(c);
+  e.active_parameters = ActiveParameterCount(c);
   e.weight_bytes = weights.Stored();
   e.bytes_per_parameter = s.dtype.BytesPerParameter();
-  e.kv_bytes_per_token = 2.0 * c.num_layers * c.KvDim() * s.kv_element_bytes;
+  e.kv_bytes_per_token = KvBytesPerToken(c, s.kv_element_bytes);
   e.ridge = hw.peak_flops / hw.bandwidth;
   e.batch1_intensity = 2.0 / e.bytes_per_parameter;
   e.memory_bytes = hw.memory_bytes * s.tp * s.memory_utilization;

@@ -3,6 +3,11 @@
 // kind of bad input.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "support/golden.h"
@@ -53,6 +58,7 @@ TEST(EstimateCliTest, JsonSchemaIsStable) {
   EXPECT_EQ(j["schema_version"], 1);
   ExpectKeys(j["model"], {{"card", kString},
                           {"parameters", kNumber},
+                          {"active_parameters", kNumber},
                           {"dtype", kString},
                           {"bytes_per_parameter", kNumber},
                           {"weight_bytes", kNumber},
@@ -131,6 +137,62 @@ TEST(EstimateCliTest, TableNamesTheFigures) {
   }
 }
 
+// One command sets a MoE with latent attention beside a dense 70B on one GPU: each card's tables, then the
+// two side by side; the MoE's lines state the routing assumption and the attention FLOPs counted.
+TEST(EstimateCliTest, MoeBesideDenseOnOneGpu) {
+  const ProcessResult r =
+      RunPlumb("estimate --model-card deepseek-v3,llama-3-70b --hardware h200 --dtype fp8 --batch 1,64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle :
+       {"plumb estimate: deepseek-v3 on h200", "plumb estimate: llama-3-70b on h200", "active per token",
+        "route independently and uniformly", "E·(1 − (1 − k/E)^B)", "B 1: 8.0", "absorbed form",
+        "side by side at context 4096 on h200", "| deepseek-v3 | 671 G | 36.6 G |"}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+  // The dense card's model line is the one it always had: no active count.
+  const std::size_t llama = r.output.find("plumb estimate: llama-3-70b");
+  ASSERT_NE(llama, std::string::npos);
+  const std::size_t line = r.output.find("model:", llama);
+  EXPECT_EQ(r.output.substr(line, r.output.find('\n', line) - line).find("active"), std::string::npos);
+}
+
+TEST(EstimateCliTest, MoeFiguresInJson) {
+  const nlohmann::json ds =
+      Json("--model-card deepseek-v3 --hardware h200 --dtype fp8 --batch 1 --context 1");
+  EXPECT_EQ(ds["model"]["kv_bytes_per_token"], (512 + 64) * 61 * 2);  // the latent and RoPE key, FP16
+  EXPECT_NEAR(ds["model"]["parameters"].get<double>() / 1e9, 671, 0.5);
+  EXPECT_NEAR(ds["model"]["active_parameters"].get<double>() / 1e9, 36.6, 0.05);
+  // Batch 1 reads the active parameters only, a byte each in FP8 (+ row scales, norms, KV): not 671 GB.
+  EXPECT_NEAR(ds["decode"][0]["step_bytes"].get<double>() / ds["model"]["active_parameters"].get<double>(), 1,
+              0.01);
+  const nlohmann::json mx = Json("--model-card mixtral-8x7b --hardware h100 --batch 1 --context 1");
+  EXPECT_NEAR(mx["model"]["parameters"].get<double>() / 1e9, 46.7, 0.05);
+  EXPECT_EQ(mx["model"]["kv_bytes_per_token"], 2 * 32 * 8 * 128 * 2);  // ordinary GQA attention
+}
+
+// DeepSeek-V3's config.json (its shape keys, with the rope_scaling and FP8 quantization_config the loader
+// would refuse) as a model card gives the preset's figures.
+TEST(EstimateCliTest, MoeConfigJsonIsAModelCard) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("plumb-estimate-ds-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << R"({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280,
+    "max_position_embeddings": 163840, "rms_norm_eps": 1e-06, "rope_theta": 10000, "tie_word_embeddings": false,
+    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096},
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "weight_block_size": [128, 128]}})";
+  const nlohmann::json file = Json("--model-card " + path.string() + " --hardware h200 --dtype fp8");
+  const nlohmann::json card = Json("--model-card deepseek-v3 --hardware h200 --dtype fp8");
+  std::filesystem::remove(path);
+  for (const char* key : {"parameters", "active_parameters", "weight_bytes", "kv_bytes_per_token"}) {
+    EXPECT_EQ(file["model"][key], card["model"][key]) << key;
+  }
+  EXPECT_EQ(file["decode"], card["decode"]);
+}
+
 TEST(EstimateCliTest, BadInputGivesOneClearLine) {
   const std::pair<const char*, const char*> cases[] = {
       {"--hardware h100-sxm", "--model-card is required"},
@@ -145,6 +207,8 @@ TEST(EstimateCliTest, BadInputGivesOneClearLine) {
       {"--model-card llama-3-8b --hardware h100-sxm --peak-tflops -3",
        "--peak-tflops: expected a positive number"},
       {"--model-card llama-3-8b --hardware h100-sxm --memory-utilization 1.5", "--memory-utilization"},
+      {"--model-card deepseek-v3,llama-3-70b --hardware h200 --json", "--json: one model card at a time"},
+      {"--model-card deepseek-v3,gpt-9 --hardware h200", "'gpt-9' is neither a preset"},
   };
   for (const auto& [args, needle] : cases) {
     const ProcessResult r = RunPlumb(std::string("estimate ") + args);

@@ -158,6 +158,109 @@ TEST(CostModel, Gemma3CountsTheWindowOfItsLocalLayers) {
                    4.0 * 256 * 4 * (512.0 * 513 / 2 + (1000.0 - 512) * 512));
 }
 
+// DeepSeek-V3: 671B parameters, 36.6B of them active per token (its README_WEIGHTS.md: the main model, the
+// MTP module left out; the head counted, the embedding not: a lookup reads one row); quoted to 1B and
+// 0.1B, so within half of that. Mixtral 8x7B: 46.7B and 12.9B (Mistral's figures, the embedding counted in
+// the 12.9B), to 0.1B. docs/roofline.md "Mixture of experts and latent attention".
+TEST(CostModelTest, MoeTotalAndActiveParametersAreThePublishedOnes) {
+  const ModelConfig ds = ModelCard("deepseek-v3");
+  EXPECT_NEAR(ParameterCount(ds) / 1e9, 671, 0.5);
+  EXPECT_NEAR(ActiveParameterCount(ds) / 1e9, 36.6, 0.05);
+  const ModelConfig mx = ModelCard("mixtral-8x7b");
+  EXPECT_NEAR(ParameterCount(mx) / 1e9, 46.7, 0.05);
+  EXPECT_NEAR((ActiveParameterCount(mx) + 32000.0 * 4096) / 1e9, 12.9, 0.05);
+  // Per layer 4 attention matrices, 8 experts of 3 [14336][4096] matrices, the [8][4096] router and 2 norms.
+  const double mx_layer =
+      2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 8 * 3 * 4096.0 * 14336 + 8 * 4096 + 2 * 4096;
+  EXPECT_DOUBLE_EQ(ParameterCount(mx), 32 * mx_layer + 4096 + 2 * 32000.0 * 4096);
+  EXPECT_DOUBLE_EQ(ParameterCount(mx) - ActiveParameterCount(mx),
+                   32 * 6 * 3 * 4096.0 * 14336 + 32000.0 * 4096);
+  // A dense model's active parameters are all but its untied embedding.
+  const ModelConfig llama = ModelCard("llama-3-70b");
+  EXPECT_DOUBLE_EQ(ActiveParameterCount(llama), ParameterCount(llama) - 128256.0 * 8192);
+}
+
+TEST(CostModelTest, MlaCachesTheLatentAndOneRopeKeyPerLayer) {
+  const ModelConfig ds = ModelCard("deepseek-v3");
+  EXPECT_DOUBLE_EQ(KvBytesPerToken(ds, 2), (512 + 64) * 61 * 2.0);
+  EXPECT_DOUBLE_EQ(KvBytesPerToken(ModelCard("llama-3-70b"), 2), 327680);  // the dense formula, unchanged
+  const PassCost p = DecodeStepCost(ds, WeightBytesFor(ds, ParseWeightDtype("fp8"), 2), {2, 2}, 1, 4095);
+  const KernelCost& att = p.Kernel(ForwardKernel::kAttention);
+  EXPECT_EQ(att.instances, 61);
+  EXPECT_DOUBLE_EQ(att.kv_bytes, 4096.0 * 576 * 2);
+  // Absorbed: q·[c, k_rope] over 512 + 64 and p·c over 512, 2 FLOPs a multiply-add, per head and key.
+  EXPECT_DOUBLE_EQ(att.flops, 2.0 * (2 * 512 + 64) * 128 * 4096);
+  EXPECT_DOUBLE_EQ(p.Kernel(ForwardKernel::kKvWrite).kv_bytes, 576 * 2.0);
+  EXPECT_DOUBLE_EQ(p.Kernel(ForwardKernel::kKProj).flops, 2.0 * 7168 * 576);  // kv_a_proj_with_mqa
+  EXPECT_DOUBLE_EQ(p.Kernel(ForwardKernel::kVProj).flops, 2.0 * 128 * 512 * (128 + 128));  // W_UK, W_UV
+}
+
+TEST(CostModelTest, ExpertsTouchedIsKAtOneRowAndAllAtMany) {
+  EXPECT_DOUBLE_EQ(ExpertsTouched(256, 8, 1), 8);
+  EXPECT_DOUBLE_EQ(ExpertsTouched(8, 2, 1), 2);
+  EXPECT_NEAR(ExpertsTouched(256, 8, 2), 8 + 8 * (1 - 8.0 / 256), 1e-12);  // the second row's new ones
+  EXPECT_NEAR(ExpertsTouched(256, 8, 4096), 256, 1e-9);
+  EXPECT_NEAR(ExpertsTouched(8, 2, 64), 8, 1e-7);
+  EXPECT_DOUBLE_EQ(ExpertsTouched(0, 0, 5), 0);
+}
+
+// A decode step reads the routed experts the batch touches, the shared one, attention, the router and the
+// head: at batch 1, 8 + 1 experts a MoE layer; at 64 rows ExpertsTouched(256, 8, 64) + 1.
+TEST(CostModelTest, MoeDecodeReadsTheExpertsTheBatchTouches) {
+  const ModelConfig ds = ModelCard("deepseek-v3");
+  const WeightBytes w = WeightBytesFor(ds, ParseWeightDtype("fp8"), 2);
+  const double expert = w.expert_gate + w.expert_up + w.expert_down;
+  EXPECT_DOUBLE_EQ(w.expert_gate, 2048 * (7168 + 4.0));  // FP8: a byte and a row scale
+  const PassCost one = DecodeStepCost(ds, w, {2, 2}, 1, 0);
+  const PassCost many = DecodeStepCost(ds, w, {2, 2}, 64, 0);
+  auto moe_bytes = [](const PassCost& p) {
+    double bytes = 0;
+    for (const KernelCost& k : p.kernels) {
+      if (k.instances == 58) bytes += k.instances * k.weight_bytes;
+    }
+    return bytes;
+  };
+  EXPECT_NEAR(moe_bytes(one), 58 * (9 * expert) + w.router, 1);
+  EXPECT_NEAR(moe_bytes(many), 58 * ((ExpertsTouched(256, 8, 64) + 1) * expert) + w.router, 1);
+  // The weights a batch-1 step reads: the active parameters (in FP8, with row scales and 16-bit norms).
+  EXPECT_NEAR(one.WeightBytes() / ActiveParameterCount(ds), 1.0, 0.01);
+  // FLOPs are per row: 9 experts × 3 matrices × 2 FLOPs per weight, whatever the batch.
+  EXPECT_NEAR(many.Flops() / one.Flops(), 64, 0.01 * 64);
+  // Dense layers 0-2 keep an 18432-wide MLP.
+  EXPECT_EQ(one.Kernel(ForwardKernel::kGateProj).instances, 3);
+  EXPECT_DOUBLE_EQ(one.Kernel(ForwardKernel::kGateProj).flops, 2.0 * 7168 * 18432);
+}
+
+TEST(CostModelTest, MoeComputeBoundBatchIsTheSmallestThatCrossesTheRidge) {
+  for (const char* card : {"deepseek-v3", "mixtral-8x7b"}) {
+    const ModelConfig c = ModelCard(card);
+    const WeightBytes w = WeightBytesFor(c, ParseWeightDtype("fp8"), 2);
+    const Roof roof = HardwarePreset("h200").roof();
+    const long long b = ComputeBoundBatch(c, w, {2, 2}, 1, roof);
+    ASSERT_GT(b, 1) << card;
+    auto bound = [&](long long batch) {
+      const PassCost p = DecodeStepCost(c, w, {2, 2}, static_cast<int>(batch), 1);
+      return roof.ComputeBound(p.Flops(), p.Bytes());
+    };
+    EXPECT_TRUE(bound(b)) << card;
+    EXPECT_FALSE(bound(b - 1)) << card;
+  }
+}
+
+// A dense card is costed as before: the figures TextbookFigures and Llama3ShapesAndParameters pin, and no
+// expert or router bytes.
+TEST(CostModelTest, DenseCardsHaveNoExperts) {
+  const ModelConfig c = ModelCard("llama-3-70b");
+  const WeightBytes w = WeightBytesFor(c, ParseWeightDtype("f16"), 2);
+  EXPECT_EQ(w.router + w.expert_gate + w.expert_up + w.expert_down, 0);
+  const PassCost p = DecodeStepCost(c, w, {2, 2}, 8, 100);
+  EXPECT_EQ(p.Kernel(ForwardKernel::kGateProj).instances, 80);
+  int gates = 0;
+  for (const KernelCost& k : p.kernels) gates += k.kernel == ForwardKernel::kGateProj ? 1 : 0;
+  EXPECT_EQ(gates, 1);
+  EXPECT_DOUBLE_EQ(p.Kernel(ForwardKernel::kGateProj).weight_bytes, 28672.0 * 8192 * 2);
+}
+
 EstimateSettings Llama70bOnH100(const std::string& dtype, std::vector<int> contexts) {
   EstimateSettings s;
   s.config = ModelCard("llama-3-70b");

@@ -43,11 +43,28 @@ struct ModelConfig {
   int sliding_window_pattern = 0;
   float rope_theta_local = 10000.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
+  // Mixture of experts and multi-head latent attention (DeepSeek-V3, Mixtral): only `plumb estimate`'s cost
+  // model reads them (docs/roofline.md "Mixture of experts and latent attention"); plumb runs neither, and
+  // the defaults mean a dense model with ordinary attention. num_experts 0: dense.
+  int num_experts = 0;            // routed experts per MoE layer (n_routed_experts, num_local_experts)
+  int experts_per_token = 0;      // k of them chosen per token (num_experts_per_tok)
+  int num_shared_experts = 0;     // experts every token passes through besides (n_shared_experts)
+  int moe_intermediate_size = 0;  // one expert's MLP width (moe_intermediate_size; Mixtral's is
+                                  // intermediate_size)
+  int first_dense_layers = 0;  // layers 0 .. first_dense_layers − 1 keep a dense MLP (first_k_dense_replace)
+  int kv_lora_rank = 0;        // > 0: MLA; the cache holds this latent and a RoPE key per position
+  int q_lora_rank = 0;         // MLA's query down-projection (0: a full-rank q_proj)
+  int qk_rope_head_dim = 0;    // MLA: the decoupled RoPE part of a query / key head
+  int qk_nope_head_dim = 0;    // MLA: the part of a query / key head without RoPE
+  int v_head_dim = 0;          // MLA: a value head
 
   // A packed checkpoint's FP8 / INT4 storage (config.json "quantization_config", docs/formats.md "Packed
   // checkpoints"); absent for plain F32/F16/BF16 checkpoints and for GGUF.
   std::optional<WeightPacking> packing;
 
+  bool IsMoe() const { return num_experts > 0; }
+  bool IsMla() const { return kv_lora_rank > 0; }
+  bool IsMoeLayer(int layer) const { return IsMoe() && layer >= first_dense_layers; }
   int QueryDim() const { return num_heads * head_dim; }
   int KvDim() const { return num_kv_heads * head_dim; }
   bool IsLocalLayer(int layer) const {

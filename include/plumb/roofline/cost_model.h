@@ -54,6 +54,10 @@ struct WeightBytes {
   double embedding_row = 0;  // one row of it: what looking up a token reads
   double lm_head = 0;        // the [V][d] head; the embedding's bytes when tied
   bool tied = false;
+  // Mixture of experts (0 for a dense model): gate, up and down above hold every expert of every layer and
+  // the dense layers' MLPs; these are one expert's matrices in one layer, and the routers of all MoE layers.
+  double expert_gate = 0, expert_up = 0, expert_down = 0;
+  double router = 0;
 
   // Every byte stored once (a tied head is the embedding).
   double Stored() const;
@@ -66,8 +70,22 @@ WeightBytes WeightBytesFor(const ModelConfig& config, const WeightDtype& dtype, 
 // exactly.
 WeightBytes WeightBytesOf(const ModelWeights& weights);
 
-// Parameters of the model's matrices (embedding and an untied head included; norms and biases too).
+// Parameters of the model's matrices (embedding and an untied head included; norms and biases too; every
+// expert and router of a MoE model).
 double ParameterCount(const ModelConfig& config);
+// The parameters one token's forward pass multiplies by: ParameterCount less the experts it is not routed
+// to and less an untied token embedding (a lookup reads one row of it), as DeepSeek counts its 37B.
+double ActiveParameterCount(const ModelConfig& config);
+
+// The expected number of distinct experts, of `experts`, that `tokens` tokens each choosing `chosen`
+// touch, if every token routes independently and uniformly: E·(1 − (1 − k/E)^B). k at B = 1, → E as B
+// grows. What a MoE layer's weights cost a step of B rows (docs/roofline.md "Mixture of experts and latent
+// attention").
+double ExpertsTouched(int experts, int chosen, double tokens);
+
+// KV-cache bytes one token adds over all layers: 2 · layers · kv_heads · head_dim elements, or with MLA
+// layers · (kv_lora_rank + qk_rope_head_dim) (the compressed latent and the shared RoPE key).
+double KvBytesPerToken(const ModelConfig& config, double kv_element_bytes);
 
 // One kernel of a pass. Per-layer kernels run `instances` = num_layers times with the same cost each.
 struct KernelCost {
@@ -83,7 +101,8 @@ struct KernelCost {
   double Intensity() const;  // FLOPs per byte (0 for a kernel that moves nothing)
 };
 
-// Every kernel of one forward pass, in ForwardKernel order.
+// Every kernel of one forward pass, in ForwardKernel order; a MoE model with dense layers has gate_proj,
+// up_proj, swiglu and down_proj twice, the dense layers' and then the MoE layers' (Kernel finds the first).
 struct PassCost {
   ForwardPhase phase = ForwardPhase::kDecode;
   int batch = 1;    // sequences
@@ -129,7 +148,8 @@ struct Roof {
 // The smallest batch at which a decode step at `context` turns compute-bound on `roof` (its FLOPs ÷ peak
 // reach its bytes ÷ bandwidth), or -1 if it never does (the KV reads grow as fast as the FLOPs: at long
 // contexts attention keeps decode bandwidth-bound at any batch). Step bytes and FLOPs are linear in the
-// batch, so this solves W + B·b = B·f / ridge for B.
+// batch, so this solves W + B·b = B·f / ridge for B; a MoE model's weight bytes grow with B (the experts
+// touched), so there the smallest such B is searched for.
 long long ComputeBoundBatch(const ModelConfig& config, const WeightBytes& weights, const CostOptions& options,
                             int context, const Roof& roof);
 

@@ -12,8 +12,9 @@
 
 namespace plumb::roofline {
 
-// "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b", "smollm2-135m" (case-insensitive), or a path to
-// a Hugging Face config.json. Throws plumb::Error naming the value and the choices.
+// "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b", "smollm2-135m", "gemma-3-270m", "deepseek-v3"
+// (MoE and MLA), "mixtral-8x7b" (MoE) (case-insensitive), or a path to a Hugging Face config.json (its MoE
+// and MLA keys read too). Throws plumb::Error naming the value and the choices.
 ModelConfig ModelCard(std::string_view name_or_path);
 std::vector<std::string> ModelCardNames();
 
@@ -69,13 +70,15 @@ struct ContextEstimate {
 
 struct Estimate {
   double parameters = 0;
+  double active_parameters = 0;    // ActiveParameterCount: what one token multiplies by (MoE: k experts)
   double weight_bytes = 0;         // stored
   double bytes_per_parameter = 0;  // of the dtype
-  double kv_bytes_per_token = 0;   // 2 · layers · kv_heads · head_dim · kv element bytes
-  double ridge = 0;                // FLOP/byte
-  double batch1_intensity = 0;     // FLOP/byte of a batch-1 decode step's matrix products: 2 / bytes per
-                                   // parameter
-  double memory_bytes = 0;         // tp · memory · utilization
+  double kv_bytes_per_token = 0;  // KvBytesPerToken: 2 · layers · kv_heads · head_dim · kv element bytes,
+                                  // MLA layers · (kv_lora_rank + qk_rope_head_dim) · kv element bytes
+  double ridge = 0;               // FLOP/byte
+  double batch1_intensity = 0;    // FLOP/byte of a batch-1 decode step's matrix products: 2 / bytes per
+                                  // parameter
+  double memory_bytes = 0;        // tp · memory · utilization
   std::vector<ContextEstimate> contexts;
   std::vector<EstimateRow> rows;  // every (context, batch), contexts outer
 };
