@@ -93,6 +93,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   std::optional<KvHandoffModel> identity;  // hashing the weights takes a moment: only when a file needs it
   if (load_kv || flags.IsSet("save-kv")) identity = ModelIdentity(loaded.model.config(), model_path);
   std::optional<KvHandoff> handoff;
+  std::string loaded_note;   // said after the timing, so that stdout and stderr read in order when merged
   std::vector<int> history;  // the ids of the positions the cache holds before this run's tokens
   if (load_kv) {
     const std::string path = flags.String("load-kv");
@@ -122,6 +123,8 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
               : loaded.model.NewKvCache(ctx, ReadKvDtypeFlag(flags));
   if (handoff) {
     ImportKv(*handoff, cache, flags.String("load-kv"));
+    loaded_note = "KV cache: " + std::to_string(handoff->length()) + " positions of " +
+                  std::string(KvDtypeName(handoff->dtype)) + " loaded from " + flags.String("load-kv");
     handoff.reset();  // the bytes are in the cache now
     options.decode_one_token_prompt = true;
   }
@@ -151,6 +154,7 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
     WriteKvHandoff(flags.String("save-kv"), ExportKv(cache, history, *identity, generated.back()));
   }
   PrintGenerationStats(err, stats);
+  if (!loaded_note.empty()) err << loaded_note << "\n";
   return 0;
 }
 

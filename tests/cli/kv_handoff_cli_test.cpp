@@ -82,8 +82,12 @@ TEST(KvHandoffCli, LeftOutKvDtypeIsTheFilesAndMorePromptIdsFollowTheNextToken) {
   RunCli(With(Generate("fp8-e4m3", 2), {"--prompt-ids", kPrompt, "--save-kv", file}));
   const std::vector<std::string> args = {"generate",     "--model",      kModel, "--load-kv",    file,
                                          "--ignore-eos", "--max-tokens", "2",    "--prompt-ids", "3,4"};
-  const std::string continued = RunCli(args);
-  EXPECT_EQ(Split(continued).size(), 2u) << continued;
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::RunMain(args, out, err), 0);
+  EXPECT_EQ(Split(out.str()).size(), 2u) << out.str();
+  // 6 prompt ids and the first generated one are in the file; it says which dtype it adopted.
+  EXPECT_NE(err.str().find("KV cache: 7 positions of fp8-e4m3 loaded from " + file), std::string::npos)
+      << err.str();
 }
 
 std::string Refusal(const std::vector<std::string>& args) {
