@@ -42,7 +42,13 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
   };
 
   const Clock::time_point start = Clock::now();
-  const std::vector<float> logits = model.Prefill(prompt, cache);
+  std::vector<float> logits;
+  if (options.decode_one_token_prompt && prompt.size() == 1) {
+    const std::span<const float> decoded = model.Decode(prompt[0], cache);
+    logits.assign(decoded.begin(), decoded.end());
+  } else {
+    logits = model.Prefill(prompt, cache);
+  }
   stats.prefill_seconds = SecondsSince(start);
   int token = sampler.Sample(logits);
   stats.time_to_first_token = SecondsSince(start);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
@@ -58,11 +59,25 @@ void ContiguousKvCache::Reserve(int n) {
   reserved_ = std::max(reserved_, n);
 }
 
-void ContiguousKvCache::Write(int layer, int pos, const float* k, const float* v) {
+void ContiguousKvCache::CheckWrite(int layer, int pos) const {
   if (layer < 0 || layer >= n_layers_ || pos < length_ || pos >= length_ + reserved_) {
     throw MakeError("KV cache: write of layer ", layer, " position ", pos, " outside layers [0, ", n_layers_,
                     ") and reserved positions [", length_, ", ", length_ + reserved_, ")");
   }
+}
+
+void ContiguousKvCache::WriteStored(int layer, int pos, const void* k, const void* v) {
+  CheckWrite(layer, pos);
+  const std::size_t head_bytes = Extent(head_dim_, KvDtypeBytes(dtype_));
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    const std::size_t at = Offset(layer, h, pos) * KvDtypeBytes(dtype_);
+    std::memcpy(keys_.data() + at, static_cast<const std::uint8_t*>(k) + Extent(h, head_bytes), head_bytes);
+    std::memcpy(values_.data() + at, static_cast<const std::uint8_t*>(v) + Extent(h, head_bytes), head_bytes);
+  }
+}
+
+void ContiguousKvCache::Write(int layer, int pos, const float* k, const float* v) {
+  CheckWrite(layer, pos);
   const std::size_t element_bytes = KvDtypeBytes(dtype_);
   for (int h = 0; h < n_kv_heads_; ++h) {
     const std::size_t head = Extent(layer, n_kv_heads_) + h;

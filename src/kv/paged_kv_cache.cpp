@@ -128,6 +128,7 @@ class PagedKvCache::State::Seq final : public KvSequence {
 
   void Reserve(int n) override;
   void Write(int layer, int pos, const float* k, const float* v) override;
+  void WriteStored(int layer, int pos, const void* k, const void* v) override;
   KvLayerView Layer(int layer) const override;
   void Commit(std::span<const int> tokens) override;
 
@@ -149,6 +150,7 @@ class PagedKvCache::State::Seq final : public KvSequence {
   void CheckLayer(int layer) const;
   // Replaces the shared partial last block by a copy of its valid slots (all layers, K and V).
   void CopyOnWrite();
+  std::size_t WriteOffset(int layer, int pos) const;  // bytes into a layer's tensors; throws unless reserved
   bool LastBlockShared() const;
 };
 
@@ -240,7 +242,7 @@ void PagedKvCache::State::Seq::Reserve(int n) {
   reserved_ = n;
 }
 
-void PagedKvCache::State::Seq::Write(int layer, int pos, const float* k, const float* v) {
+std::size_t PagedKvCache::State::Seq::WriteOffset(int layer, int pos) const {
   CheckLayer(layer);
   if (pos < length_ || pos >= end()) {
     throw MakeError("paged KV cache: sequence ", id_, ": Write at position ", pos, " outside the reserved [",
@@ -249,7 +251,20 @@ void PagedKvCache::State::Seq::Write(int layer, int pos, const float* k, const f
   const int bs = config().block_size;
   const std::int64_t slot =
       static_cast<std::int64_t>(table_[static_cast<std::size_t>(pos / bs)]) * bs + pos % bs;
-  const std::size_t offset = state_->SlotBytes(slot);
+  return state_->SlotBytes(slot);
+}
+
+// A slot's heads are adjacent ([n_kv_heads][head_dim]), so one position is one copy per tensor.
+void PagedKvCache::State::Seq::WriteStored(int layer, int pos, const void* k, const void* v) {
+  const std::size_t offset = WriteOffset(layer, pos);
+  const std::size_t bytes = Extent(config().n_kv_heads, config().head_dim) * state_->elem_bytes;
+  const auto l = static_cast<std::size_t>(layer);
+  std::memcpy(state_->keys[l].data() + offset, k, bytes);
+  std::memcpy(state_->values[l].data() + offset, v, bytes);
+}
+
+void PagedKvCache::State::Seq::Write(int layer, int pos, const float* k, const float* v) {
+  const std::size_t offset = WriteOffset(layer, pos);
   const auto l = static_cast<std::size_t>(layer);
   const int hd = config().head_dim;
   for (int h = 0; h < config().n_kv_heads; ++h) {

@@ -65,6 +65,24 @@ TEST(Cli, ChatAndGenerateOnTheRealModelReportBadInputInOneLine) {
   EXPECT_NE(chat.output.find("generated"), std::string::npos) << chat.output;
 }
 
+// A KV hand-off on the real model, as text (docs/kv-cache.md, "KV hand-off format"): 5 tokens, saved, then 7
+// more loaded from the file print what 12 tokens in one run print.
+TEST(Cli, GenerateSavedAndLoadedKvContinuesTheTextOfOneRun) {
+  const std::string common = "generate --model " + kSmolLm2 + " --ctx 64 --ignore-eos";
+  const std::string prompt = " --prompt 'The capital of France is'";
+  const std::string file = std::string(PLUMB_BINARY_DIR) + "/cli_smollm2_handoff.safetensors";
+  const ProcessResult whole = RunPlumb(common + prompt + " --max-tokens 12");
+  const ProcessResult first = RunPlumb(common + prompt + " --max-tokens 5 --save-kv " + file);
+  const ProcessResult rest = RunPlumb(common + " --max-tokens 7 --load-kv " + file);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  // The text is what comes before the timing lines (stderr, merged by RunPlumb).
+  const auto text = [](const std::string& output) { return output.substr(0, output.find("\nprompt: ")); };
+  EXPECT_EQ(text(first.output) + text(rest.output), text(whole.output)) << whole.output;
+  EXPECT_NE(text(whole.output).find("Paris"), std::string::npos) << whole.output;
+}
+
 TEST(Cli, PerplexityAgainstItselfAsKlBaseGivesZeroDivergence) {
   // The same model as base and as model: the same windows give the same logits, so KL is exactly 0, the
   // top-1 agreement 100% and both perplexities equal the plain perplexity's.

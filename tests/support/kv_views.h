@@ -143,6 +143,14 @@ class PagedTestKv final : public KvSequence {
       EncodeKv(pool_.dtype_, v + src, pool_.head_dim_, pool_.VScale(layer, h), pool_.Values(layer) + at);
     }
   }
+  void WriteStored(int layer, int pos, const void* k, const void* v) override {
+    if (pos < length_ || pos >= length_ + reserved_) throw MakeError("paged test KV: write outside reserve");
+    const KvLayerView view = Layer(layer);
+    const std::size_t bytes = KvDtypeBytes(pool_.dtype_) * pool_.n_kv_heads_ * pool_.head_dim_;
+    const std::size_t at = static_cast<std::size_t>(view.Element(pos, 0)) * KvDtypeBytes(pool_.dtype_);
+    std::memcpy(pool_.Keys(layer) + at, k, bytes);
+    std::memcpy(pool_.Values(layer) + at, v, bytes);
+  }
   KvLayerView Layer(int layer) const override {
     const int heads = pool_.n_kv_heads_, hd = pool_.head_dim_;
     KvLayerView view;

@@ -17,6 +17,9 @@ struct GenerationOptions {
   int max_new_tokens = 16;
   SamplingParams sampling;
   std::vector<int> stop_ids;  // generation ends after emitting one of these (usually the EOS ids)
+  // A one-token prompt runs through Decode (a GEMV per projection) instead of Prefill (a GEMM): what an
+  // uninterrupted run did with that token, so that continuing a KV hand-off gives its logits bitwise.
+  bool decode_one_token_prompt = false;
 };
 
 struct GenerationStats {

@@ -36,6 +36,7 @@ class ContiguousKvCache final : public KvSequence {
 
   void Reserve(int n) override;
   void Write(int layer, int pos, const float* k, const float* v) override;
+  void WriteStored(int layer, int pos, const void* k, const void* v) override;
   KvLayerView Layer(int layer) const override;
   void Commit(std::span<const int> tokens) override;
 
@@ -56,6 +57,7 @@ class ContiguousKvCache final : public KvSequence {
   std::size_t Offset(int layer, int kv_head, int pos) const {  // in elements
     return ((Extent(layer, n_kv_heads_) + kv_head) * max_positions_ + pos) * head_dim_;
   }
+  void CheckWrite(int layer, int pos) const;  // throws unless a reserved position of a layer
   const float* F32At(const std::vector<std::uint8_t>& data, int layer, int kv_head, int pos) const;
 
   int n_layers_;

@@ -43,6 +43,9 @@ class KvSequence {
   // Stores the keys and values of one reserved position of one layer, each [n_kv_heads · head_dim] FP32,
   // converted to dtype() by EncodeKv.
   virtual void Write(int layer, int pos, const float* k, const float* v) = 0;
+  // The same with the elements already in dtype(): k, v are [n_kv_heads · head_dim] elements of
+  // KvDtypeBytes(dtype()) bytes each, copied as they are (a KV hand-off file's bytes, kv/kv_handoff.h).
+  virtual void WriteStored(int layer, int pos, const void* k, const void* v) = 0;
   // The view of one layer; its length is length() plus the positions reserved so far (written or not).
   virtual KvLayerView Layer(int layer) const = 0;
   // The reserved positions [length(), length() + tokens.size()) become committed; tokens are their ids (the
