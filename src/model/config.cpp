@@ -183,6 +183,17 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   return c;
 }
 
+void SetGemma3Architecture(ModelConfig& c, int sliding_window) {
+  c.model_type = "gemma3";
+  c.mlp_activation = MlpActivation::kGeluTanh;
+  c.scale_embedding = c.qk_norm = c.sandwich_norm = true;
+  if (sliding_window > 0) {
+    c.sliding_window = sliding_window;
+    c.sliding_window_pattern = 6;   // llama.cpp hparams.set_swa_pattern(6)
+    c.rope_theta_local = 10000.0f;  // llama.cpp rope_freq_base_train_swa
+  }
+}
+
 void ValidateConfig(const ModelConfig& c, const std::string& source) {
   auto require_positive = [&](int value, const char* field) {
     if (value <= 0) throw MakeError(source, ": field \"", field, "\" must be positive, got ", value);

@@ -102,22 +102,14 @@ std::vector<float> UnpermuteRopeBias(const std::vector<float>& gguf, int head_di
 // Gemma 3's hyper-parameters as llama.cpp reads them (llama_model::load_hparams, LLM_ARCH_GEMMA3): what the
 // file does not say is fixed by the architecture. docs/models.md "Gemma 3".
 void ReadGemma3(const GgufFile& file, ModelConfig& c) {
-  c.mlp_activation = MlpActivation::kGeluTanh;
-  c.scale_embedding = true;
-  c.qk_norm = true;
-  c.sandwich_norm = true;
   // Five local layers, then a global one; the local layers rotate with base 10000, the global ones with
   // gemma3.rope.freq_base (1e6).
-  if (const std::optional<std::uint64_t> window = file.FindUint("gemma3.attention.sliding_window");
-      window && *window > 0) {
-    if (*window > (1u << 30)) {
-      throw MakeError(file.path(), ": metadata key 'gemma3.attention.sliding_window' = ", *window,
-                      " is out of range");
-    }
-    c.sliding_window = static_cast<int>(*window);
-    c.sliding_window_pattern = 6;
-    c.rope_theta_local = 10000.0f;
+  const std::uint64_t window = file.FindUint("gemma3.attention.sliding_window").value_or(0);
+  if (window > (1u << 30)) {
+    throw MakeError(file.path(), ": metadata key 'gemma3.attention.sliding_window' = ", window,
+                    " is out of range");
   }
+  SetGemma3Architecture(c, static_cast<int>(window));
   if (const std::optional<double> cap = file.FindFloat("gemma3.final_logit_softcapping")) {
     if (!(*cap >= 0.0 && *cap < 1e30)) {
       throw MakeError(file.path(), ": metadata key 'gemma3.final_logit_softcapping' = ", *cap,

@@ -141,14 +141,7 @@ ModelConfig ModelCard(std::string_view name_or_path) {
     c.tie_word_embeddings = card.tied;
     c.attention_bias = card.bias;
     c.rope_theta = card.rope_theta;
-    if (card.sliding_window > 0) {  // as ConfigFromGguf reads a gemma3 GGUF
-      c.model_type = "gemma3";
-      c.mlp_activation = MlpActivation::kGeluTanh;
-      c.scale_embedding = c.qk_norm = c.sandwich_norm = true;
-      c.sliding_window = card.sliding_window;
-      c.sliding_window_pattern = 6;
-      c.rope_theta_local = 10000.0f;
-    }
+    if (card.sliding_window > 0) SetGemma3Architecture(c, card.sliding_window);  // as a gemma3 GGUF reads
     if (card.model_type != nullptr) c.model_type = card.model_type;
     c.num_experts = card.experts;
     c.experts_per_token = card.experts_per_token;

@@ -107,9 +107,9 @@ def generate_chat_alone(user, max_tokens, system=None, model=MODEL):
     if system:
         render += ["--system", system]
     run = lambda args: subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    # generate --prompt adds the BOS itself, so Gemma's rendered "<bos>" goes (a second BOS changes the
-    # answer); the ids must then be the served ones.
-    text = run(render + ["--show", "text"]).removeprefix("<bos>")
+    # The rendered text starts with Gemma's "<bos>", to which generate --prompt adds no second BOS
+    # (docs/tokenizers.md); the ids must be the served ones.
+    text = run(render + ["--show", "text"])
     assert run([PLUMB, "tokenize", "--model", model, "--prompt", text, "--show", "ids"]) == \
         run(render + ["--show", "ids"])
     out = run([PLUMB, "generate", "--model", model, "--prompt", text, "--max-tokens", str(max_tokens),

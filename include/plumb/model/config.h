@@ -90,6 +90,12 @@ class GgufFile;
 // missing output.weight tensor means the LM head is the token embedding. Errors name the file and key.
 ModelConfig ConfigFromGguf(const GgufFile& file);
 
+// Gemma 3's architecture on top of the shapes already in `c`: GeGLU, the √d embedding scale, QK-norm, the
+// post-block norms, and with sliding_window > 0 llama.cpp's fixed layout of five local layers (window
+// `sliding_window`, RoPE base 10000) to one global. ConfigFromGguf and the gemma-3-270m estimate card share
+// it.
+void SetGemma3Architecture(ModelConfig& c, int sliding_window);
+
 // Checks the invariants the forward pass relies on; throws plumb::Error naming the offending field.
 void ValidateConfig(const ModelConfig& config, const std::string& source);
 
