@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "plumb/roofline/json_writer.h"
 #include "plumb/roofline/presets.h"
 #include "roofline_common.h"
+#include "speculative_estimate.h"
 
 namespace plumb::cli {
 namespace {
@@ -20,6 +22,7 @@ namespace {
 constexpr const char* kEstimateUsage =
     "usage: plumb estimate --model-card NAME|config.json[,..] --hardware NAME [--dtype D] [--kv-dtype K]\n"
     "                      [--batch 1,8,..] [--context 4096,..] [--tp N] [--json]\n"
+    "                      [--acceptance A --draft-tokens K --draft-cost C|--draft-card NAME]\n"
     "Lower bounds from the roofline: weights and KV memory, KV bytes per token, the time of one decode step\n"
     "(bytes / bandwidth or FLOPs / peak, whichever is longer) and the tok/s it allows, the time of a "
     "prefill\n"
@@ -28,7 +31,8 @@ constexpr const char* kEstimateUsage =
     "Model cards: llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-72b, smollm2-135m, gemma-3-270m,\n"
     "deepseek-v3, mixtral-8x7b, or a config.json path; several, comma-separated, are estimated one after\n"
     "the other on the same hardware, then side by side (deepseek-v3,llama-3-70b: a MoE beside a dense 70B).\n"
-    "Hardware: h100-sxm, h200, b200, or host (measured now: streaming read and FP32 FMA probes).\n\n"
+    "Hardware: h100-sxm, h200, b200, or host (measured now: streaming read and FP32 FMA probes).\n"
+    "--acceptance adds speculative decoding's expected tokens per target step and speedup.\n\n"
     "flags:\n";
 
 Flags EstimateFlags() {
@@ -44,6 +48,7 @@ Flags EstimateFlags() {
              "0.9");
   AddHardwareOverrideFlags(f);
   AddHostProbeFlags(f, "1024");
+  AddSpeculativeFlags(f);
   f.AddSwitch("json", "print JSON (docs/roofline.md \"JSON\") instead of tables");
   return f;
 }
@@ -96,7 +101,8 @@ roofline::EstimateSettings ReadSettings(const Flags& flags, std::ostream& err) {
 }
 
 void PrintJson(std::ostream& out, const Flags& flags, const std::string& card,
-               const roofline::EstimateSettings& s, const roofline::Estimate& e) {
+               const roofline::EstimateSettings& s, const roofline::Estimate& e,
+               const std::optional<SpeculativeEstimate>& speculative) {
   roofline::JsonWriter j;
   j.BeginObject();
   j.Key("schema").Value("plumb.estimate").Key("schema_version").Value(1);
@@ -135,6 +141,7 @@ void PrintJson(std::ostream& out, const Flags& flags, const std::string& card,
     j.EndObject();
   }
   j.EndArray();
+  if (speculative) WriteSpeculativeJson(j, *speculative);
   j.EndObject();
   out << j.str();
 }
@@ -231,6 +238,7 @@ int RunEstimate(std::span<const std::string> args, std::ostream& out, std::ostre
   Flags flags = EstimateFlags();
   if (!flags.ParseUnlessHelp(args, kEstimateUsage, out)) return 0;
   const roofline::EstimateSettings common = ReadSettings(flags, err);
+  const std::optional<SpeculativeRequest> speculative_request = ReadSpeculativeFlags(flags);
   const std::vector<std::string> cards = CardNames(flags);
   if (cards.size() > 1 && flags.Switch("json")) {
     throw MakeError("--json: one model card at a time (got ", cards.size(), ": ", flags.String("model-card"),
@@ -238,17 +246,25 @@ int RunEstimate(std::span<const std::string> args, std::ostream& out, std::ostre
   }
   std::vector<roofline::EstimateSettings> settings;
   std::vector<roofline::Estimate> estimates;
+  std::vector<std::optional<SpeculativeEstimate>> speculative;
   for (const std::string& card : cards) {  // every card read before anything is printed
     settings.push_back(common);
     settings.back().config = roofline::ModelCard(card);
     estimates.push_back(roofline::MakeEstimate(settings.back()));
+    speculative.push_back(speculative_request
+                              ? std::optional(EstimateSpeculative(*speculative_request, settings.back()))
+                              : std::nullopt);
   }
   for (std::size_t i = 0; i < cards.size(); ++i) {
     if (flags.Switch("json")) {
-      PrintJson(out, flags, cards[i], settings[i], estimates[i]);
+      PrintJson(out, flags, cards[i], settings[i], estimates[i], speculative[i]);
     } else {
       if (i > 0) out << "\n";
       PrintTables(out, flags, cards[i], settings[i], estimates[i]);
+      if (speculative[i]) {
+        out << "\n";
+        PrintSpeculative(out, *speculative[i]);
+      }
     }
   }
   if (cards.size() > 1) PrintComparison(out, cards, settings, estimates);

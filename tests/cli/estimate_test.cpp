@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -193,6 +194,58 @@ TEST(EstimateCliTest, MoeConfigJsonIsAModelCard) {
   EXPECT_EQ(file["decode"], card["decode"]);
 }
 
+// Speculative decoding (docs/roofline.md "Speculative decoding"): the expected tokens per target step and the
+// speedup from α, k and the draft's cost, given as a ratio.
+TEST(EstimateCliTest, SpeculativeSpeedupFromACostRatio) {
+  const nlohmann::json j = Json(
+      "--model-card llama-3-70b --hardware h100-sxm --acceptance 0.8 --draft-tokens 4 --draft-cost 0.05");
+  ExpectKeys(j["speculative"], {{"acceptance", kNumber},
+                                {"draft_tokens", kInt},
+                                {"draft_cost", kNumber},
+                                {"draft_card", T::null},
+                                {"draft_step_seconds", T::null},
+                                {"target_step_seconds", T::null},
+                                {"verify_cost", kNumber},
+                                {"tokens_per_step", kNumber},
+                                {"speedup", kNumber},
+                                {"formula", kString}});
+  const double alpha = 0.8, c = 0.05, tokens = (1 - std::pow(alpha, 5)) / (1 - alpha);
+  EXPECT_NEAR(j["speculative"]["tokens_per_step"].get<double>(), tokens, 1e-9);
+  EXPECT_NEAR(j["speculative"]["speedup"].get<double>(), tokens / (4 * c + 1), 1e-9);
+  EXPECT_EQ(j["speculative"]["draft_tokens"], 4);
+  // Without --acceptance the JSON has no speculative object (JsonSchemaIsStable's keys).
+  EXPECT_FALSE(Json("--model-card llama-3-70b --hardware h100-sxm").contains("speculative"));
+}
+
+// --draft-card: c is the draft's batch-1 decode step over the target's, both bandwidth-bound on the same
+// hardware, which the two cards' own estimates give.
+TEST(EstimateCliTest, SpeculativeCostFromADraftCard) {
+  const std::string common = " --hardware h100-sxm --batch 1 --context 2048";
+  const nlohmann::json j =
+      Json("--model-card llama-3-70b --draft-card llama-3-8b --acceptance 0.7 --draft-tokens 5" + common);
+  const double target = Json("--model-card llama-3-70b" + common)["decode"][0]["step_seconds"].get<double>();
+  const double draft = Json("--model-card llama-3-8b" + common)["decode"][0]["step_seconds"].get<double>();
+  const nlohmann::json& s = j["speculative"];
+  EXPECT_EQ(s["draft_card"], "llama-3-8b");
+  EXPECT_NEAR(s["target_step_seconds"].get<double>(), target, 1e-9 * target);
+  EXPECT_NEAR(s["draft_step_seconds"].get<double>(), draft, 1e-9 * draft);
+  EXPECT_NEAR(s["draft_cost"].get<double>(), draft / target, 1e-9);
+  EXPECT_GT(s["draft_cost"].get<double>(), 0.1);  // 8 B of 70 B parameters, and its KV
+  EXPECT_LT(s["draft_cost"].get<double>(), 0.13);
+  const double tokens = (1 - std::pow(0.7, 6)) / (1 - 0.7);
+  EXPECT_NEAR(s["speedup"].get<double>(), tokens / (5 * draft / target + 1), 1e-9);
+
+  const ProcessResult r = RunPlumb(
+      "estimate --model-card llama-3-70b --draft-card llama-3-8b --acceptance 0.7 "
+      "--draft-tokens 5" +
+      common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle : {"speculative: k 5 draft tokens, acceptance α 0.700", "(llama-3-8b ",
+                             "(1 − α^(k+1)) / (1 − α) = 2.941", "speedup ≈ that / (k·c + 1) = "}) {
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+}
+
 TEST(EstimateCliTest, BadInputGivesOneClearLine) {
   const std::pair<const char*, const char*> cases[] = {
       {"--hardware h100-sxm", "--model-card is required"},
@@ -209,6 +262,19 @@ TEST(EstimateCliTest, BadInputGivesOneClearLine) {
       {"--model-card llama-3-8b --hardware h100-sxm --memory-utilization 1.5", "--memory-utilization"},
       {"--model-card deepseek-v3,llama-3-70b --hardware h200 --json", "--json: one model card at a time"},
       {"--model-card deepseek-v3,gpt-9 --hardware h200", "'gpt-9' is neither a preset"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 1.5 --draft-cost 0.1",
+       "--acceptance: expected a number in [0, 1], got '1.5'"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5",
+       "exactly one of --draft-cost C and --draft-card NAME"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5 --draft-cost 0.1 --draft-card "
+       "llama-3-8b",
+       "exactly one of --draft-cost C and --draft-card NAME"},
+      {"--model-card llama-3-8b --hardware h100-sxm --draft-cost 0.1", "--draft-cost needs --acceptance"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5 --draft-cost -1", "--draft-cost"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5 --draft-cost 0.1 --draft-tokens 0",
+       "--draft-tokens"},
+      {"--model-card llama-3-70b --hardware h100-sxm --acceptance 0.5 --draft-card gpt-9",
+       "'gpt-9' is neither a preset"},
   };
   for (const auto& [args, needle] : cases) {
     const ProcessResult r = RunPlumb(std::string("estimate ") + args);
