@@ -80,6 +80,31 @@ BENCHMARK(BM_SmolLm2StepDecode)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// Speculative decoding's verification step (docs/speculative.md): one sequence's k + 1 tokens at position
+// 64 in one Model::Step, batch-invariant, every row's logits (state.range(0) = k; k = 0 is a plain decode
+// step through the same path), at 2 threads. Its time over k = 0's is what a target step costs in units of
+// decode steps, the denominator of the expected speedup: near 1 while decode stays bandwidth-bound.
+void BM_SmolLm2VerifyStep(benchmark::State& state) {
+  plumb::TextModel* m = SmolLm2(state);
+  if (m == nullptr) return;
+  plumb::kernels::SetNumThreads(2);
+  plumb::ContiguousKvCache cache = m->model.NewKvCache(256);
+  m->model.Prefill(Prompt(64), cache);
+  const std::vector<int> tokens = Prompt(static_cast<int>(state.range(0)) + 1);
+  const plumb::SequenceChunk chunk{&cache, tokens, /*all_logits=*/true};
+  for (auto _ : state) {
+    cache.set_length(64);
+    benchmark::DoNotOptimize(m->model.Step({&chunk, 1}, {.batch_invariant = true}).data());
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * tokens.size(),
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SmolLm2VerifyStep)
+    ->DenseRange(0, 8, 2)
+    ->ArgName("k")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_SmolLm2Prefill64(benchmark::State& state) {
   plumb::TextModel* m = SmolLm2(state);
   if (m == nullptr) return;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "generate_batch.h"
+#include "generate_speculative.h"
 #include "plumb/cli/batch_flags.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
@@ -40,6 +41,7 @@ Flags GenerateFlags() {
       "load-kv", "F",
       "continue the sequence saved in F: decode its last sampled token, then any --prompt / --prompt-ids "
       "(the KV dtype is the file's)");
+  AddDraftFlags(f);
   return f;
 }
 
@@ -76,6 +78,11 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   if (batch && (load_kv || flags.IsSet("save-kv"))) {
     throw MakeError(
         "--save-kv and --load-kv hand off one sequence: not with --prompts-file / --prompt-ids-file");
+  }
+  if (flags.IsSet("draft") && (batch || load_kv || flags.IsSet("save-kv"))) {
+    throw MakeError(
+        "--draft speculates on one sequence: not with --prompts-file, --prompt-ids-file, --save-kv or"
+        " --load-kv");
   }
   const bool text_mode = flags.IsSet("prompt");
   const std::string prompt_text = text_mode ? flags.String("prompt") : "";
@@ -115,6 +122,8 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
     // A continuation is the middle of a sequence: no BOS.
     prompt = tokenizer.Encode(prompt_text, /*add_special=*/!load_kv, !flags.Switch("no-parse-special"));
   }
+  if (flags.IsSet("draft"))
+    return RunGenerateSpeculative(flags, loaded, options, ctx, prompt, text_mode, out, err);
   if (handoff && handoff->next_token) prompt.insert(prompt.begin(), *handoff->next_token);
   const ModelConfig& config = loaded.model.config();
   ContiguousKvCache cache =

@@ -31,6 +31,15 @@ void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std
   }
 }
 
+std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
+                             const GenerationOptions& options) {
+  if (options.decode_one_token_prompt && prompt.size() == 1) {
+    const std::span<const float> decoded = model.Decode(prompt[0], cache);
+    return {decoded.begin(), decoded.end()};
+  }
+  return model.Prefill(prompt, cache);
+}
+
 GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
                          const GenerationOptions& options, const std::function<void(int)>& on_token) {
   CheckGenerationFits(model, cache, prompt, options.max_new_tokens);
@@ -42,13 +51,7 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
   };
 
   const Clock::time_point start = Clock::now();
-  std::vector<float> logits;
-  if (options.decode_one_token_prompt && prompt.size() == 1) {
-    const std::span<const float> decoded = model.Decode(prompt[0], cache);
-    logits.assign(decoded.begin(), decoded.end());
-  } else {
-    logits = model.Prefill(prompt, cache);
-  }
+  const std::vector<float> logits = RunPrompt(model, cache, prompt, options);
   stats.prefill_seconds = SecondsSince(start);
   int token = sampler.Sample(logits);
   stats.time_to_first_token = SecondsSince(start);

@@ -94,6 +94,26 @@ TEST(Cli, EveryCommandTheTopLevelHelpListsDispatchesToItsOwnHelp) {
   }
 }
 
+// Speculative decoding from the command line: greedy output is the target's alone (the tiny Llama's FP32
+// checkpoint, drafted by its own Q4_1 file or by prompt lookup), and the summary says how it went.
+TEST(Cli, GenerateWithADraftPrintsTheTargetsTokensAcceptanceAndSpeedup) {
+  const testing::GoldenFixture golden(kModel);
+  const std::string prompt = Join(golden.prompt_ids(), ",");
+  const std::string expected = Join(golden.Ids("greedy.ids"), " ") + "\n";
+  for (const std::string& draft : {kModel + "/model.q4_1.gguf", std::string("ngram")}) {
+    const std::vector<std::string> args = {
+        "generate", "--model",      kModel,    "--prompt-ids", prompt,           "--max-tokens",
+        "16",       "--ignore-eos", "--draft", draft,          "--draft-tokens", "3"};
+    std::ostringstream out, err;
+    EXPECT_EQ(cli::RunMain(args, out, err), 0) << err.str();
+    EXPECT_EQ(out.str(), expected) << draft;
+    for (const char* field : {"speculative: ", "acceptance rate", "tokens per target step", "speedup",
+                              "greedy: the speculative tokens equal the target's alone"}) {
+      EXPECT_NE(err.str().find(field), std::string::npos) << field << " missing from: " << err.str();
+    }
+  }
+}
+
 TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
   const std::string ok = "generate --model " + kModel + " --prompt-ids 1,2,3";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -133,6 +153,9 @@ TEST(Cli, EveryBadInputIsOneClearLineAndExitCodeOne) {
        "--ctx: 999999999999999999999999 is outside [0, 2147483647] (too large)"},
       {ok + " --max-tokens -99999999999999999999999", "is outside [1, 2147483647] (too small)"},
       {ok + " --threads 99999999999", "--threads: 99999999999 is outside [0, 4096] (too large)"},
+      {ok + " --draft ngram --draft-tokens 0", "--draft-tokens: 0 is outside [1, 64]"},
+      {ok + " --draft " + kModel + "/model.q4_1.gguf --save-kv /tmp/x", "--draft speculates on one sequence"},
+      {ok + " --draft " + testing::FixtureDir("tiny-qwen2"), "a draft must share the target's vocabulary"},
       {"generate --model /dev/zero --prompt-ids 1",
        "/dev/zero: not a GGUF or safetensors file (first bytes 00 00 00 00 00 00 00 00 00) and not a "
        "directory"},

@@ -40,6 +40,11 @@ struct GenerationStats {
 void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
                          int max_new_tokens);
 
+// The prompt's forward pass as Generate runs it (Prefill; Decode for a one-token prompt when
+// options.decode_one_token_prompt): the logits of its last token, [V].
+std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
+                             const GenerationOptions& options);
+
 // Runs the prompt through model.Prefill, then emits up to max_new_tokens tokens, calling on_token for each
 // as soon as it is sampled. The cache continues from its current length (a chat keeps it between turns).
 GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
