@@ -6,7 +6,8 @@ import pytest
 import plumb
 
 SUITE_DIR = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "suite"
-MODEL_OPS = ("layer", "end_to_end")  # cases of a whole model, not of one op: not computed from Python
+# Cases of a whole model, not of one op: not computed from Python.
+MODEL_OPS = ("layer", "end_to_end", "kv_handoff")
 
 
 @pytest.fixture(scope="session")
