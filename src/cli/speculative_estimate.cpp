@@ -48,11 +48,15 @@ void AddSpeculativeFlags(Flags& f) {
       "draft-card", "NAME",
       "the draft model card: its cost is its batch-1 decode step over the target's, both bandwidth-bound "
       "on --hardware (with --acceptance)");
+  f.AddValue("verify-cost", "V",
+             "a verification step (k + 1 tokens) in target decode steps: 1 while decode is bandwidth-bound "
+             "(a GPU at batch 1); a CPU's measured cost is in docs/performance.md (with --acceptance)",
+             "1");
 }
 
 std::optional<SpeculativeRequest> ReadSpeculativeFlags(const Flags& flags) {
   if (!flags.IsSet("acceptance")) {
-    for (const char* flag : {"draft-tokens", "draft-cost", "draft-card"}) {
+    for (const char* flag : {"draft-tokens", "draft-cost", "draft-card", "verify-cost"}) {
       if (flags.IsSet(flag))
         throw MakeError("--", flag, " needs --acceptance (the draft's per-token acceptance rate)");
     }
@@ -61,6 +65,7 @@ std::optional<SpeculativeRequest> ReadSpeculativeFlags(const Flags& flags) {
   SpeculativeRequest r;
   r.acceptance = ParseInRange(flags.String("acceptance"), "--acceptance", 0.0, 1.0, "[0, 1]");
   r.draft_tokens = flags.Int("draft-tokens", 1, 64);
+  r.verify_cost = ParseInRange(flags.String("verify-cost"), "--verify-cost", 1e-3, 1e3, "[0.001, 1000]");
   if (flags.IsSet("draft-cost") == flags.IsSet("draft-card"))
     throw MakeError(
         "--acceptance needs the draft's cost: exactly one of --draft-cost C and --draft-card NAME");
@@ -87,7 +92,7 @@ SpeculativeEstimate EstimateSpeculative(const SpeculativeRequest& request,
     s.draft_cost = s.draft_step_seconds / s.target_step_seconds;
   }
   s.tokens_per_step = ExpectedTokensPerStep(request.acceptance, request.draft_tokens);
-  s.speedup = ExpectedSpeedup(request.acceptance, request.draft_tokens, s.draft_cost);
+  s.speedup = ExpectedSpeedup(request.acceptance, request.draft_tokens, s.draft_cost, request.verify_cost);
   return s;
 }
 
@@ -101,8 +106,9 @@ void PrintSpeculative(std::ostream& out, const SpeculativeEstimate& s) {
         << ", bandwidth-bound)";
   }
   out << "\n             tokens per target step (1 − α^(k+1)) / (1 − α) = " << Fixed(s.tokens_per_step, 3)
-      << " | speedup ≈ that / (k·c + 1) = " << Fixed(s.speedup, 2)
-      << "× (verifying k + 1 tokens costs one bandwidth-bound step)\n";
+      << " | speedup ≈ that / (k·c + v) = " << Fixed(s.speedup, 2)
+      << "× (verifying k + 1 tokens costs v = " << Fixed(r.verify_cost, 2) << " target steps"
+      << (r.verify_cost == 1 ? ": one bandwidth-bound step" : "") << ")\n";
 }
 
 void WriteSpeculativeJson(roofline::JsonWriter& j, const SpeculativeEstimate& s) {
@@ -116,7 +122,7 @@ void WriteSpeculativeJson(roofline::JsonWriter& j, const SpeculativeEstimate& s)
     j.Key("draft_card").Value(r.draft_card).Key("draft_step_seconds").Value(s.draft_step_seconds);
     j.Key("target_step_seconds").Value(s.target_step_seconds);
   }
-  j.Key("verify_cost").Value(1.0);
+  j.Key("verify_cost").Value(r.verify_cost);
   j.Key("tokens_per_step").Value(s.tokens_per_step).Key("speedup").Value(s.speedup);
   j.Key("formula").Value(
       "tokens_per_step = (1 - a^(k+1)) / (1 - a); speedup = tokens_per_step / (k*c + verify_cost)");

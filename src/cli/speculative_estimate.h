@@ -22,6 +22,7 @@ struct SpeculativeRequest {
   int draft_tokens = 0;              // k
   std::optional<double> draft_cost;  // c as given (--draft-cost), or
   std::string draft_card;            // the draft model card whose step time gives c (--draft-card)
+  double verify_cost = 1;            // v: a k + 1-token verification step in target decode steps
 };
 
 // The request, or nullopt without --acceptance. Throws plumb::Error (one line naming the flag) for values out

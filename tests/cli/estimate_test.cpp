@@ -241,9 +241,23 @@ TEST(EstimateCliTest, SpeculativeCostFromADraftCard) {
       common);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* needle : {"speculative: k 5 draft tokens, acceptance α 0.700", "(llama-3-8b ",
-                             "(1 − α^(k+1)) / (1 − α) = 2.941", "speedup ≈ that / (k·c + 1) = "}) {
+                             "(1 − α^(k+1)) / (1 − α) = 2.941", "speedup ≈ that / (k·c + v) = ",
+                             "v = 1.00 target steps: one bandwidth-bound step"}) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
   }
+}
+
+// --verify-cost: a verification step that costs v decode steps (a CPU's, docs/performance.md) divides the
+// expected tokens per step by k·c + v instead of k·c + 1.
+TEST(EstimateCliTest, SpeculativeVerifyCostDividesTheTokensPerStep) {
+  const nlohmann::json j = Json(
+      "--model-card smollm2-135m --hardware h100-sxm --acceptance 0.9 --draft-tokens 4 --draft-cost 0.25 "
+      "--verify-cost 2.8");
+  const nlohmann::json& s = j["speculative"];
+  EXPECT_EQ(s["verify_cost"].get<double>(), 2.8);
+  const double tokens = (1 - std::pow(0.9, 5)) / (1 - 0.9);
+  EXPECT_NEAR(s["speedup"].get<double>(), tokens / (4 * 0.25 + 2.8), 1e-9);
+  EXPECT_LT(s["speedup"].get<double>(), 1.1);  // what the Q4_1 target's n-gram runs measured: about 1
 }
 
 TEST(EstimateCliTest, BadInputGivesOneClearLine) {
@@ -264,6 +278,9 @@ TEST(EstimateCliTest, BadInputGivesOneClearLine) {
       {"--model-card deepseek-v3,gpt-9 --hardware h200", "'gpt-9' is neither a preset"},
       {"--model-card llama-3-8b --hardware h100-sxm --acceptance 1.5 --draft-cost 0.1",
        "--acceptance: expected a number in [0, 1], got '1.5'"},
+      {"--model-card llama-3-8b --hardware h100-sxm --verify-cost 2", "--verify-cost needs --acceptance"},
+      {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5 --draft-cost 0.1 --verify-cost 0",
+       "--verify-cost"},
       {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5",
        "exactly one of --draft-cost C and --draft-card NAME"},
       {"--model-card llama-3-8b --hardware h100-sxm --acceptance 0.5 --draft-cost 0.1 --draft-card "
