@@ -193,6 +193,33 @@ TEST(Rope, MatchesNaiveDoubleAtSmallAndLargePositions) {
   }
 }
 
+// RoPE scaling divides pair i's frequency by f_i: the angle is pos · theta^(−2i/hd) / f_i, checked against
+// that formula in double for divisors of every kind (1, fractional, large), at long positions too; and
+// divisors of 1 give the unscaled bits exactly.
+TEST(Rope, FrequencyFactorsDivideEachPairsFrequency) {
+  const int n_heads = 2, head_dim = 16, half = 8;
+  const std::vector<float> factors = {1.0f, 1.0f, 1.5f, 2.75f, 4.0f, 8.0f, 8.0f, 32.0f};
+  for (int pos : {0, 3, 100, 8191, 131071}) {
+    std::vector<float> x = RandomVector(static_cast<std::size_t>(n_heads) * head_dim, pos + 5);
+    const std::vector<float> original = x;
+    kernels::scalar::RopeRotateHalf(x.data(), n_heads, head_dim, pos, 500000.0f, factors.data());
+    for (int h = 0; h < n_heads; ++h) {
+      const float* v = original.data() + h * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const double angle = pos * std::pow(500000.0, -2.0 * i / head_dim) / factors[i];
+        const double a = v[i], b = v[i + half];
+        const double bound = 4 * kUnitRoundoff * (std::fabs(a) + std::fabs(b));
+        EXPECT_NEAR(x[h * head_dim + i], a * std::cos(angle) - b * std::sin(angle), bound) << pos << " " << i;
+        EXPECT_NEAR(x[h * head_dim + i + half], b * std::cos(angle) + a * std::sin(angle), bound) << pos;
+      }
+    }
+    std::vector<float> ones(half, 1.0f), with_ones = original, without = original;
+    kernels::scalar::RopeRotateHalf(with_ones.data(), n_heads, head_dim, pos, 500000.0f, ones.data());
+    kernels::scalar::RopeRotateHalf(without.data(), n_heads, head_dim, pos, 500000.0f);
+    EXPECT_EQ(with_ones, without);
+  }
+}
+
 TEST(Rope, PositionZeroIsIdentityAndRowsUseConsecutivePositions) {
   const int n_heads = 2, head_dim = 8, rows = 4;
   std::vector<float> x = RandomVector(static_cast<std::size_t>(rows) * n_heads * head_dim, 99);
@@ -218,6 +245,7 @@ TEST(Rope, RemembersAnglesWithoutChangingABit) {
   struct Call {
     int rows, first_pos, head_dim;
     float theta;
+    int factors = 0;  // 0: none; 1, 2: two sets of divisors; 3: set 1 again at another address
   };
   const Call calls[] = {{3, 7, 64, 10000.0f},
                         {3, 7, 64, 10000.0f},
@@ -237,21 +265,37 @@ TEST(Rope, RemembersAnglesWithoutChangingABit) {
                         {3, 5, 32, 8.0f},
                         {3, 5, 32, 9.0f},
                         {2, 41, 256, 1e4f},
-                        {2, 42, 256, 1e6f}};
+                        {2, 42, 256, 1e6f},
+                        // the same (head_dim, theta) with and without RoPE scaling, and two scalings
+                        {3, 7, 64, 10000.0f, 1},
+                        {3, 7, 64, 10000.0f, 0},
+                        {3, 7, 64, 10000.0f, 2},
+                        {3, 7, 64, 10000.0f, 3},
+                        {3, 8, 64, 10000.0f, 1}};
+  // Divisor sets for head_dim 64: set 1 as Llama 3.1's shape (1, then smooth, then 8), set 2 all 4.
+  std::vector<float> set1(32), set2(32, 4.0f);
+  for (int i = 0; i < 32; ++i)
+    set1[i] = i < 10 ? 1.0f : i < 20 ? 1.0f + 0.7f * static_cast<float>(i - 9) : 8.0f;
   for (const Call& c : calls) {
     const int n_heads = 3;
+    std::vector<float> set1_copy = set1;  // a new address each call, the same values
+    const float* factors = c.factors == 1   ? set1.data()
+                           : c.factors == 2 ? set2.data()
+                           : c.factors == 3 ? set1_copy.data()
+                                            : nullptr;
     std::vector<float> x =
         RandomVector(static_cast<std::size_t>(c.rows) * n_heads * c.head_dim, c.rows + c.first_pos);
     std::vector<float> expected = x;
     for (int r = 0; r < c.rows; ++r) {
       kernels::scalar::RopeRotateHalf(expected.data() + static_cast<std::size_t>(r) * n_heads * c.head_dim,
-                                      n_heads, c.head_dim, c.first_pos + r, c.theta);
+                                      n_heads, c.head_dim, c.first_pos + r, c.theta, factors);
     }
     for (int threads : {1, 2}) {
       kernels::SetNumThreads(threads);
       std::vector<float> got = x;
-      kernels::RopeRotateHalf(got.data(), c.rows, n_heads, c.head_dim, c.first_pos, c.theta);
-      EXPECT_EQ(got, expected) << c.rows << " rows from " << c.first_pos << ", head_dim " << c.head_dim;
+      kernels::RopeRotateHalf(got.data(), c.rows, n_heads, c.head_dim, c.first_pos, c.theta, factors);
+      EXPECT_EQ(got, expected) << c.rows << " rows from " << c.first_pos << ", head_dim " << c.head_dim
+                               << ", factor set " << c.factors;
     }
   }
   kernels::SetNumThreads(0);

@@ -80,8 +80,10 @@ void DequantizeRowOf(const WeightMatrix& W, int r, float* out);
 void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);
 
 // RoPE (rotate-half) on `rows` token vectors, row r at position first_pos + r; each row is
-// [n_heads][head_dim].
-void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta);
+// [n_heads][head_dim]. freq_factors: head_dim/2 frequency divisors (RoPE scaling) or null; scalar.h has the
+// definition.
+void RopeRotateHalf(float* x, int rows, int n_heads, int head_dim, int first_pos, float theta,
+                    const float* freq_factors = nullptr);
 
 // out = silu(gate) ⊙ up over n elements.
 void SwiGlu(const float* gate, const float* up, float* out, std::int64_t n);

@@ -28,14 +28,17 @@ void RmsNorm(const float* x, const float* weight, float* out, int n, float eps);
 
 // Rotary position embedding, Hugging Face "rotate-half" pairing, applied in place to each of n_heads
 // vectors of length head_dim in x ([n_heads][head_dim]). For i in [0, h), h = head_dim/2:
-//   inv_freq_i = theta^(-2i/head_dim),  angle = pos · inv_freq_i     (in double; cos, sin rounded to float)
-//   x'[i]      = x[i]·cos − x[i + h]·sin
-//   x'[i + h]  = x[i + h]·cos + x[i]·sin
-// GGUF files pair adjacent elements (2i, 2i+1) instead; see docs/formats.md ("RoPE pairing").
-void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta);
-// RopeRotateHalf's cos and sin for pair i at position pos, computed as stated there (one function, so a
-// kernel that computes them once per position and reuses them has the definition's bits).
-void RopeCosSin(int pos, int i, int head_dim, float theta, float& c, float& s);
+//   inv_freq_i = theta^(-2i/head_dim) / f_i,  angle = pos · inv_freq_i   (in double; cos, sin rounded to
+//   float) x'[i]      = x[i]·cos − x[i + h]·sin x'[i + h]  = x[i + h]·cos + x[i]·sin
+// f_i = freq_factors[i] (h divisors, one per pair: RoPE scaling, docs/models.md "RoPE scaling"), or 1 for
+// every pair when freq_factors is null. Dividing by 1 is exact, so an unscaled call has the same bits either
+// way. GGUF files pair adjacent elements (2i, 2i+1) instead; see docs/formats.md ("RoPE pairing").
+void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta,
+                    const float* freq_factors = nullptr);
+// RopeRotateHalf's cos and sin for pair i at position pos with divisor f_i = freq_factor, computed as stated
+// there (one function, so a kernel that computes them once per position and reuses them has the
+// definition's bits).
+void RopeCosSin(int pos, int i, int head_dim, float theta, float freq_factor, float& c, float& s);
 
 // e^x in FP32, plumb's own, so that no definition depends on the host's libm (two builds of glibc's expf,
 // with and without FMA, round some inputs differently). In double, with C0..C2, N = 32 and the table T of

@@ -38,19 +38,20 @@ void RmsNorm(const float* x, const float* weight, float* out, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv_rms * weight[i];
 }
 
-void RopeCosSin(int pos, int i, int head_dim, float theta, float& c, float& s) {
+void RopeCosSin(int pos, int i, int head_dim, float theta, float freq_factor, float& c, float& s) {
   // The angle in double: pos · theta^(-2i/d) loses ~log2(pos) bits in float at long contexts.
-  const double inv_freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+  const double inv_freq =
+      std::pow(static_cast<double>(theta), -2.0 * i / head_dim) / static_cast<double>(freq_factor);
   const double angle = pos * inv_freq;
   c = static_cast<float>(std::cos(angle));
   s = static_cast<float>(std::sin(angle));
 }
 
-void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta) {
+void RopeRotateHalf(float* x, int n_heads, int head_dim, int pos, float theta, const float* freq_factors) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; ++i) {
     float c = 0.0f, s = 0.0f;
-    RopeCosSin(pos, i, head_dim, theta, c, s);
+    RopeCosSin(pos, i, head_dim, theta, freq_factors != nullptr ? freq_factors[i] : 1.0f, c, s);
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + Extent(h, head_dim);
       const float a = v[i];
