@@ -202,7 +202,9 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   para("model: " + c.model_type + ", " + std::to_string(c.num_layers) +
        " layers, d = " + std::to_string(c.hidden_size) + ", " + std::to_string(c.num_heads) +
        " query heads and " + std::to_string(c.num_kv_heads) + " KV heads of " + std::to_string(c.head_dim) +
-       ", MLP " + std::to_string(c.intermediate_size) + ", vocabulary " + std::to_string(c.vocab_size));
+       ", MLP " + std::to_string(c.intermediate_size) + ", vocabulary " + std::to_string(c.vocab_size) +
+       ", " + RopeDescription(c) +
+       (c.sliding_window > 0 ? ", sliding window " + std::to_string(c.sliding_window) : ""));
   para("weights: " + StoredDtypeName(model) + ", " + Bytes(weights.Stored()) + " for " + Count(params) +
        " parameters (" + Fixed(weights.Stored() / params, 2) +
        " B each on average); activations and KV cache FP32");

@@ -10,58 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_fields.h"
 #include "plumb/core/error.h"
 
 namespace plumb {
 namespace {
 
 using nlohmann::json;
-
-const json* Find(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-int RequireInt(const json& object, const char* key, const std::string& source) {
-  const json* value = Find(object, key);
-  if (value == nullptr) throw MakeError(source, ": missing required field \"", key, "\"");
-  if (!value->is_number_integer())
-    throw MakeError(source, ": field \"", key, "\" must be an integer, got ", value->dump());
-  // (An unsigned value above INT64_MAX read as long long would wrap to a negative number.)
-  const auto number = value->is_number_unsigned()
-                          ? static_cast<long long>(std::min<unsigned long long>(
-                                value->get<unsigned long long>(), std::numeric_limits<long long>::max()))
-                          : value->get<long long>();
-  if (number < 0 || number > std::numeric_limits<int>::max()) {
-    throw MakeError(source, ": field \"", key, "\" = ", value->dump(), " is out of range");
-  }
-  return static_cast<int>(number);
-}
-
-int OptionalInt(const json& object, const char* key, int fallback, const std::string& source) {
-  return Find(object, key) ? RequireInt(object, key, source) : fallback;
-}
-
-float OptionalFloat(const json& object, const char* key, float fallback, const std::string& source) {
-  const json* value = Find(object, key);
-  if (value == nullptr) return fallback;
-  if (!value->is_number())
-    throw MakeError(source, ": field \"", key, "\" must be a number, got ", value->dump());
-  // A double beyond float's range has no float value (converting it is undefined behaviour).
-  const double number = value->get<double>();
-  if (!(std::abs(number) <= std::numeric_limits<float>::max()))
-    throw MakeError(source, ": field \"", key, "\" = ", value->dump(), " is beyond float's range");
-  return static_cast<float>(number);
-}
-
-bool OptionalBool(const json& object, const char* key, bool fallback, const std::string& source) {
-  const json* value = Find(object, key);
-  if (value == nullptr) return fallback;
-  if (!value->is_boolean())
-    throw MakeError(source, ": field \"", key, "\" must be true or false, got ", value->dump());
-  return value->get<bool>();
-}
+using namespace config_json;
 
 // config.json "quantization_config" of a packed checkpoint (docs/formats.md "Packed checkpoints"). Strict:
 // an unknown key or method is an error, since a checkpoint quantized some other way would load as garbage.
@@ -126,7 +82,72 @@ WeightPacking ParseQuantizationConfig(const json& q, const std::string& source) 
 
 }  // namespace
 
-ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source) {
+namespace {
+
+// The families plumb runs from a Hugging Face checkpoint: config.json's model_type and the class transformers
+// builds for it. What each reads is in ParseConfigJson; docs/models.md "What plumb refuses" says why.
+struct Family {
+  const char* model_type;
+  const char* architecture;
+};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
+
+const Family* FindFamily(const std::string& model_type) {
+  for (const Family& f : kFamilies) {
+    if (model_type == f.model_type) return &f;
+  }
+  return nullptr;
+}
+
+std::string FamilyNames() {
+  std::string names;
+  for (const Family& f : kFamilies) names += (names.empty() ? "" : ", ") + std::string(f.model_type);
+  return names;
+}
+
+// A string field that must hold `expected` when present (hidden_act "silu"): transformers' model of the
+// family computes something else for any other value.
+void RequireValue(const json& root, const char* key, const json& expected, const std::string& source,
+                  const char* why) {
+  const json* value = Find(root, key);
+  if (value != nullptr && *value != expected) {
+    throw MakeError(source, ": ", key, " = ", value->dump(), " is not supported (", why, ")");
+  }
+}
+
+// Mistral's window (every layer), Qwen2's optional one, and transformers 5's layer_types list, which must
+// then say the same thing of every layer.
+void ReadSlidingWindow(const json& root, const std::string& source, bool run, ModelConfig& c) {
+  if (c.model_type == "mistral") {
+    if (Find(root, "sliding_window") != nullptr) {
+      c.sliding_window = RequireInt(root, "sliding_window", source);
+      if (c.sliding_window == 0) throw MakeError(source, ": sliding_window = 0 leaves nothing to attend to");
+    }
+  }
+  if (!run) return;
+  if (c.model_type == "qwen2" && OptionalBool(root, "use_sliding_window", false, source)) {
+    // Qwen2's window covers the layers from max_window_layers on only: a layout plumb does not run.
+    throw MakeError(source, ": use_sliding_window = true (Qwen2's window on some layers) is not supported");
+  }
+  const json* types = Find(root, "layer_types");
+  if (types == nullptr) return;
+  const std::string want = c.sliding_window > 0 ? "sliding_attention" : "full_attention";
+  if (!types->is_array() || types->size() != static_cast<std::size_t>(c.num_layers)) {
+    throw MakeError(source, ": layer_types must list the ", c.num_layers, " layers, got ", types->dump());
+  }
+  for (std::size_t i = 0; i < types->size(); ++i) {
+    if ((*types)[i] != want) {
+      throw MakeError(source, ": layer_types[", i, "] = ", (*types)[i].dump(),
+                      ": plumb runs every layer of a ", c.model_type, " checkpoint as \"", want,
+                      "\" here (sliding_window = ", c.sliding_window, ")");
+    }
+  }
+}
+
+}  // namespace
+
+ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source, ConfigPurpose purpose) {
   json root;
   try {
     root = json::parse(json_text);
@@ -137,13 +158,32 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   }
   if (!root.is_object()) throw MakeError(source, ": expected a JSON object at the top level");
 
+  const bool run = purpose == ConfigPurpose::kRun;
   ModelConfig c;
-  if (const json* type = Find(root, "model_type"); type != nullptr && type->is_string()) {
-    c.model_type = type->get<std::string>();
+  const json* type = Find(root, "model_type");
+  if (type != nullptr && !type->is_string()) {
+    throw MakeError(source, ": field \"model_type\" must be a string, got ", type->dump());
   }
-  if (c.model_type.starts_with("gemma")) {
-    throw MakeError(source, ": model_type \"", c.model_type,
-                    "\": plumb runs Gemma 3 from a GGUF file (its Hugging Face checkpoints not yet)");
+  c.model_type = type != nullptr ? type->get<std::string>() : "";
+  const Family* family = FindFamily(c.model_type);
+  if (run && family == nullptr) {
+    const std::string gemma = c.model_type.starts_with("gemma3") ? "; Gemma 3 runs from its GGUF file" : "";
+    throw MakeError(source, ": model_type ", type != nullptr ? type->dump() : std::string("is missing and"),
+                    " is not a family plumb runs from a Hugging Face checkpoint (", FamilyNames(), gemma,
+                    "; docs/models.md \"What plumb refuses\")");
+  }
+  if (run) {
+    // The class transformers would build: another head (sequence classification, ...) is other math.
+    if (const json* classes = Find(root, "architectures"); classes != nullptr) {
+      if (!classes->is_array() || classes->size() != 1 || (*classes)[0] != family->architecture) {
+        throw MakeError(source, ": architectures = ", classes->dump(), ": plumb runs [\"",
+                        family->architecture, "\"] for model_type \"", c.model_type, "\"");
+      }
+    }
+    RequireValue(root, "hidden_act", "silu", source, "plumb's MLP is SwiGLU, silu(gate) * up");
+    if (c.model_type == "llama") {
+      RequireValue(root, "mlp_bias", false, source, "plumb's MLP projections have no biases");
+    }
   }
   c.hidden_size = RequireInt(root, "hidden_size", source);
   c.intermediate_size = RequireInt(root, "intermediate_size", source);
@@ -152,12 +192,18 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   c.num_kv_heads = OptionalInt(root, "num_key_value_heads", c.num_heads, source);
   c.head_dim = c.num_heads > 0 ? OptionalInt(root, "head_dim", c.hidden_size / c.num_heads, source) : 0;
   c.rms_norm_eps = OptionalFloat(root, "rms_norm_eps", 1e-6f, source);
-  c.rope_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);
+  ReadRope(root, source, purpose, c);
   c.vocab_size = RequireInt(root, "vocab_size", source);
   c.max_position_embeddings = RequireInt(root, "max_position_embeddings", source);
   c.tie_word_embeddings = OptionalBool(root, "tie_word_embeddings", false, source);
-  // Qwen2 has Q/K/V biases without saying so in config.json; Llama may say attention_bias.
-  c.attention_bias = OptionalBool(root, "attention_bias", c.model_type == "qwen2", source);
+  // Qwen2's Q/K/V projections always carry biases (transformers' Qwen2Attention: bias=True, whatever
+  // config.json says); Mistral's never do; Llama's say so in attention_bias.
+  if (c.model_type == "qwen2") {
+    c.attention_bias = true;
+  } else if (c.model_type != "mistral") {
+    c.attention_bias = OptionalBool(root, "attention_bias", false, source);
+  }
+  ReadSlidingWindow(root, source, run, c);
   c.bos_token_id = OptionalInt(root, "bos_token_id", -1, source);
   if (const json* eos = Find(root, "eos_token_id"); eos != nullptr) {
     if (eos->is_array()) {
@@ -172,11 +218,7 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
       c.eos_token_ids.push_back(RequireInt(root, "eos_token_id", source));
     }
   }
-  if (const json* scaling = Find(root, "rope_scaling"); scaling != nullptr) {
-    // Llama-3.1-style frequency scaling changes RoPE's numerics; refusing beats being silently wrong.
-    throw MakeError(source, ": rope_scaling ", scaling->dump(), " is not supported yet");
-  }
-  if (const json* q = Find(root, "quantization_config"); q != nullptr) {
+  if (const json* q = Find(root, "quantization_config"); q != nullptr && run) {
     c.packing = ParseQuantizationConfig(*q, source);
   }
   ValidateConfig(c, source);
@@ -214,6 +256,19 @@ void ValidateConfig(const ModelConfig& c, const std::string& source) {
   if (!(c.rms_norm_eps > 0.0f))
     throw MakeError(source, ": rms_norm_eps = ", c.rms_norm_eps, " must be positive");
   if (!(c.rope_theta > 0.0f)) throw MakeError(source, ": rope_theta = ", c.rope_theta, " must be positive");
+  if (!c.rope_freq_factors.empty()) {
+    if (c.rope_freq_factors.size() != static_cast<std::size_t>(c.head_dim / 2)) {
+      throw MakeError(source, ": ", c.rope_freq_factors.size(),
+                      " RoPE frequency factors for head_dim = ", c.head_dim,
+                      " (one per rotated pair: ", c.head_dim / 2, ")");
+    }
+    for (std::size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
+      const float f = c.rope_freq_factors[i];
+      if (!(f > 0.0f) || !std::isfinite(f)) {
+        throw MakeError(source, ": RoPE frequency factor ", i, " = ", f, " must be a positive number");
+      }
+    }
+  }
   if (c.bos_token_id >= c.vocab_size) {
     throw MakeError(source, ": bos_token_id = ", c.bos_token_id, " is not below vocab_size = ", c.vocab_size);
   }
@@ -247,9 +302,14 @@ nlohmann::json ShortestJson(float value) {
 }  // namespace
 
 std::string ConfigToJson(const ModelConfig& c) {
+  const Family* family = FindFamily(c.model_type.empty() ? "llama" : c.model_type);
+  if (family == nullptr) {
+    throw MakeError("config.json: model_type \"", c.model_type,
+                    "\" has no Hugging Face checkpoint form in plumb (", FamilyNames(), ")");
+  }
   json root = {
-      {"architectures", json::array({c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"})},
-      {"model_type", c.model_type.empty() ? "llama" : c.model_type},
+      {"architectures", json::array({family->architecture})},
+      {"model_type", family->model_type},
       {"hidden_act", "silu"},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -264,6 +324,22 @@ std::string ConfigToJson(const ModelConfig& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"attention_bias", c.attention_bias},
   };
+  // RoPE in transformers 4's spelling (top-level rope_theta, rope_scaling), which 4 and 5 both read.
+  if (c.rope_scaling.type == RopeScalingType::kLinear) {
+    root["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
+  } else if (c.rope_scaling.type == RopeScalingType::kLlama3) {
+    const RopeScaling& s = c.rope_scaling;
+    root["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", s.factor},
+                            {"low_freq_factor", s.low_freq_factor},
+                            {"high_freq_factor", s.high_freq_factor},
+                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
+  } else if (!c.rope_freq_factors.empty()) {
+    throw MakeError(
+        "config.json: RoPE frequency factors given per pair (a GGUF's rope_freqs.weight) have no "
+        "config.json spelling; pack the Hugging Face checkpoint instead");
+  }
+  if (c.model_type == "mistral" && c.sliding_window > 0) root["sliding_window"] = c.sliding_window;
   if (c.bos_token_id >= 0) root["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_ids.size() == 1) root["eos_token_id"] = c.eos_token_ids[0];
   if (c.eos_token_ids.size() > 1) root["eos_token_id"] = c.eos_token_ids;

@@ -187,12 +187,13 @@ void ForwardPass::AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_k
 void ForwardPass::Rope(int layer) {
   const std::size_t q_dim = c_.QueryDim(), kv_dim = c_.KvDim();
   const float theta = c_.RopeTheta(layer);
+  const float* factors = c_.RopeFreqFactors(layer);
   std::size_t row = 0;
   for (const SequenceChunk& chunk : chunks_) {
     const int n = static_cast<int>(chunk.tokens.size());
     const int first_pos = chunk.kv->length();
-    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta);
-    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta);
+    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta, factors);
+    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta, factors);
     row += n;
   }
   Done(ForwardKernel::kRope, layer);

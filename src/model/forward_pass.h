@@ -88,7 +88,8 @@ class ForwardPass {
   // (Gemma 3's post-attention and post-MLP norms). Reported as `kernel`, then `norm_kernel`.
   void AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_kernel, int layer, const WeightMatrix& W,
                            const std::vector<float>& in, const std::vector<float>& norm);
-  // Rotates q and k of each chunk at its positions kv.length() ..., with the layer's RoPE base.
+  // Rotates q and k of each chunk at its positions kv.length() ..., with the layer's RoPE base and
+  // frequency divisors (RoPE scaling).
   void Rope(int layer);
   // Writes k and v of each chunk into its cache, at the same positions.
   void WriteKv(int layer);

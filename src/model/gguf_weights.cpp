@@ -3,8 +3,12 @@
 // Quantized matrices are used where they lie in the mapped file; only attn_q and attn_k are copied, because
 // llama.cpp's converter reorders their rows for its adjacent-pair RoPE and plumb's RoPE is Hugging Face's
 // rotate-half (docs/formats.md "RoPE pairing").
+#include <cmath>
 #include <cstring>
+#include <set>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plumb/core/error.h"
@@ -16,6 +20,8 @@
 
 namespace plumb {
 namespace {
+
+constexpr const char* kRopeFreqs = "rope_freqs.weight";  // llama.cpp's LLM_TENSOR_ROPE_FREQS
 
 // Reads an integer hyper-parameter that must fit an int and be positive.
 int PositiveInt(const GgufFile& file, const std::string& key, std::optional<int> fallback = std::nullopt) {
@@ -65,13 +71,44 @@ std::vector<float> Vector(const GgufFile& file, const std::string& name, int len
   return values;
 }
 
-// A [rows][cols] matrix (GGUF dims {cols, rows}), used in place.
-WeightMatrix Matrix(const std::shared_ptr<const GgufFile>& file, const std::string& name, int rows,
-                    int cols) {
-  const GgufTensorInfo& t = Require(*file, name);
-  CheckDims(*file, t, {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)});
-  return WeightMatrix::View(t.type, rows, cols, t.data, file);
-}
+// The tensors of a file as the loader takes them, each name noted, so that a tensor nobody took (a part of
+// the model plumb does not compute) is refused by name rather than silently left out, as llama.cpp refuses a
+// file whose tensor count differs from what it loaded.
+class TensorReader {
+ public:
+  explicit TensorReader(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {}
+
+  std::vector<float> Vector(const std::string& name, int length) {
+    used_.insert(name);
+    return plumb::Vector(*file_, name, length);
+  }
+
+  // A [rows][cols] matrix (GGUF dims {cols, rows}), used in place.
+  WeightMatrix Matrix(const std::string& name, int rows, int cols) {
+    used_.insert(name);
+    const GgufTensorInfo& t = Require(*file_, name);
+    CheckDims(*file_, t, {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)});
+    return WeightMatrix::View(t.type, rows, cols, t.data, file_);
+  }
+
+  // A tensor read elsewhere (ConfigFromGguf's rope_freqs.weight).
+  void Note(const std::string& name) { used_.insert(name); }
+
+  // Throws naming the first tensor of the file that was not taken.
+  void RequireAllUsed(const std::string& arch) const {
+    for (const GgufTensorInfo& t : file_->tensors()) {
+      if (used_.count(t.name) == 0) {
+        throw MakeError(Where(*file_, t), " is not part of the ", arch,
+                        " model plumb computes; refusing a file it does not fully understand (docs/models.md "
+                        "\"What plumb refuses\")");
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+  std::set<std::string> used_;
+};
 
 // llama.cpp's converter permutes the rows of attn_q / attn_k (and their biases) so that RoPE's pairs
 // (j, j + head_dim/2) become adjacent: within each head, Hugging Face row s·(head_dim/2) + j (s = 0, 1) is
@@ -129,21 +166,107 @@ void ReadGemma3(const GgufFile& file, ModelConfig& c) {
   }
 }
 
+// The `<arch>.*` keys plumb reads or checks (llama.cpp's names, without the prefix). Any other key of the
+// architecture's own namespace may change the math (an attention or embedding scale, clamping, YaRN's
+// parameters, ...), so a file with one is refused naming it: the hyper-parameters live in that namespace,
+// while general.*, tokenizer.* and quantize.* say nothing about the forward pass.
+constexpr const char* kKnownArchKeys[] = {
+    "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+    "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.dimension_count", "rope.scaling.type",
+    "rope.scaling.factor", "rope.scaling.attn_factor", "rope.scaling.original_context_length",
+    "rope.scaling.finetuned", "expert_count", "expert_used_count",
+    // Gemma 3 only (ReadGemma3)
+    "attention.sliding_window", "final_logit_softcapping", "attn_logit_softcapping"};
+
+std::string ValueText(const GgufValue& v) {
+  if (v.type == GgufValueType::STRING) return "'" + v.string + "'";
+  if (v.type == GgufValueType::ARRAY) return "an array of " + std::to_string(v.elements.size());
+  if (v.type == GgufValueType::BOOL) return v.boolean ? "true" : "false";
+  if (v.type == GgufValueType::FLOAT32 || v.type == GgufValueType::FLOAT64) {
+    std::ostringstream out;
+    out << v.number;
+    return out.str();
+  }
+  if (v.type == GgufValueType::UINT64) return std::to_string(static_cast<std::uint64_t>(v.integer));
+  return std::to_string(v.integer);
+}
+
+void RefuseUnknownArchKeys(const GgufFile& file, const std::string& arch) {
+  const std::string p = arch + ".";
+  for (const auto& [key, value] : file.metadata()) {
+    if (!key.starts_with(p)) continue;
+    const std::string_view rest = std::string_view(key).substr(p.size());
+    bool known = false;
+    for (const char* k : kKnownArchKeys) known = known || rest == k;
+    const bool gemma_only = rest == "attention.sliding_window" || rest.ends_with("logit_softcapping");
+    if (!known || (gemma_only && arch != "gemma3")) {
+      throw MakeError(file.path(), ": metadata key '", key, "' = ", ValueText(value),
+                      " is not one plumb implements (it may change the math; docs/models.md \"What plumb "
+                      "refuses\")");
+    }
+  }
+  if (file.FindUint("split.count").value_or(1) > 1) {
+    throw MakeError(file.path(), ": split.count = ", *file.FindUint("split.count"),
+                    ": a GGUF split into several files is not supported (merge it with llama-gguf-split)");
+  }
+}
+
+// RoPE scaling as llama.cpp reads it: rope.scaling.factor divides every frequency (llama.cpp's
+// freq_scale = 1 / factor, for type none or linear alike), and a Llama's rope_freqs.weight divides each
+// pair's (llama.cpp's converter writes Llama 3.1's rule so). YaRN and the rest are refused by name.
+void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  const std::string p = arch + ".rope.scaling.";
+  const std::string type = file.FindString(p + "type").value_or("none");
+  if (type != "none" && type != "linear") {
+    throw MakeError(file.path(), ": ", p, "type '", type,
+                    "' is not supported (plumb implements 'none' and 'linear')");
+  }
+  if (const std::optional<double> attn = file.FindFloat(p + "attn_factor"); attn && *attn != 1.0) {
+    throw MakeError(file.path(), ": ", p, "attn_factor = ", *attn, " is not supported (1 only)");
+  }
+  const double factor = file.FindFloat(p + "factor").value_or(0.0);  // llama.cpp: 0 means none
+  if (!(factor >= 0.0 && factor < 1e30)) {
+    throw MakeError(file.path(), ": ", p, "factor = ", factor, " must be a non-negative number");
+  }
+  const GgufTensorInfo* freqs = file.FindTensor(kRopeFreqs);
+  if (freqs != nullptr && arch != "llama") {
+    throw MakeError(Where(file, *freqs), ": a '", arch, "' model has no per-pair RoPE factors in llama.cpp");
+  }
+  if (freqs != nullptr && factor != 0.0 && factor != 1.0) {
+    throw MakeError(file.path(), ": both ", kRopeFreqs, " and ", p, "factor = ", factor,
+                    " (two scalings at once)");
+  }
+  if (freqs != nullptr) {
+    if (freqs->type != GgmlType::F32) {
+      throw MakeError(Where(file, *freqs), ": tensor type ", GgmlTypeName(freqs->type), ", expected F32");
+    }
+    CheckDims(file, *freqs, {static_cast<std::uint64_t>(c.head_dim / 2)});
+    c.rope_scaling.type = RopeScalingType::kFactors;
+    c.rope_freq_factors.resize(static_cast<std::size_t>(c.head_dim / 2));
+    DequantizeRow(freqs->type, freqs->data, c.rope_freq_factors.data(), c.head_dim / 2);
+  } else if (factor != 0.0 && factor != 1.0) {
+    c.rope_scaling.type = RopeScalingType::kLinear;
+    c.rope_scaling.factor = factor;
+    c.rope_freq_factors.assign(static_cast<std::size_t>(c.head_dim / 2), static_cast<float>(factor));
+  }
+}
+
 }  // namespace
 
 ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string& arch = file.GetString("general.architecture");
   if (arch != "llama" && arch != "qwen2" && arch != "gemma3") {
     throw MakeError(file.path(), ": general.architecture '", arch,
-                    "' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3')");
+                    "' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3'; docs/models.md)");
   }
+  RefuseUnknownArchKeys(file, arch);
   const std::string p = arch + ".";
-  if (file.FindUint(p + "expert_count").value_or(0) > 0) {
-    throw MakeError(file.path(), ": mixture-of-experts models (", p, "expert_count) are not supported");
-  }
-  if (std::optional<std::string> scaling = file.FindString(p + "rope.scaling.type");
-      scaling && *scaling != "none") {
-    throw MakeError(file.path(), ": ", p, "rope.scaling.type '", *scaling, "' is not supported yet");
+  for (const char* moe : {"expert_count", "expert_used_count"}) {
+    if (file.FindUint(p + moe).value_or(0) > 0) {
+      throw MakeError(file.path(), ": mixture-of-experts models (", p, moe, " = ", *file.FindUint(p + moe),
+                      ") are not supported");
+    }
   }
   ModelConfig c;
   c.model_type = arch;
@@ -153,6 +276,12 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
   c.num_heads = PositiveInt(file, p + "attention.head_count");
   c.num_kv_heads = PositiveInt(file, p + "attention.head_count_kv", c.num_heads);
   c.head_dim = PositiveInt(file, p + "attention.key_length", c.hidden_size / c.num_heads);
+  if (const std::optional<std::uint64_t> v = file.FindUint(p + "attention.value_length");
+      v && *v != static_cast<std::uint64_t>(c.head_dim)) {
+    throw MakeError(file.path(), ": ", p, "attention.value_length = ", *v,
+                    " differs from attention.key_length = ", c.head_dim,
+                    " (plumb's value heads are as long as its key heads)");
+  }
   if (const std::optional<std::uint64_t> rot = file.FindUint(p + "rope.dimension_count");
       rot && *rot != static_cast<std::uint64_t>(c.head_dim)) {
     throw MakeError(file.path(), ": ", p, "rope.dimension_count = ", *rot, " differs from the head size ",
@@ -160,6 +289,7 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
   }
   c.rms_norm_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon"));
   c.rope_theta = static_cast<float>(file.FindFloat(p + "rope.freq_base").value_or(10000.0));
+  ReadRopeScaling(file, arch, c);
   c.max_position_embeddings = PositiveInt(file, p + "context_length");
   const GgufTensorInfo& embedding = Require(file, "token_embd.weight");
   const int embedding_rows =
@@ -177,50 +307,52 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
 }
 
 ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const GgufFile>& file) {
-  const GgufFile& f = *file;
+  TensorReader f(file);
   const int d = c.hidden_size;
   // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2 and Gemma 3 GGUFs keep Hugging Face's
   // order and llama.cpp runs them with its NEOX (rotate-half) RoPE.
   const bool permuted_rope_rows = c.model_type == "llama";
   ModelWeights w;
-  w.token_embedding = Matrix(file, "token_embd.weight", c.vocab_size, d);
+  w.token_embedding = f.Matrix("token_embd.weight", c.vocab_size, d);
   w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    l.attn_norm = Vector(f, p + "attn_norm.weight", d);
-    l.wq = Matrix(file, p + "attn_q.weight", c.QueryDim(), d);
-    l.wk = Matrix(file, p + "attn_k.weight", c.KvDim(), d);
+    l.attn_norm = f.Vector(p + "attn_norm.weight", d);
+    l.wq = f.Matrix(p + "attn_q.weight", c.QueryDim(), d);
+    l.wk = f.Matrix(p + "attn_k.weight", c.KvDim(), d);
     if (permuted_rope_rows) {
       l.wq = UnpermuteRopeRows(l.wq, c.head_dim);
       l.wk = UnpermuteRopeRows(l.wk, c.head_dim);
     }
-    l.wv = Matrix(file, p + "attn_v.weight", c.KvDim(), d);
+    l.wv = f.Matrix(p + "attn_v.weight", c.KvDim(), d);
     if (c.attention_bias) {
-      l.bq = Vector(f, p + "attn_q.bias", c.QueryDim());
-      l.bk = Vector(f, p + "attn_k.bias", c.KvDim());
-      l.bv = Vector(f, p + "attn_v.bias", c.KvDim());
+      l.bq = f.Vector(p + "attn_q.bias", c.QueryDim());
+      l.bk = f.Vector(p + "attn_k.bias", c.KvDim());
+      l.bv = f.Vector(p + "attn_v.bias", c.KvDim());
       if (permuted_rope_rows) {
         l.bq = UnpermuteRopeBias(l.bq, c.head_dim);
         l.bk = UnpermuteRopeBias(l.bk, c.head_dim);
       }
     }
-    l.wo = Matrix(file, p + "attn_output.weight", d, c.QueryDim());
+    l.wo = f.Matrix(p + "attn_output.weight", d, c.QueryDim());
     if (c.qk_norm) {
-      l.q_norm = Vector(f, p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = Vector(f, p + "attn_k_norm.weight", c.head_dim);
+      l.q_norm = f.Vector(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = f.Vector(p + "attn_k_norm.weight", c.head_dim);
     }
     if (c.sandwich_norm) {
-      l.post_attn_norm = Vector(f, p + "post_attention_norm.weight", d);
-      l.post_mlp_norm = Vector(f, p + "post_ffw_norm.weight", d);
+      l.post_attn_norm = f.Vector(p + "post_attention_norm.weight", d);
+      l.post_mlp_norm = f.Vector(p + "post_ffw_norm.weight", d);
     }
-    l.mlp_norm = Vector(f, p + "ffn_norm.weight", d);
-    l.w_gate = Matrix(file, p + "ffn_gate.weight", c.intermediate_size, d);
-    l.w_up = Matrix(file, p + "ffn_up.weight", c.intermediate_size, d);
-    l.w_down = Matrix(file, p + "ffn_down.weight", d, c.intermediate_size);
+    l.mlp_norm = f.Vector(p + "ffn_norm.weight", d);
+    l.w_gate = f.Matrix(p + "ffn_gate.weight", c.intermediate_size, d);
+    l.w_up = f.Matrix(p + "ffn_up.weight", c.intermediate_size, d);
+    l.w_down = f.Matrix(p + "ffn_down.weight", d, c.intermediate_size);
   }
-  w.final_norm = Vector(f, "output_norm.weight", d);
-  if (!c.tie_word_embeddings) w.lm_head = Matrix(file, "output.weight", c.vocab_size, d);
+  w.final_norm = f.Vector("output_norm.weight", d);
+  if (!c.tie_word_embeddings) w.lm_head = f.Matrix("output.weight", c.vocab_size, d);
+  if (c.rope_scaling.type == RopeScalingType::kFactors) f.Note(kRopeFreqs);  // ConfigFromGguf read it
+  f.RequireAllUsed(c.model_type);
   return w;
 }
 

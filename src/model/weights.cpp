@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 
 #include "plumb/core/error.h"
@@ -51,6 +52,19 @@ class ShardSet {
   }
 
   bool Contains(const std::string& name) const { return owner_.count(name) != 0; }
+
+  // Throws naming the first tensor no read took: a part of the model plumb does not compute (Qwen3's
+  // q_norm, a bias, a vision tower) must refuse the checkpoint, not be left out in silence. The RoPE
+  // buffers older checkpoints saved (rotary_emb.inv_freq) are the exception: transformers itself ignores
+  // them on load and derives the frequencies from config.json, as plumb does.
+  void RequireAllUsed(const std::string& model_type) const {
+    for (const auto& [name, shard] : owner_) {
+      if (used_.count(name) != 0 || name.ends_with("rotary_emb.inv_freq")) continue;
+      throw MakeError(shards_[shard]->path(), ": tensor \"", name, "\" is not part of the ", model_type,
+                      " model plumb computes; refusing a checkpoint it does not fully understand "
+                      "(docs/models.md \"What plumb refuses\")");
+    }
+  }
 
   std::vector<float> Vector(const std::string& name, int length) const {
     const std::int64_t shape[] = {length};
@@ -143,6 +157,7 @@ class ShardSet {
       throw MakeError(shards_.front()->path(), shards_.size() > 1 ? " (and other shards)" : "",
                       ": missing tensor \"", name, "\"");
     }
+    used_.insert(name);
     return it->second;
   }
 
@@ -167,6 +182,7 @@ class ShardSet {
 
   std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
   std::map<std::string, std::size_t> owner_;
+  mutable std::set<std::string> used_;  // every tensor read so far
 };
 
 }  // namespace
@@ -233,6 +249,7 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
     throw MakeError(files.front()->path(),
                     ": missing tensor \"lm_head.weight\" (config says tie_word_embeddings = false)");
   }
+  shards.RequireAllUsed(c.model_type.empty() ? "llama" : c.model_type);
   return w;
 }
 

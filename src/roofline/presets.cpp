@@ -38,6 +38,9 @@ struct Card {
 constexpr Card kCards[] = {
     {"llama-3-8b", 4096, 14336, 32, 32, 8, 128, 128256, 8192, false, false, 500000.0f},
     {"llama-3-70b", 8192, 28672, 80, 64, 8, 128, 128256, 8192, false, false, 500000.0f},
+    {"llama-3.1-8b", 4096, 14336, 32, 32, 8, 128, 128256, 131072, false, false, 500000.0f},
+    {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 64, 128256, 131072, true, false, 500000.0f},
+    {"llama-3.2-3b", 3072, 8192, 28, 24, 8, 128, 128256, 131072, true, false, 500000.0f},
     {"mistral-7b", 4096, 14336, 32, 32, 8, 128, 32000, 32768, false, false, 10000.0f},
     {"qwen2.5-72b", 8192, 29568, 80, 64, 8, 128, 152064, 32768, false, true, 1000000.0f},
     {"smollm2-135m", 576, 1536, 30, 9, 3, 64, 49152, 8192, true, false, 100000.0f},
@@ -48,6 +51,15 @@ constexpr Card kCards[] = {
     {"mixtral-8x7b", 4096, 14336, 32, 32, 8, 128, 32000,    32768, false, false, 1000000.0f, 0, 8, 2, 0,
      14336,          0,    0,     0,  0,  0, 0,   "mixtral"},
 };
+
+// The cards whose config.json stretches RoPE to 128K positions with Llama 3.1's rule (rope_scaling
+// {rope_type llama3, factor, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192}).
+struct CardRopeScaling {
+  const char* name;
+  double factor;
+};
+constexpr CardRopeScaling kLlama3Scaled[] = {
+    {"llama-3.1-8b", 8.0}, {"llama-3.2-1b", 32.0}, {"llama-3.2-3b", 32.0}};
 
 struct HardwareSpec {
   const char* name;
@@ -64,17 +76,19 @@ constexpr HardwareSpec kHardware[] = {
      "NVIDIA HGX B200 datasheet, per GPU: 2.25 PFLOP/s dense FP16/BF16 (4.5 sparse), 8 TB/s HBM3e, 180 GB"},
 };
 
-// A config.json as a model card: ParseConfigJson's fields, then the MoE and MLA keys plumb's loader does not
-// read (it runs neither: a MoE GGUF is refused, and a MoE checkpoint's tensors are not the ones it loads).
-// For such a model, rope_scaling and quantization_config are dropped first: they change RoPE's numbers and
-// how the checkpoint is stored, not the shapes the estimate needs (--dtype says how weights are stored).
+// A config.json as a model card: ParseConfigJson's shapes (ConfigPurpose::kShapes: any model_type, and no
+// judgement of RoPE scaling, activations or quantization_config, which change the numbers or the storage,
+// not the shapes the estimate needs; --dtype says how weights are stored), then the MoE and MLA keys
+// plumb's loader does not read (it runs neither: a MoE GGUF is refused, and a MoE checkpoint's tensors are
+// not the ones it loads).
 ModelConfig CardFromConfigJson(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw MakeError(path, ": cannot open config file");
   std::ostringstream text;
   text << file.rdbuf();
   nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!root.is_object()) return ParseConfigJson(text.str(), path);  // its error names the offset
+  if (!root.is_object())
+    return ParseConfigJson(text.str(), path, ConfigPurpose::kShapes);  // names the offset
   // A key's integer value, 0 when absent or null (DeepSeek-V2-Lite's q_lora_rank is null).
   auto int_key = [&](std::initializer_list<const char*> keys) {
     for (const char* key : keys) {
@@ -89,10 +103,8 @@ ModelConfig CardFromConfigJson(const std::string& path) {
   };
   const int experts = int_key({"n_routed_experts", "num_local_experts"});
   const int kv_lora = int_key({"kv_lora_rank"});
-  if (experts == 0 && kv_lora == 0) return ParseConfigJson(text.str(), path);
-  root.erase("rope_scaling");
-  root.erase("quantization_config");
-  ModelConfig c = ParseConfigJson(root.dump(), path);
+  ModelConfig c = ParseConfigJson(text.str(), path, ConfigPurpose::kShapes);
+  if (experts == 0 && kv_lora == 0) return c;
   c.num_experts = experts;
   if (experts > 0) {
     c.experts_per_token = int_key({"num_experts_per_tok"});
@@ -141,6 +153,11 @@ ModelConfig ModelCard(std::string_view name_or_path) {
     c.tie_word_embeddings = card.tied;
     c.attention_bias = card.bias;
     c.rope_theta = card.rope_theta;
+    for (const CardRopeScaling& scaled : kLlama3Scaled) {
+      if (name != scaled.name) continue;
+      c.rope_scaling = {RopeScalingType::kLlama3, scaled.factor, 1.0, 4.0, 8192};
+      c.rope_freq_factors = Llama3RopeFreqFactors(c.rope_scaling, c.rope_theta, c.head_dim);
+    }
     if (card.sliding_window > 0) SetGemma3Architecture(c, card.sliding_window);  // as a gemma3 GGUF reads
     if (card.model_type != nullptr) c.model_type = card.model_type;
     c.num_experts = card.experts;

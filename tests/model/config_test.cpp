@@ -1,6 +1,7 @@
 // config.json parsing: the fields plumb reads, their defaults, and a clear error for each kind of mistake.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "plumb/core/error.h"
@@ -74,14 +75,157 @@ TEST(Config, Qwen2ImpliesAttentionBias) {
   EXPECT_TRUE(ParseConfigJson(j.dump(), "cfg.json").attention_bias);
 }
 
-TEST(Config, GemmaCheckpointsAreRefusedWithTheReason) {
-  for (const char* type : {"gemma3", "gemma3_text", "gemma2"}) {
+TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
+  for (const char* type : {"gemma3", "gemma3_text", "gemma2", "qwen3", "olmo2", "phi3", "mixtral"}) {
     nlohmann::json j = LlamaConfig();
     j["model_type"] = type;
     const std::string message = ErrorOf(j);
-    EXPECT_NE(message.find("plumb runs Gemma 3 from a GGUF file"), std::string::npos) << message;
-    EXPECT_NE(message.find(type), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("model_type \"") + type + "\" is not a family plumb runs"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("(llama, mistral, qwen2"), std::string::npos) << message;
   }
+  EXPECT_NE(ErrorOf([] {
+              nlohmann::json j = LlamaConfig();
+              j["model_type"] = "gemma3";
+              return j;
+            }())
+                .find("Gemma 3 runs from its GGUF file"),
+            std::string::npos);
+  nlohmann::json j = LlamaConfig();
+  j.erase("model_type");
+  EXPECT_NE(ErrorOf(j).find("model_type is missing"), std::string::npos) << ErrorOf(j);
+  // plumb estimate reads the shapes of any family.
+  j = LlamaConfig();
+  j["model_type"] = "qwen3";
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_EQ(ParseConfigJson(j.dump(), "cfg.json", ConfigPurpose::kShapes).hidden_size, 64);
+}
+
+// Every key that changes the math of a family plumb runs is read or refused by name and value.
+TEST(Config, MathChangingFieldsAreReadOrRefusedByName) {
+  const auto refused = [](const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
+    nlohmann::json j = LlamaConfig();
+    edit(j);
+    const std::string message = ErrorOf(j);
+    EXPECT_NE(message.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << message;
+  };
+  refused([](auto& j) { j["hidden_act"] = "gelu"; }, "cfg.json: hidden_act = \"gelu\" is not supported");
+  refused([](auto& j) { j["mlp_bias"] = true; }, "mlp_bias = true is not supported");
+  refused([](auto& j) { j["architectures"] = {"LlamaForSequenceClassification"}; },
+          "architectures = [\"LlamaForSequenceClassification\"]: plumb runs [\"LlamaForCausalLM\"]");
+  refused([](auto& j) { j["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor = 0.5");
+  refused(
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 5e5}, {"factor", 4.0}};
+      },
+      "rope_parameters.rope_type = \"yarn\" is not supported");
+  refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+      },
+      "rope_scaling.rope_type = \"dynamic\"");
+  refused(
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}, {"beta_fast", 32}};
+      },
+      "rope_parameters.beta_fast = 32 is not a field plumb knows");
+  refused(
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+      },
+      "rope_parameters.rope_theta = 1000000.0 contradicts rope_theta = 500000.0");
+  refused(
+      [](auto& j) {
+        j["rope_parameters"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}};
+      },
+      "rope_parameters.high_freq_factor is missing");
+  refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", 8.0},
+                             {"low_freq_factor", 4.0},
+                             {"high_freq_factor", 1.0},
+                             {"original_max_position_embeddings", 8192}};
+      },
+      "low_freq_factor = 4 must be below high_freq_factor = 1");
+  refused(
+      [](auto& j) {
+        j["model_type"] = "qwen2";
+        j["architectures"] = {"Qwen2ForCausalLM"};
+        j["use_sliding_window"] = true;
+      },
+      "use_sliding_window = true");
+  refused(
+      [](auto& j) {
+        j["model_type"] = "mistral";
+        j["sliding_window"] = 6;
+        j["layer_types"] = {"sliding_attention", "full_attention"};
+      },
+      "layer_types[1] = \"full_attention\"");
+}
+
+TEST(Config, RopeThetaAndLlama3ScalingInBothSpellings) {
+  nlohmann::json v5 = LlamaConfig();
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 250000.0}};
+  const ModelConfig plain = ParseConfigJson(v5.dump(), "cfg.json");
+  EXPECT_EQ(plain.rope_theta, 250000.0f);
+  EXPECT_EQ(plain.rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_TRUE(plain.rope_freq_factors.empty());
+
+  // head_dim 16, theta 1e4: pair wavelengths 2π·1e4^(i/8) = 6.3, 19.9, 62.8, 198.7, 628, ...; with the
+  // original context 256 and factors 1 and 4, pairs 0-2 are kept (below 64), pair 3 is smoothed and pairs
+  // 4-7 are divided by 8 (above 256). Pair 3: s = (256 / 198.69 − 1) / 3, f = 1 / ((1 − s) / 8 + s).
+  const nlohmann::json llama3 = {{"rope_type", "llama3"},
+                                 {"factor", 8.0},
+                                 {"low_freq_factor", 1.0},
+                                 {"high_freq_factor", 4.0},
+                                 {"original_max_position_embeddings", 256}};
+  const std::vector<float> expected = {1.0f, 1.0f, 1.0f, 4.781833995199632f, 8.0f, 8.0f, 8.0f, 8.0f};
+  nlohmann::json v4 = LlamaConfig();
+  v4["rope_theta"] = 10000.0;
+  v4["rope_scaling"] = llama3;
+  v5 = LlamaConfig();
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = llama3;
+  v5["rope_parameters"]["rope_theta"] = 10000.0;
+  for (const nlohmann::json& j : {v4, v5}) {
+    const ModelConfig c = ParseConfigJson(j.dump(), "cfg.json");
+    EXPECT_EQ(c.rope_theta, 10000.0f);
+    EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLlama3);
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 256);
+    EXPECT_EQ(c.rope_freq_factors, expected) << j.dump();
+    EXPECT_NE(c.RopeFreqFactors(1), nullptr);
+    // Written back (plumb pack) in transformers 4's spelling, and read to the same config.
+    const ModelConfig again = ParseConfigJson(ConfigToJson(c), "again.json");
+    EXPECT_EQ(again.rope_freq_factors, expected);
+    EXPECT_EQ(again.rope_scaling.factor, 8.0);
+  }
+  nlohmann::json linear = LlamaConfig();
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_EQ(ParseConfigJson(linear.dump(), "cfg.json").rope_freq_factors, std::vector<float>(8, 2.0f));
+}
+
+TEST(Config, MistralWindowCoversEveryLayerAndQwen2AlwaysHasBiases) {
+  nlohmann::json j = LlamaConfig();
+  j["model_type"] = "mistral";
+  j["architectures"] = {"MistralForCausalLM"};
+  j["sliding_window"] = 6;
+  j["attention_bias"] = true;  // Mistral's attention has no biases, whatever this says (transformers too)
+  const ModelConfig c = ParseConfigJson(j.dump(), "cfg.json");
+  EXPECT_FALSE(c.attention_bias);
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    EXPECT_EQ(c.AttentionWindow(layer), 6);
+    EXPECT_EQ(c.RopeTheta(layer), 500000.0f);  // no RoPE base of its own, unlike Gemma 3's local layers
+  }
+  EXPECT_EQ(ParseConfigJson(ConfigToJson(c), "again.json").sliding_window, 6);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(ParseConfigJson(j.dump(), "cfg.json").AttentionWindow(0), 0);
+  j = LlamaConfig();
+  j["model_type"] = "qwen2";
+  j["attention_bias"] = false;  // Qwen2Attention has q/k/v biases regardless
+  EXPECT_TRUE(ParseConfigJson(j.dump(), "cfg.json").attention_bias);
 }
 
 TEST(Config, EachMistakeNamesTheFileAndField) {

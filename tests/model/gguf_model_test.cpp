@@ -139,6 +139,8 @@ struct Edit {
   std::string set_key = {};
   GgufValue set_value = {};
   std::string reshape_tensor = {};  // swap its two dims
+  std::string add_tensor = {};      // an F32 tensor of add_dims, all ones
+  std::vector<std::uint64_t> add_dims = {};
 };
 
 std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/model.f32.gguf") {
@@ -154,6 +156,16 @@ std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/mode
     std::vector<std::uint64_t> dims = t.dims;
     if (t.name == edit.reshape_tensor) std::swap(dims[0], dims[1]);
     builder.AddTensor(t.name, t.type, dims, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  if (!edit.add_tensor.empty()) {
+    std::uint64_t n = 1;
+    for (std::uint64_t d : edit.add_dims) n *= d;
+    std::vector<std::uint8_t> bytes(n * sizeof(float));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const float one = 1.0f;
+      std::memcpy(bytes.data() + i * sizeof(float), &one, sizeof one);
+    }
+    builder.AddTensor(edit.add_tensor, GgmlType::F32, edit.add_dims, bytes);
   }
   const testing::GgufImage image = builder.Build();
   try {
@@ -189,7 +201,20 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
        "does not divide num_attention_heads"},
       {{.set_key = "llama.expert_count", .set_value = testing::GgufUint32(8)}, "mixture-of-experts"},
       {{.set_key = "llama.rope.scaling.type", .set_value = testing::GgufString("yarn")},
-       "rope.scaling.type 'yarn'"},
+       "rope.scaling.type 'yarn' is not supported"},
+      // Everything the file holds is understood or refused by name: an unknown key of the architecture
+      // (Granite's attention scale here), a tensor no part of the model reads, an architecture not listed.
+      {{.set_key = "llama.attention.scale", .set_value = testing::GgufFloat32(0.5f)},
+       "edited.gguf: metadata key 'llama.attention.scale' = 0.5 is not one plumb implements"},
+      {{.set_key = "llama.rope.scaling.attn_factor", .set_value = testing::GgufFloat32(2.0f)},
+       "attn_factor = 2 is not supported"},
+      {{.set_key = "llama.attention.value_length", .set_value = testing::GgufUint32(32)},
+       "attention.value_length = 32 differs from attention.key_length = 16"},
+      {{.add_tensor = "blk.0.attn_q_norm.weight", .add_dims = {16}},
+       "edited.gguf: tensor 'blk.0.attn_q_norm.weight' (offset "},
+      {{.add_tensor = "rope_freqs.weight", .add_dims = {7}}, "tensor 'rope_freqs.weight' (offset "},
+      {{.set_key = "general.architecture", .set_value = testing::GgufString("qwen3")},
+       "general.architecture 'qwen3' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3'"},
       {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
       {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
       {{.reshape_tensor = "blk.0.attn_k.weight"}, "tensor 'blk.0.attn_k.weight' (offset "},
@@ -199,6 +224,38 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
     const std::string message = LoadError(edit);
     EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
   }
+}
+
+TEST(GgufModel, ATensorNoPartReadsIsRefusedNamingIt) {
+  const std::string message = LoadError({.add_tensor = "blk.1.attn_k.bias", .add_dims = {32}});
+  EXPECT_NE(message.find("tensor 'blk.1.attn_k.bias' (offset "), std::string::npos) << message;
+  EXPECT_NE(message.find("is not part of the llama model plumb computes"), std::string::npos) << message;
+}
+
+// llama.cpp's form of Llama 3.1's RoPE scaling: rope_freqs.weight, one divisor per pair, read as is; and
+// rope.scaling.factor, which divides every frequency (llama.cpp's freq_scale = 1 / factor).
+TEST(GgufModel, RopeScalingFromRopeFreqsOrTheLinearFactor) {
+  const std::string path = kTiny + "/model.f32.gguf";
+  std::string message = LoadError({.add_tensor = "rope_freqs.weight", .add_dims = {8}}, path);
+  EXPECT_EQ(message, "no error");
+  const GgufFile source = GgufFile::Open(path);
+  testing::GgufBuilder builder;
+  for (const auto& [key, value] : source.metadata()) {
+    if (key != "general.alignment") builder.Add(key, value);
+  }
+  builder.Add("llama.rope.scaling.type", testing::GgufString("linear"));
+  builder.Add("llama.rope.scaling.factor", testing::GgufFloat32(4.0f));
+  for (const GgufTensorInfo& t : source.tensors()) {
+    builder.AddTensor(t.name, t.type, t.dims, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const testing::GgufImage image = builder.Build();
+  const ModelConfig c = ConfigFromGguf(GgufFile::FromBytes(image.bytes, "linear.gguf"));
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(c.rope_freq_factors, std::vector<float>(8, 4.0f));
+  message =
+      LoadError({.set_key = "llama.rope.scaling.factor", .set_value = testing::GgufFloat32(-2.0f)}, path);
+  EXPECT_NE(message.find("rope.scaling.factor = -2 must be a non-negative number"), std::string::npos)
+      << message;
 }
 
 TEST(GgufModel, Gemma3ReadsItsFixedHyperParametersAndNamesWhatItRefuses) {
@@ -226,8 +283,10 @@ TEST(GgufModel, Gemma3ReadsItsFixedHyperParametersAndNamesWhatItRefuses) {
        "gemma3.attn_logit_softcapping is not supported"},
       {{.set_key = "gemma3.final_logit_softcapping", .set_value = testing::GgufFloat32(-1.0f)},
        "'gemma3.final_logit_softcapping' = -1 must be a non-negative number"},
-      {{.set_key = "gemma3.rope.scaling.type", .set_value = testing::GgufString("linear")},
-       "rope.scaling.type 'linear' is not supported"},
+      {{.set_key = "gemma3.rope.scaling.type", .set_value = testing::GgufString("yarn")},
+       "rope.scaling.type 'yarn' is not supported"},
+      {{.add_tensor = "rope_freqs.weight", .add_dims = {128}},
+       "a 'gemma3' model has no per-pair RoPE factors"},
   };
   for (const auto& [edit, expected] : cases) {
     const std::string message = LoadError(edit, path);

@@ -139,6 +139,23 @@ TEST_F(CheckpointLoading, MissingTensorIsNamed) {
       << LoadError();
 }
 
+// A tensor plumb does not compute (Qwen3's per-head q_norm here) refuses the checkpoint, naming it; the RoPE
+// buffers of older checkpoints, which transformers ignores too, do not.
+TEST_F(CheckpointLoading, ATensorPlumbDoesNotUseIsRefusedByName) {
+  std::vector<TensorToWrite> tensors = Tensors();
+  const std::vector<std::uint8_t> four_floats(16, 0);
+  tensors.push_back({"model.layers.1.self_attn.rotary_emb.inv_freq", DType::F32, {4}, four_floats});
+  WriteSafetensors((dir_ / "model.safetensors").string(), tensors);
+  EXPECT_EQ(LoadError(), "");
+  tensors.push_back({"model.layers.0.self_attn.q_norm.weight", DType::F32, {4}, four_floats});
+  WriteSafetensors((dir_ / "model.safetensors").string(), tensors);
+  EXPECT_NE(
+      LoadError().find("model.safetensors: tensor \"model.layers.0.self_attn.q_norm.weight\" is not part "
+                       "of the llama model plumb computes"),
+      std::string::npos)
+      << LoadError();
+}
+
 TEST_F(CheckpointLoading, UntiedModelWithoutLmHeadIsAnError) {
   std::vector<TensorToWrite> tensors = Tensors();
   std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == "lm_head.weight"; });

@@ -9,6 +9,33 @@
 
 namespace plumb {
 
+// RoPE scaling: how a checkpoint stretches RoPE past the context it was pre-trained at (docs/models.md "RoPE
+// scaling"). Every kind plumb runs divides each rotated pair's frequency by a factor of its own
+// (scalar.h RopeRotateHalf's f_i); ModelConfig::rope_freq_factors holds them, this says where they came from.
+enum class RopeScalingType {
+  kNone,     // f_i = 1 (config.json rope_type "default", or no scaling given)
+  kLinear,   // f_i = factor for every pair (rope_type "linear": position interpolation)
+  kLlama3,   // Llama 3.1's piecewise rule (rope_type "llama3"): Llama3RopeFreqFactors
+  kFactors,  // the divisors as stored, one per pair (GGUF rope_freqs.weight, llama.cpp's form of llama3)
+};
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;                       // linear; llama3: the divisor of the low frequencies
+  double low_freq_factor = 1.0;              // llama3
+  double high_freq_factor = 4.0;             // llama3
+  int original_max_position_embeddings = 0;  // llama3: the context the model was pre-trained at
+};
+
+// Llama 3.1's rule, per pair i of a head of head_dim (the definition transformers' _compute_llama3_parameters
+// and llama.cpp's converter share): with inv_freq_i = theta^(−2i/head_dim) and wavelen_i = 2π / inv_freq_i,
+//   wavelen_i < original / high_freq_factor:  f_i = 1                       (high frequencies kept)
+//   wavelen_i > original / low_freq_factor:   f_i = factor                  (low frequencies interpolated)
+//   otherwise, s = (original / wavelen_i − low_freq_factor) / (high_freq_factor − low_freq_factor):
+//                                             f_i = 1 / ((1 − s) / factor + s)
+// in double, each f_i rounded to float once (the F32 values a GGUF's rope_freqs.weight stores).
+std::vector<float> Llama3RopeFreqFactors(const RopeScaling& scaling, float theta, int head_dim);
+
 // The gated MLP's activation: down(act(gate(x)) ⊙ up(x)).
 enum class MlpActivation {
   kSilu,      // SwiGLU: silu(g) = g / (1 + e^−g)  (Llama, Qwen2)
@@ -16,7 +43,7 @@ enum class MlpActivation {
 };
 
 struct ModelConfig {
-  std::string model_type;     // "llama", "qwen2", "gemma3"
+  std::string model_type;     // "llama", "mistral", "qwen2", "gemma3"
   int hidden_size = 0;        // d
   int intermediate_size = 0;  // MLP width
   int num_layers = 0;         // num_hidden_layers
@@ -25,6 +52,11 @@ struct ModelConfig {
   int head_dim = 0;           // head_dim if present, else hidden_size / num_heads
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  // [head_dim / 2]: each rotated pair's frequency divisor f_i, or empty for none (every f_i = 1). From
+  // rope_scaling for a config.json, from rope_freqs.weight for a GGUF. Layers with a RoPE base of their own
+  // (Gemma 3's local layers) rotate unscaled, as in llama.cpp.
+  std::vector<float> rope_freq_factors;
   int vocab_size = 0;
   int max_position_embeddings = 0;   // the context length plumb allows
   bool tie_word_embeddings = false;  // LM head = token embedding matrix
@@ -36,12 +68,13 @@ struct ModelConfig {
   bool scale_embedding = false;  // x = embed[token] · √d
   bool qk_norm = false;          // RMSNorm of each query and key head (over head_dim) before RoPE
   bool sandwich_norm = false;    // an RMSNorm of the attention and MLP outputs before each residual add
-  // Sliding-window attention: a layer is local unless (layer + 1) is a multiple of sliding_window_pattern; a
-  // local layer's row at position p attends to positions p − sliding_window + 1 .. p and rotates with
-  // rope_theta_local. sliding_window 0: every layer global.
+  // Sliding-window attention: a layer is local unless (layer + 1) is a multiple of sliding_window_pattern
+  // (pattern 0: every layer local, as in Mistral); a local layer's row at position p attends to positions
+  // p − sliding_window + 1 .. p and, where rope_theta_local > 0 (Gemma 3), rotates with that base, unscaled.
+  // sliding_window 0: every layer global.
   int sliding_window = 0;
   int sliding_window_pattern = 0;
-  float rope_theta_local = 10000.0f;
+  float rope_theta_local = 0.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
   // Mixture of experts and multi-head latent attention (DeepSeek-V3, Mixtral): only `plumb estimate`'s cost
   // model reads them (docs/roofline.md "Mixture of experts and latent attention"); plumb runs neither, and
@@ -71,12 +104,25 @@ struct ModelConfig {
     return sliding_window > 0 && (sliding_window_pattern <= 0 || (layer + 1) % sliding_window_pattern != 0);
   }
   int AttentionWindow(int layer) const { return IsLocalLayer(layer) ? sliding_window : 0; }  // 0: all
-  float RopeTheta(int layer) const { return IsLocalLayer(layer) ? rope_theta_local : rope_theta; }
+  bool HasOwnLocalRope(int layer) const { return IsLocalLayer(layer) && rope_theta_local > 0.0f; }
+  float RopeTheta(int layer) const { return HasOwnLocalRope(layer) ? rope_theta_local : rope_theta; }
+  // The layer's RoPE frequency divisors for kernels::RopeRotateHalf (null: unscaled).
+  const float* RopeFreqFactors(int layer) const {
+    return rope_freq_factors.empty() || HasOwnLocalRope(layer) ? nullptr : rope_freq_factors.data();
+  }
 };
 
+// What a config.json is read for. kRun: plumb will run the checkpoint, so every field that changes the
+// math of its family must be one plumb implements, or parsing throws naming it (docs/models.md "What plumb
+// refuses"). kShapes: only the shapes are wanted (plumb estimate's model cards), so any model_type is
+// accepted and fields that change only the numbers (RoPE scaling, activations) are not judged.
+enum class ConfigPurpose { kRun, kShapes };
+
 // Parses config.json text; `source` names the file in error messages. Throws plumb::Error naming the field
-// for a missing or ill-typed required field and for inconsistent values (e.g. heads not divisible).
-ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source);
+// for a missing or ill-typed required field and for inconsistent values (e.g. heads not divisible), and
+// (kRun) for a model_type, architecture or math-changing field plumb does not implement.
+ModelConfig ParseConfigJson(const std::string& json_text, const std::string& source,
+                            ConfigPurpose purpose = ConfigPurpose::kRun);
 ModelConfig LoadConfigJson(const std::string& path);
 
 // config.json text for `config` (the Hugging Face keys ParseConfigJson reads, "architectures", and a
@@ -86,8 +132,10 @@ std::string ConfigToJson(const ModelConfig& config);
 
 class GgufFile;
 // Reads the hyper-parameters of a GGUF model from its `<arch>.*` metadata (llama.cpp's keys; arch is
-// "llama" or "qwen2"): e.g. llama.block_count, llama.attention.head_count_kv. A GGUF has no tie flag: a
-// missing output.weight tensor means the LM head is the token embedding. Errors name the file and key.
+// "llama", "qwen2" or "gemma3"): e.g. llama.block_count, llama.attention.head_count_kv. A GGUF has no tie
+// flag: a missing output.weight tensor means the LM head is the token embedding; rope_freqs.weight gives
+// rope_freq_factors. Every `<arch>.*` key must be one plumb reads or checks (an unknown one is refused
+// naming it and its value). Errors name the file and key.
 ModelConfig ConfigFromGguf(const GgufFile& file);
 
 // Gemma 3's architecture on top of the shapes already in `c`: GeGLU, the √d embedding scale, QK-norm, the
@@ -95,6 +143,10 @@ ModelConfig ConfigFromGguf(const GgufFile& file);
 // `sliding_window`, RoPE base 10000) to one global. ConfigFromGguf and the gemma-3-270m estimate card share
 // it.
 void SetGemma3Architecture(ModelConfig& c, int sliding_window);
+
+// "RoPE theta 500000, llama3 scaling (factor 8, low_freq_factor 1, high_freq_factor 4, original context
+// 8192)": how the model rotates, for the CLI's model lines.
+std::string RopeDescription(const ModelConfig& config);
 
 // Checks the invariants the forward pass relies on; throws plumb::Error naming the offending field.
 void ValidateConfig(const ModelConfig& config, const std::string& source);
