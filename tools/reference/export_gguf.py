@@ -19,7 +19,14 @@ convert_hf_to_gguf.py (class LlamaModel) for everything it covers:
     config.json has head_dim), general.file_type, llama.vocab_size, llama.rope.dimension_count,
     general.quantization_version;
   * tensors in the order the converter meets them in a single safetensors file (sorted HF names);
-  * 1-D tensors (the norms) always F32.
+  * 1-D tensors (the norms) always F32;
+  * RoPE from either config.json spelling: the base from top-level rope_theta (transformers 4) or
+    rope_parameters.rope_theta (transformers 5), written as llama.rope.freq_base; Llama 3.x scaling
+    (rope_type, or the older key type, "llama3" in rope_scaling or rope_parameters) as the converter's
+    LlamaModel.generate_extra_tensors does: an extra F32 tensor rope_freqs.weight [head_dim / 2]
+    holding each rotation pair's frequency divisor (llama3_rope_freqs below), first in the file (the
+    converter chains its extra tensors before the checkpoint's), and no other key. Any other RoPE type
+    ("linear", "yarn", "dynamic", "longrope", ...) and partial rotation are refused (ValueError).
 
 Tensor types per --type: f32: all F32. f16 and q8_0: every 2-D tensor F16 / Q8_0 (as
 `convert_hf_to_gguf.py --outtype f16|q8_0`). q4_0 and q4_1 are not converter output types but
@@ -46,6 +53,7 @@ no golden of its own: the generator proves that it reproduces fixtures/tiny-llam
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -148,6 +156,65 @@ def gguf_tensors(hf_config, tensors):
     return out
 
 
+ROPE_FREQS = "rope_freqs.weight"
+
+
+def llama3_rope_freqs(head_dim, base, rope):
+    """rope_freqs.weight of a Llama 3.x checkpoint: one F32 divisor per rotation pair, as the converter
+    defines it (LlamaModel.generate_extra_tensors), in float32 like the converter's torch code.
+
+    freq_i = 1 / base^((2i) / head_dim) in float32; wavelen_i = 2 pi / freq_i; with L =
+    original_max_position_embeddings, high = L / high_freq_factor and low = L / low_freq_factor, the
+    divisor is 1 when wavelen_i < high, factor when wavelen_i > low, and otherwise
+    1 / ((1 - smooth) / factor + smooth) with smooth = (L / wavelen_i - low_freq_factor) /
+    (high_freq_factor - low_freq_factor). ggml then turns pair i at theta_i / divisor_i.
+
+    L comes from the RoPE dict (transformers writes it there in both spellings), as in newer versions of the
+    converter; older ones read a top-level original_max_position_embeddings only, defaulting to 8192 (right
+    for Llama 3.1, wrong for anything else). Without it in the RoPE dict the config is refused here: a wrong
+    L silently moves every pair's regime."""
+    factor = float(rope["factor"])
+    low_freq_factor = float(rope["low_freq_factor"])
+    high_freq_factor = float(rope["high_freq_factor"])
+    old_context_len = rope.get("original_max_position_embeddings")
+    if old_context_len is None:
+        raise ValueError("llama3 RoPE scaling without original_max_position_embeddings in its parameters")
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    if not high_freq_wavelen < low_freq_wavelen:
+        raise ValueError("llama3 RoPE scaling needs high_freq_factor > low_freq_factor")
+    exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+    freqs = np.float32(1.0) / np.power(np.float32(base), exponents)
+    divisors = []
+    for freq in freqs:
+        wavelen = np.float32(2 * math.pi) / freq
+        if wavelen < high_freq_wavelen:
+            divisors.append(1.0)
+        elif wavelen > low_freq_wavelen:
+            divisors.append(factor)
+        else:
+            smooth = (np.float32(old_context_len) / wavelen - np.float32(low_freq_factor)) / np.float32(high_freq_factor - low_freq_factor)
+            divisors.append(np.float32(1.0) / ((np.float32(1.0) - smooth) / np.float32(factor) + smooth))
+    return np.array(divisors, dtype=np.float32)
+
+
+def rope_settings(hf):
+    """(rope_theta or None, rope_freqs values or None) of a config.json, either spelling; raises for a
+    RoPE this converter does not write (see the module docstring)."""
+    head_dim = hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+    theta = llama_ref.rope_theta_from_hf(hf)  # checks that both spellings agree
+    stated = hf.get("rope_theta") is not None or any(
+        isinstance(d, dict) and d.get("rope_theta") is not None for d in (hf.get("rope_scaling"), hf.get("rope_parameters"))
+    )
+    llama_ref.rope_divisors_from_hf(hf, head_dim, theta)  # refuses partial rotation, unknown or inconsistent types
+    kind, params = llama_ref.rope_type_from_hf(hf)
+    if kind == "default":
+        return (theta if stated else None), None
+    if kind == "llama3":
+        return (theta if stated else None), llama3_rope_freqs(head_dim, theta, params)
+    raise ValueError(f"RoPE type {kind!r} is not supported by this converter (only default and llama3)")
+
+
 def convert(checkpoint_dir, out_path, out_type, model_name=None):
     """Write the GGUF of a HF checkpoint directory. Returns {GGUF name: ggml type name}."""
     import gguf
@@ -161,6 +228,7 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     tensors, _ = safetensors_io.load_file(os.path.join(checkpoint_dir, "model.safetensors"))
     if hf.get("tie_word_embeddings", False) != ("lm_head.weight" not in tensors):
         raise ValueError(f"{checkpoint_dir}: tie_word_embeddings disagrees with the presence of lm_head.weight")
+    rope_theta, rope_freqs = rope_settings(hf)
 
     writer = gguf.GGUFWriter(out_path, ARCHITECTURE)  # writes general.architecture
     writer.add_type("model")
@@ -172,8 +240,8 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     writer.add_head_count(hf["num_attention_heads"])
     if "num_key_value_heads" in hf:
         writer.add_head_count_kv(hf["num_key_value_heads"])
-    if "rope_theta" in hf:
-        writer.add_rope_freq_base(hf["rope_theta"])
+    if rope_theta is not None:
+        writer.add_rope_freq_base(rope_theta)
     writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
     if hf.get("head_dim") is not None:
         writer.add_key_length(hf["head_dim"])
@@ -184,6 +252,9 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     types = {}
+    if rope_freqs is not None:
+        writer.add_tensor(ROPE_FREQS, rope_freqs, raw_dtype=gguf.GGMLQuantizationType.F32)
+        types[ROPE_FREQS] = gguf.GGMLQuantizationType.F32.name
     for name, values in gguf_tensors(hf, tensors):
         qtype = tensor_type(name, values, out_type)
         data = gguf.quants.quantize(values, qtype)

@@ -31,7 +31,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The hyper-parameters the forward pass needs, read from a Hugging Face config.json."""
+    """The hyper-parameters the forward pass needs, read from a Hugging Face config.json.
+
+    rope_divisors: None for plain RoPE, else one divisor per rotation pair (head_dim / 2 of them):
+    pair i turns at theta^(-2i / head_dim) / rope_divisors[i] (RoPE scaling; see rope_divisors_from_hf).
+    sliding_window: None, or W when every layer attends only to the W most recent positions
+    (itself and the W - 1 before it), as Mistral does.
+    """
 
     vocab_size: int
     hidden_size: int
@@ -43,12 +49,16 @@ class ModelConfig:
     rms_norm_eps: float
     rope_theta: float
     tie_word_embeddings: bool
+    rope_divisors: tuple | None = None
+    sliding_window: int | None = None
 
     @classmethod
     def from_hf(cls, hf):
         """Build from a config.json dict. head_dim defaults to hidden_size / num_attention_heads
         (older configs and Qwen2 do not store it); num_key_value_heads defaults to
-        num_attention_heads (plain multi-head attention)."""
+        num_attention_heads (plain multi-head attention). RoPE: see rope_theta_from_hf and
+        rope_divisors_from_hf (both config.json spellings); the sliding window: see
+        sliding_window_from_hf."""
         num_heads = hf["num_attention_heads"]
         num_kv_heads = hf.get("num_key_value_heads", num_heads)
         head_dim = hf.get("head_dim") or hf["hidden_size"] // num_heads
@@ -56,6 +66,7 @@ class ModelConfig:
             raise ValueError("num_key_value_heads must divide num_attention_heads")
         if head_dim % 2 != 0:
             raise ValueError("RoPE needs an even head_dim")
+        theta = rope_theta_from_hf(hf)
         return cls(
             vocab_size=hf["vocab_size"],
             hidden_size=hf["hidden_size"],
@@ -65,9 +76,147 @@ class ModelConfig:
             num_kv_heads=num_kv_heads,
             head_dim=head_dim,
             rms_norm_eps=hf["rms_norm_eps"],
-            rope_theta=hf.get("rope_theta", 10000.0),
+            rope_theta=theta,
             tie_word_embeddings=hf.get("tie_word_embeddings", False),
+            rope_divisors=rope_divisors_from_hf(hf, head_dim, theta),
+            sliding_window=sliding_window_from_hf(hf),
         )
+
+
+# ----------------------------------------------------------------------------------
+# RoPE parameters and the sliding window, in both config.json spellings
+# ----------------------------------------------------------------------------------
+#
+# transformers 4.x writes the RoPE base as a top-level "rope_theta" and any scaling as
+# "rope_scaling": {"rope_type" (older: "type"): ..., "factor": ..., ...}. transformers 5 writes one
+# "rope_parameters": {"rope_type": ..., "rope_theta": ..., scaling fields} and neither of the others.
+# Both are read; a config that states something twice must state it the same way, and anything
+# the reference does not implement (other RoPE types, partial rotation, mixed window layers) is
+# refused rather than approximated.
+
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+def _rope_dicts(hf):
+    """The RoPE dicts of a config.json that are present (rope_parameters, rope_scaling), non-null."""
+    dicts = []
+    for key in ("rope_parameters", "rope_scaling"):
+        value = hf.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise ValueError(f"{key} must be an object, not {value!r}")
+        if any(isinstance(v, dict) for v in value.values()):
+            raise ValueError(f"{key} is nested per layer type; not supported by the reference")
+        dicts.append(value)
+    return dicts
+
+
+def rope_theta_from_hf(hf):
+    """The RoPE base: top-level rope_theta (transformers 4) or rope_parameters.rope_theta
+    (transformers 5); 10000 when neither is there. Both present must agree."""
+    values = [float(v) for v in [hf.get("rope_theta")] + [d.get("rope_theta") for d in _rope_dicts(hf)] if v is not None]
+    if any(v != values[0] for v in values):
+        raise ValueError(f"config.json states different RoPE bases: {values}")
+    return values[0] if values else 10000.0
+
+
+def rope_type_from_hf(hf):
+    """(rope type, the dict holding its parameters or None). rope_type, or the older key "type",
+    of rope_scaling or rope_parameters; "default" when neither says anything."""
+    kinds = []
+    for d in _rope_dicts(hf):
+        kind = d.get("rope_type", d.get("type"))
+        if "rope_type" in d and "type" in d and d["type"] != d["rope_type"]:
+            raise ValueError(f"RoPE dict says both rope_type {d['rope_type']!r} and type {d['type']!r}")
+        if kind is not None:
+            kinds.append((kind, d))
+    if not kinds:
+        return "default", None
+    if any(kind != kinds[0][0] for kind, _ in kinds):
+        raise ValueError(f"rope_scaling and rope_parameters disagree on the RoPE type: {[k for k, _ in kinds]}")
+    # Prefer a dict holding scaling fields (transformers 4: rope_scaling; 5: rope_parameters).
+    for kind, d in kinds:
+        if "factor" in d:
+            return kind, d
+    return kinds[0]
+
+
+def llama3_rope_divisors(head_dim, theta, factor, low_freq_factor, high_freq_factor, original_max_position_embeddings):
+    """Llama 3.x RoPE scaling ("rope_type": "llama3"), per rotation pair, in float64.
+
+    With L = original_max_position_embeddings, pair i has inv_freq_i = theta^(-2i / head_dim) and
+    wavelength 2 pi / inv_freq_i; high_freq_wavelen = L / high_freq_factor, low_freq_wavelen =
+    L / low_freq_factor. Its divisor is
+        1                                   if wavelength < high_freq_wavelen  (kept),
+        factor                              if wavelength > low_freq_wavelen   (divided),
+        1 / ((1 - s) / factor + s)          otherwise (smoothed),
+    with s = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor).
+    transformers (_compute_llama3_parameters) multiplies inv_freq by the reciprocal of the divisor;
+    llama.cpp's converter stores the divisors themselves as the F32 tensor rope_freqs.weight and
+    ggml divides the frequency by them."""
+    if high_freq_factor <= low_freq_factor:
+        raise ValueError(f"llama3 RoPE needs high_freq_factor > low_freq_factor, got {high_freq_factor} <= {low_freq_factor}")
+    old_context = float(original_max_position_embeddings)
+    low_freq_wavelen = old_context / low_freq_factor
+    high_freq_wavelen = old_context / high_freq_factor
+    divisors = []
+    for i in range(head_dim // 2):
+        inv_freq = float(theta) ** (-2.0 * i / head_dim)
+        wavelen = 2.0 * np.pi / inv_freq
+        if wavelen < high_freq_wavelen:
+            divisors.append(1.0)
+        elif wavelen > low_freq_wavelen:
+            divisors.append(float(factor))
+        else:
+            smooth = (old_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            divisors.append(1.0 / ((1.0 - smooth) / factor + smooth))
+    return tuple(divisors)
+
+
+def rope_divisors_from_hf(hf, head_dim, theta):
+    """Per-pair RoPE divisors of a config.json (None for plain RoPE), from rope_scaling or
+    rope_parameters: "default" -> None; "linear" -> factor for every pair (positions divided by
+    factor); "llama3" -> llama3_rope_divisors (original_max_position_embeddings from the RoPE dict,
+    else top level; required). Every other type, and partial rotation, raises ValueError."""
+    for d in _rope_dicts(hf) + [hf]:
+        partial = d.get("partial_rotary_factor")
+        if partial is not None and float(partial) != 1.0:
+            raise ValueError(f"partial_rotary_factor {partial}: partial RoPE is not supported by the reference")
+    kind, d = rope_type_from_hf(hf)
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"RoPE type {kind!r} is not supported by the reference (only {ROPE_TYPES})")
+    if kind == "default":
+        return None
+    factor = float(d["factor"])
+    if kind == "linear":
+        return tuple([factor] * (head_dim // 2))
+    original = d.get("original_max_position_embeddings", hf.get("original_max_position_embeddings"))
+    if original is None:
+        raise ValueError("llama3 RoPE without original_max_position_embeddings")
+    return llama3_rope_divisors(head_dim, theta, factor, float(d["low_freq_factor"]), float(d["high_freq_factor"]), int(original))
+
+
+def sliding_window_from_hf(hf):
+    """The window W of a model whose every layer attends to the W most recent positions, else None.
+
+    Mistral: sliding_window (null = full causal attention), every layer. Other configs with a
+    sliding_window key (Qwen2, Qwen3) use it only when use_sliding_window is true and then only on
+    some layers (layer_types / max_window_layers); that is refused, as is any layer_types list
+    that is not all "full_attention" (or, for Mistral with a window, all "sliding_attention")."""
+    window = None
+    if hf.get("model_type") == "mistral":
+        window = hf.get("sliding_window")
+    elif hf.get("use_sliding_window"):
+        raise ValueError("use_sliding_window: per-layer sliding windows are not supported by the reference")
+    layer_types = hf.get("layer_types")
+    if layer_types is not None:
+        allowed = "full_attention" if window is None else "sliding_attention"
+        if any(t != allowed for t in layer_types):
+            raise ValueError(f"layer_types {layer_types} not supported (every layer must be {allowed!r})")
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"sliding_window must be a positive integer, not {window!r}")
+    return window
 
 
 @dataclass
@@ -179,14 +328,19 @@ def softmax(scores):
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
-def rope_cos_sin(positions, head_dim, theta, dtype):
+def rope_cos_sin(positions, head_dim, theta, dtype, divisors=None):
     """cos and sin tables, each [len(positions), head_dim / 2], for rotary position embedding.
 
     Pair i (i < head_dim / 2) rotates at frequency inv_freq_i = theta^(-2i / head_dim), so at
-    position p its angle is p * inv_freq_i.
+    position p its angle is p * inv_freq_i. With RoPE scaling (`divisors`, one per pair, see
+    llama3_rope_divisors) the angle is p * inv_freq_i / divisors[i].
     """
     i = np.arange(head_dim // 2, dtype=dtype)
     inv_freq = dtype(theta) ** (-2 * i / dtype(head_dim))
+    if divisors is not None:
+        if len(divisors) != head_dim // 2:
+            raise ValueError(f"{len(divisors)} RoPE divisors for {head_dim // 2} pairs")
+        inv_freq = inv_freq / np.asarray(divisors, dtype=dtype)
     angles = np.asarray(positions, dtype=dtype)[:, None] * inv_freq[None, :]
     return np.cos(angles), np.sin(angles)
 
@@ -230,7 +384,7 @@ def causal_attention(q, k, v, q_positions, k_positions, matmul, sliding_window=N
     h // (n_heads / n_kv_heads). A query at position p attends to the keys at positions
     <= p, with scores q.k / sqrt(hd). Returns [n_heads, n, hd].
 
-    With a sliding_window W (Gemma's local layers), a query at position p sees only the keys at
+    With a sliding_window W (Gemma's local layers, every Mistral layer), a query at position p sees only the keys at
     positions t with p - t < W, i.e. itself and the W - 1 before it (llama.cpp's
     LLAMA_SWA_TYPE_STANDARD masks p - t >= W).
     """
@@ -314,14 +468,14 @@ class LlamaModel:
         k = split_heads(self.linear(h, layer.k_proj, layer.k_bias), c.num_kv_heads)
         v = split_heads(self.linear(h, layer.v_proj, layer.v_bias), c.num_kv_heads)
 
-        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
+        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype, c.rope_divisors)
         q = self.rope(q, cos, sin)
         k = self.rope(k, cos, sin)
 
         cache.append(layer_index, k, v)
         all_positions = np.arange(cache.keys[layer_index].shape[1])
         attended = causal_attention(
-            q, cache.keys[layer_index], cache.values[layer_index], positions, all_positions, self.matmul
+            q, cache.keys[layer_index], cache.values[layer_index], positions, all_positions, self.matmul, c.sliding_window
         )
         merged = attended.transpose(1, 0, 2).reshape(n, c.num_heads * c.head_dim)
         return self.linear(merged, layer.o_proj)

@@ -372,6 +372,175 @@ def test_gguf_export_and_read_back():
 
 
 # ----------------------------------------------------------------------------------
+# RoPE scaling, both config.json spellings, Mistral's sliding window, fixtures/transformers
+# ----------------------------------------------------------------------------------
+
+LLAMA3_SMALL = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.0625, "high_freq_factor": 2.0, "original_max_position_embeddings": 16}
+
+
+def test_llama3_rope_divisors_three_regimes():
+    """head_dim 16, theta 500000: pair wavelengths 2 pi 500000^(i/8) = 6.28, 32.4, 167, 862, ...; with L = 16,
+    high_freq_wavelen 16 / 2 = 8 and low_freq_wavelen 16 / 0.0625 = 256: pair 0 kept, pairs 1-2 smoothed,
+    3-7 divided by 8. The smoothed divisors follow 1 / ((1 - s) / factor + s), s = (L / wavelen - low) /
+    (high - low), which is 1 at wavelen = L / high and factor at wavelen = L / low (continuous)."""
+    import math
+
+    d = llama_ref.llama3_rope_divisors(16, 500000.0, 8.0, 0.0625, 2.0, 16)
+    assert d[0] == 1.0 and d[3:] == (8.0,) * 5
+    for i in (1, 2):
+        wavelen = 2 * math.pi * 500000.0 ** (i / 8)
+        s = (16 / wavelen - 0.0625) / (2.0 - 0.0625)
+        assert 0 < s < 1 and 1.0 < d[i] < 8.0
+        assert abs(d[i] - 1 / ((1 - s) / 8 + s)) < 1e-14
+    assert abs(d[1] - 3.1270543351618) < 1e-12 and abs(d[2] - 7.1417355289351) < 1e-12
+    # Llama 3.1 8B (head_dim 128, theta 500000, factor 8, low 1, high 4, L 8192): pairs with wavelength
+    # below 2048 kept, above 8192 divided by 8, smoothed in between, monotonic.
+    big = llama_ref.llama3_rope_divisors(128, 500000.0, 8.0, 1.0, 4.0, 8192)
+    wavelengths = [2 * math.pi * 500000.0 ** (2 * i / 128) for i in range(64)]
+    for w, x in zip(wavelengths, big):
+        assert (x == 1.0) == (w < 2048) and (x == 8.0) == (w > 8192)
+    assert list(big) == sorted(big) and 0 < sum(1.0 < x < 8.0 for x in big) < 64
+    # Continuity at the two boundaries: a wavelength exactly at either one is "smoothed" with s = 1 / s = 0.
+    theta_at = lambda wavelen, i, hd: (wavelen / (2 * math.pi)) ** (hd / (2 * i))  # noqa: E731
+    at_high = llama_ref.llama3_rope_divisors(4, theta_at(8.0, 1, 4), 8.0, 0.0625, 2.0, 16)[1]
+    at_low = llama_ref.llama3_rope_divisors(4, theta_at(256.0, 1, 4), 8.0, 0.0625, 2.0, 16)[1]
+    assert abs(at_high - 1.0) < 1e-12 and abs(at_low - 8.0) < 1e-11
+
+
+def test_rope_config_spellings():
+    """transformers 4 (top-level rope_theta, rope_scaling) and 5 (rope_parameters) spellings read alike;
+    contradictions, unknown RoPE types and partial rotation are refused."""
+    base = {"vocab_size": 40, "hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 1, "num_attention_heads": 4, "rms_norm_eps": 1e-6}
+    v5 = llama_ref.ModelConfig.from_hf({**base, "rope_parameters": {**LLAMA3_SMALL, "rope_theta": 500000.0}})
+    v4 = llama_ref.ModelConfig.from_hf({**base, "rope_theta": 500000.0, "rope_scaling": LLAMA3_SMALL})
+    v4_type = llama_ref.ModelConfig.from_hf({**base, "rope_theta": 500000.0, "rope_scaling": {**{k: v for k, v in LLAMA3_SMALL.items() if k != "rope_type"}, "type": "llama3"}})
+    assert v5 == v4 == v4_type and v5.rope_theta == 500000.0 and len(v5.rope_divisors) == 8
+    plain5 = llama_ref.ModelConfig.from_hf({**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})
+    plain4 = llama_ref.ModelConfig.from_hf({**base, "rope_theta": 1e6, "rope_scaling": None})
+    assert plain5 == plain4 and plain5.rope_divisors is None and plain5.rope_theta == 1e6
+    assert llama_ref.ModelConfig.from_hf(base).rope_theta == 10000.0
+    linear = llama_ref.ModelConfig.from_hf({**base, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}})
+    assert linear.rope_divisors == (4.0,) * 8
+    refused = [
+        {"rope_theta": 1e4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}},
+        {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}},
+        {"rope_scaling": {"type": "dynamic", "factor": 2.0}},
+        {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
+        {"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "rope_theta": 1e4}},
+        {"rope_scaling": {"rope_type": "linear", "factor": 2.0}, "rope_parameters": {"rope_type": "llama3", **LLAMA3_SMALL}},
+        {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4},
+        {"layer_types": ["sliding_attention", "full_attention"]},
+    ]
+    for extra in refused:
+        try:
+            llama_ref.ModelConfig.from_hf({**base, **extra})
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {extra}")
+
+
+def test_rope_divisors_slow_each_pair():
+    """A divisor c on a pair turns it at position p as the unscaled pair turns at p / c: with divisors all 2,
+    position 2m gives the angles of position m."""
+    cos2, sin2 = llama_ref.rope_cos_sin([6, 10], 16, 10000.0, np.float64, divisors=(2.0,) * 8)
+    cos1, sin1 = llama_ref.rope_cos_sin([3, 5], 16, 10000.0, np.float64)
+    assert np.allclose(cos2, cos1, rtol=0, atol=1e-15) and np.allclose(sin2, sin1, rtol=0, atol=1e-15)
+    cos, _ = llama_ref.rope_cos_sin([7], 16, 10000.0, np.float64, divisors=(1.0,) + (1e30,) * 7)
+    assert abs(cos[0, 0] - np.cos(7.0)) < 1e-15 and np.allclose(cos[0, 1:], 1.0, rtol=0, atol=1e-15)
+
+
+def test_mistral_sliding_window_from_config():
+    """model_type mistral with sliding_window W: every layer sees p - W < t <= p (the same logits as full
+    attention over the first W positions, others after), KV-cached decode equals re-prefill; null means none."""
+    base = {"vocab_size": 40, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "model_type": "mistral"}
+    windowed = llama_ref.ModelConfig.from_hf({**base, "sliding_window": 3})
+    full = llama_ref.ModelConfig.from_hf({**base, "sliding_window": None})
+    assert windowed.sliding_window == 3 and full.sliding_window is None
+    assert llama_ref.ModelConfig.from_hf({**base, "model_type": "llama", "sliding_window": 3}).sliding_window is None
+    tensors = random_weights(windowed, seed=21)
+    a_model, b_model = llama_ref.LlamaModel(windowed, tensors), llama_ref.LlamaModel(full, tensors)
+    ids = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    a, b = a_model.forward(ids, a_model.new_cache()), b_model.forward(ids, b_model.new_cache())
+    assert np.max(np.abs(a[:3] - b[:3])) < 1e-13 and np.max(np.abs(a[3:] - b[3:])) > 1e-3
+    greedy_ids, greedy_rows = llama_ref.greedy_decode(a_model, ids[:4], 8)
+    assert llama_ref.check_decode_matches_reprefill(a_model, ids[:4], greedy_ids, greedy_rows, 1e-12) < 1e-12
+
+
+def test_export_writes_llama3_rope_freqs():
+    """export_gguf: a llama3-scaled checkpoint (either spelling) gets rope_freqs.weight first, F32 [head_dim/2],
+    the converter's float32 divisors (within 1e-6 of the float64 ones); the reference on the GGUF as stored
+    with those divisors reproduces the reference on the checkpoint. Other RoPE types are refused."""
+    import dataclasses
+
+    import export_gguf
+    import gguf
+    import gguf_ref
+
+    hf = {"architectures": ["LlamaForCausalLM"], "vocab_size": 40, "hidden_size": 64, "intermediate_size": 48, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+          "tie_word_embeddings": False, "rope_parameters": {**LLAMA3_SMALL, "rope_theta": 500000.0}}
+    config = llama_ref.ModelConfig.from_hf(hf)
+    tensors = {k: v.astype(np.float32) for k, v in random_weights(config, seed=5).items()}
+    ids = list(range(3, 33))
+    expected = llama_ref.LlamaModel(config, tensors).forward(ids, llama_ref.KVCache(config, np.float64))
+    v4 = {**{k: v for k, v in hf.items() if k != "rope_parameters"}, "rope_theta": 500000.0, "rope_scaling": LLAMA3_SMALL}
+    with tempfile.TemporaryDirectory() as tmp:
+        safetensors_io.save_file(os.path.join(tmp, "model.safetensors"), tensors)
+        outputs = []
+        for spelling in (hf, v4):
+            with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+                json.dump(spelling, f)
+            path = os.path.join(tmp, "m.gguf")
+            export_gguf.convert(tmp, path, "f32")
+            with open(path, "rb") as f:
+                outputs.append(f.read())
+            reader = gguf.GGUFReader(path)
+            assert reader.tensors[0].name == "rope_freqs.weight" and reader.tensors[0].tensor_type == gguf.GGMLQuantizationType.F32
+            assert float(reader.fields["llama.rope.freq_base"].contents()) == 500000.0
+            data = gguf_ref.read_gguf(path)
+            freqs = data.tensors.pop("rope_freqs.weight").values
+            assert freqs.shape == (8,) and np.max(np.abs(freqs - np.array(config.rope_divisors)) / np.array(config.rope_divisors)) < 1e-6
+            gguf_config = dataclasses.replace(gguf_ref.config_from_gguf(data), rope_divisors=tuple(float(x) for x in freqs))
+            got = llama_ref.LlamaModel(gguf_config, gguf_ref.hf_named_tensors(data), rope_pairing="adjacent")
+            assert llama_ref.max_relative_error(got.forward(ids, got.new_cache()), expected) < 1e-6
+        assert outputs[0] == outputs[1]  # both spellings give the same bytes
+        for rope in ({"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}, {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}):
+            with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+                json.dump({**hf, "rope_parameters": rope}, f)
+            try:
+                export_gguf.convert(tmp, os.path.join(tmp, "r.gguf"), "f32")
+            except ValueError:
+                continue
+            raise AssertionError(f"converted {rope}")
+
+
+def test_transformers_fixtures_match_reference():
+    """fixtures/transformers (written by make_transformers_fixtures.py with torch): the float64 reference on each
+    runnable checkpoint's config.json and F16 weights reproduces transformers' logits (1e-5 relative; measured
+    ~1e-6) and greedy ids, and every refused checkpoint has no expected outputs."""
+    root = os.path.join(REPO_ROOT, "fixtures", "transformers")
+    names = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
+    assert len(names) == 11, names
+    for name in names:
+        directory = os.path.join(root, name)
+        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+        if manifest["expect"] == "refused":
+            assert not os.path.exists(os.path.join(directory, "expected.safetensors")), name
+            continue
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            config = llama_ref.ModelConfig.from_hf(json.load(f))
+        weights, _ = safetensors_io.load_file(os.path.join(directory, "model.safetensors"))
+        expected, _ = safetensors_io.load_file(os.path.join(directory, "expected.safetensors"))
+        model = llama_ref.LlamaModel(config, weights)
+        ids = [int(x) for x in expected["prompt_ids"]] + [int(x) for x in expected["greedy_ids"][:-1]]
+        logits = model.forward(ids, model.new_cache())
+        assert llama_ref.max_relative_error(expected["logits"], logits) < 1e-5, name
+        assert np.array_equal(np.argmax(logits[len(expected["prompt_ids"]) - 1 :], axis=1), expected["greedy_ids"]), name
+
+
+# ----------------------------------------------------------------------------------
 # Gemma 3 (gemma3_ref.py)
 # ----------------------------------------------------------------------------------
 

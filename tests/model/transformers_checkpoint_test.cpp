@@ -1,0 +1,140 @@
+// Checkpoints that Hugging Face transformers built and saved itself (fixtures/transformers, written by
+// tools/reference/make_transformers_fixtures.py with the versions its manifests name): each one plumb runs
+// gives transformers' logits and greedy ids, and each one it does not run is refused naming its family. None
+// runs silently wrong: the point of issue #31 and of docs/models.md "What plumb refuses".
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "plumb/core/error.h"
+#include "plumb/formats/safetensors.h"
+#include "plumb/model/model.h"
+#include "support/golden.h"
+
+namespace plumb {
+namespace {
+
+namespace fs = std::filesystem;
+
+// transformers computes in float32 (eager attention; cos/sin from float32 angles), plumb in float32 with
+// double RoPE angles and its own summation orders. Over these 2-layer, d = 64 models the float32 roundings
+// of the two stay below 1e-6 of max|logit| (a dot of 128 terms: ~sqrt(128)·u ≈ 7e-7 typical); 1e-5 leaves
+// a 10× margin, while the bugs this guards against (an unscaled or wrongly scaled RoPE, a missing window,
+// another theta, a missing bias) move the logits by 1e-3 or more of max|logit| (the manifests of the
+// generator record them).
+constexpr double kTolerance = 1e-5;
+
+std::vector<std::string> Checkpoints() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(testing::FixtureDir("transformers"))) {
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+nlohmann::json Manifest(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// Logits of every position of the teacher-forced sequence, then plumb's own greedy continuation.
+void ExpectTransformersOutput(const std::string& model_path, const std::string& expected_path) {
+  SCOPED_TRACE(model_path);
+  const SafetensorsFile expected = SafetensorsFile::Open(expected_path);
+  const std::vector<std::int32_t> prompt = expected.ReadI32("prompt_ids");
+  const std::vector<std::int32_t> greedy = expected.ReadI32("greedy_ids");
+  const std::vector<float> want = expected.ReadF32("logits");
+  Model model = Model::Load(model_path);
+  const int vocab = model.config().vocab_size;
+
+  std::vector<int> sequence(prompt.begin(), prompt.end());
+  sequence.insert(sequence.end(), greedy.begin(), greedy.end() - 1);
+  ASSERT_EQ(want.size(), sequence.size() * static_cast<std::size_t>(vocab));
+  {
+    ContiguousKvCache cache = model.NewKvCache();
+    const std::vector<float> got = model.Prefill(sequence, cache, PrefillLogits::kAllRows);
+    ASSERT_EQ(got.size(), want.size());
+    double max_err = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - want[i]));
+    }
+    const double relative = max_err / MaxAbs(want);
+    EXPECT_LE(relative, kTolerance) << "max |plumb − transformers| / max |logit| over all positions";
+    std::printf("%s: max |plumb - transformers| / max|logit| = %.3g\n", model_path.c_str(), relative);
+  }
+  ContiguousKvCache cache = model.NewKvCache();
+  std::vector<int> ids;
+  std::vector<float> logits =
+      model.Prefill(std::vector<int>(prompt.begin(), prompt.end()), cache, PrefillLogits::kLastRow);
+  for (std::size_t step = 0; step < greedy.size(); ++step) {
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ids.push_back(next);
+    if (step + 1 < greedy.size()) {
+      const std::span<const float> row = model.Decode(next, cache);
+      logits.assign(row.begin(), row.end());
+    }
+  }
+  EXPECT_EQ(ids, std::vector<int>(greedy.begin(), greedy.end())) << "greedy ids";
+}
+
+TEST(TransformersCheckpoints, EachRunsAsTransformersDoesOrIsRefusedNamingItsFamily) {
+  const std::vector<std::string> names = Checkpoints();
+  ASSERT_GE(names.size(), 11u) << "fixtures/transformers lost checkpoints";
+  int ran = 0, refused = 0;
+  for (const std::string& name : names) {
+    const std::string dir = testing::FixtureDir("transformers") + "/" + name;
+    const nlohmann::json manifest = Manifest(dir);
+    const std::string expect = manifest.at("expect");
+    if (expect == "runs") {
+      ExpectTransformersOutput(dir, dir + "/expected.safetensors");
+      ++ran;
+    } else {
+      ASSERT_EQ(expect, "refused") << name;
+      const std::string type = manifest.at("model_type");
+      try {
+        Model::Load(dir);
+        ADD_FAILURE() << name << " loaded; it must be refused";
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("model_type \"" + type + "\" is not a family plumb runs"), std::string::npos)
+            << message;
+      }
+      ++refused;
+    }
+  }
+  EXPECT_GE(ran, 7);
+  EXPECT_GE(refused, 4);
+}
+
+// llama.cpp's converter writes Llama 3.1's scaling as rope_freqs.weight; the GGUF of the same random
+// checkpoint must give transformers' output too.
+TEST(TransformersCheckpoints, Llama3ScalingFromAGgufsRopeFreqs) {
+  const std::string dir = testing::FixtureDir("transformers") + "/llama3-scaling";
+  const Model gguf = Model::Load(dir + "/model.f32.gguf");
+  const Model hf = Model::Load(dir);
+  EXPECT_EQ(gguf.config().rope_scaling.type, RopeScalingType::kFactors);
+  EXPECT_EQ(hf.config().rope_scaling.type, RopeScalingType::kLlama3);
+  // Both are the llama3 rule's divisors rounded to float: llama.cpp's converter computes them in float32
+  // and plumb in double, so they may differ in the last bit only.
+  ASSERT_EQ(gguf.config().rope_freq_factors.size(), hf.config().rope_freq_factors.size());
+  for (std::size_t i = 0; i < hf.config().rope_freq_factors.size(); ++i) {
+    EXPECT_NEAR(gguf.config().rope_freq_factors[i], hf.config().rope_freq_factors[i],
+                2e-7 * hf.config().rope_freq_factors[i])
+        << "pair " << i;
+  }
+  ExpectTransformersOutput(dir + "/model.f32.gguf", dir + "/expected.safetensors");
+}
+
+}  // namespace
+}  // namespace plumb

@@ -1,0 +1,726 @@
+"""Write fixtures/transformers/: tiny random checkpoints built and saved by Hugging Face transformers,
+with transformers' own greedy ids and logits, so that a C++ test can check plumb against transformers
+(and check that plumb refuses what it does not implement) without torch in CI.
+
+    /tmp/hfvenv/bin/python tools/reference/make_transformers_fixtures.py [--out DIR] [--only NAME ...]
+    /tmp/hfvenv/bin/python tools/reference/make_transformers_fixtures.py --search-seeds 40 --only qwen2
+
+Not run in CI (torch is several GB); the output is committed. Pinned, and checked at start-up:
+
+    torch 2.15.0 (PyPI; the CUDA build, run on the CPU), transformers 5.24.0, safetensors 0.8.0
+    (transformers 5.24 needs >= 0.8; tools/reference/requirements.txt pins 0.7.0 for the other
+    generators, so this venv takes the rest of that file and safetensors 0.8.0), numpy 2.2.6, gguf 0.19.0.
+
+    python3 -m venv /tmp/hfvenv
+    grep -v safetensors tools/reference/requirements.txt > /tmp/hfreq.txt
+    /tmp/hfvenv/bin/pip install torch==2.15.0 transformers==5.24.0 -r /tmp/hfreq.txt pytest
+
+Every checkpoint has the same tiny shapes (SHAPES: vocab 160, d 64, ffn 128, 2 layers, 4 query heads and
+2 KV heads of 16, max_position_embeddings 128, rms_norm_eps 1e-5, bos 1, eos 2). For each one:
+
+  1. `XxxConfig(**SHAPES, ...)`, `XxxForCausalLM(config)`, then every parameter redrawn from a seeded
+     torch.Generator (sorted parameter names; INIT_STD): RMSNorm weights 1 + 0.1 N(0,1), biases 0.2 N(0,1),
+     embeddings 0.1 N(0,1), an untied lm_head 0.3 N(0,1), all other matrices 0.15 N(0,1). transformers' own
+     init (std 0.02) gives logits too close to each other for a useful greedy test, and a larger embedding
+     scale makes a tied model repeat its last input token forever;
+  2. `model.to(torch.float16).save_pretrained(dir)` (transformers 5 always writes safetensors; it has no
+     safe_serialization argument any more): config.json exactly as transformers 5.24 writes it and
+     model.safetensors in F16; generation_config.json is deleted;
+  3. the saved checkpoint reloaded with `AutoModelForCausalLM.from_pretrained(dir, dtype=torch.float32,
+     attn_implementation="eager")` (F16 -> F32 is exact), then: prompt_ids (PROMPT_IDS, 12 ids), greedy_ids
+     (20 argmax steps through transformers' own KV cache, EOS not applied) and logits (one teacher-forced
+     forward over prompt_ids + greedy_ids[:-1], 31 positions, float32) -> expected.safetensors
+     (prompt_ids I32 [12], greedy_ids I32 [20], logits F32 [31, 160]) written with safetensors_io;
+  4. checks that refuse to write otherwise: the teacher-forced argmax along the greedy path equals the
+     cached greedy ids; the smallest top-1 minus top-2 logit along that path is at least MIN_RELATIVE_GAP
+     of max|logit|; the float64 NumPy reference (llama_ref, an implementation independent of both
+     transformers and plumb) on the same F16 weights and config.json agrees within REF_TOLERANCE relative
+     and picks the same greedy ids;
+  5. manifest.json: name, description, model_type, versions, generator, "expect": "runs", the measured gap,
+     max|logit|, the reference's deviation, and per-checkpoint evidence (spelling, RoPE regimes, window).
+
+Checkpoints that plumb must refuse (gemma2, olmo2, phi3, qwen3) get steps 1-2 and a manifest with
+"expect": "refused" and the reason, no expected outputs; all four are tied (no lm_head.weight) to keep the
+folder small, whatever their real models do.
+
+llama3-scaling also gets model.f32.gguf (export_gguf.convert, type f32), read back with gguf-py: its
+rope_freqs.weight must hold the converter's divisors, its other tensors the checkpoint's values, and the
+float64 reference on the GGUF as stored (adjacent RoPE, divisors from rope_freqs) must reproduce the
+transformers logits.
+
+Everything is deterministic given the pinned versions (CPU, one torch thread); the floats of the logits
+may differ in the last bits with another torch build, which is why they are committed rather than
+regenerated in CI.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import export_gguf  # noqa: E402
+import gguf_ref  # noqa: E402
+import llama_ref  # noqa: E402
+import safetensors_io  # noqa: E402
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GENERATOR = "tools/reference/make_transformers_fixtures.py"
+PINNED = {"torch": "2.15.0", "transformers": "5.24.0"}
+
+SHAPES = dict(
+    vocab_size=160,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+    rms_norm_eps=1e-5,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+# BOS, then 11 ids drawn once with numpy.random.default_rng(20261127).integers(3, 160, 11).
+PROMPT_IDS = [1, 127, 60, 53, 28, 128, 79, 134, 53, 121, 150, 152]
+GREEDY_STEPS = 20
+
+# The greedy path must be far from a tie: min(top1 - top2) >= MIN_RELATIVE_GAP * max|logit|. An engine
+# computing in float32 from the same F16 weights moves the logits by ~1e-6 relative.
+MIN_RELATIVE_GAP = 5e-3
+# float64 reference vs transformers' float32 logits, max|ref - hf| / max|ref|.
+REF_TOLERANCE = 1e-5
+
+# Llama 3.x scaling for head_dim 16, theta 500000: pair i has wavelength 2 pi 500000^(i/8) = 6.28, 32.4, 167,
+# 862, 4444, 2.3e4, 1.2e5, 6.1e5. With original_max_position_embeddings L = 16, high_freq_factor 2 and
+# low_freq_factor 1/16, high_freq_wavelen = L/2 = 8 and low_freq_wavelen = 16 L = 256, so pair 0 is kept,
+# pairs 1-2 are smoothed and pairs 3-7 are divided by the factor. (Llama 3.1's own 1 and 4 with L = 16
+# give 4 and 16: pair 0 smoothed, everything else divided, nothing kept.) The 31 positions run to 30,
+# well past L; llama3 scaling does not depend on the sequence length, only on L.
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 0.0625,
+    "high_freq_factor": 2.0,
+    "original_max_position_embeddings": 16,
+}
+
+
+# Standard deviations of the redrawn parameters (RMSNorm weights: 1 + norm * N(0, 1)).
+INIT_STD = {"norm": 0.1, "bias": 0.2, "embed": 0.1, "lm_head": 0.3, "matrix": 0.15}
+
+
+@dataclass
+class Spec:
+    name: str
+    description: str
+    model_type: str  # the transformers config class's model_type
+    config: dict  # keyword arguments beyond SHAPES
+    seed: int = 0
+    expect: str = "runs"
+    refused_because: str = ""
+    v4_spelling: bool = False  # rewrite config.json into the transformers 4 spelling after saving
+    same_weights_as: str = ""  # copy the checkpoint (and outputs) of another spec, only respell config.json
+    extra: dict = field(default_factory=dict)
+
+
+SPECS = [
+    Spec(
+        "llama-v4-spelling",
+        "Llama, plain RoPE theta 10000, untied; config.json rewritten into the transformers 4 spelling "
+        "(top-level rope_theta, torch_dtype, no rope_parameters) and checked to load in transformers 5.24 to "
+        "identical logits",
+        "llama",
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False),
+        seed=1,
+        v4_spelling=True,
+    ),
+    Spec(
+        "llama-theta500k",
+        "Llama, plain RoPE theta 500000 in transformers 5's rope_parameters, tied embeddings",
+        "llama",
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, tie_word_embeddings=True),
+        seed=6,
+    ),
+    Spec(
+        "llama3-scaling",
+        "Llama with Llama 3.x RoPE scaling (rope_type llama3, factor 8, original context 16) in transformers 5's "
+        "rope_parameters, tied embeddings; with model.f32.gguf, the same checkpoint converted as llama.cpp's "
+        "converter does (rope_freqs.weight)",
+        "llama",
+        dict(rope_parameters=dict(LLAMA3_ROPE), tie_word_embeddings=True),
+        seed=2,
+    ),
+    Spec(
+        "llama3-scaling-v4-spelling",
+        "llama3-scaling's weights and expected outputs, config.json in the transformers 4 spelling (top-level "
+        "rope_theta, rope_scaling with rope_type llama3, torch_dtype), checked to load in transformers 5.24 to "
+        "identical logits",
+        "llama",
+        {},
+        v4_spelling=True,
+        same_weights_as="llama3-scaling",
+    ),
+    Spec(
+        "qwen2",
+        "Qwen2: q/k/v projection biases (random, non-zero), tied embeddings, no sliding window",
+        "qwen2",
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, tie_word_embeddings=True),
+        seed=10,
+    ),
+    Spec(
+        "mistral",
+        "Mistral without a sliding window (sliding_window null), untied",
+        "mistral",
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False, sliding_window=None),
+        seed=9,
+    ),
+    Spec(
+        "mistral-window6",
+        "Mistral with sliding_window 6 on every layer (position p attends to p-5..p), tied; the 31 positions "
+        "go well past the window",
+        "mistral",
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True, sliding_window=6),
+        seed=0,
+    ),
+    Spec(
+        "gemma2",
+        "Gemma 2",
+        "gemma2",
+        dict(
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=6,
+            pad_token_id=0,
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        expect="refused",
+        refused_because="Gemma 2 is not a Llama: embeddings scaled by sqrt(hidden_size), RMSNorm with (1 + w), "
+        "extra pre/post feed-forward and post-attention norms, GELU-tanh MLP, attention and final logit "
+        "soft-capping, query_pre_attn_scalar, alternating sliding-window layers",
+    ),
+    Spec(
+        "olmo2",
+        "OLMo 2",
+        "olmo2",
+        dict(pad_token_id=None, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        expect="refused",
+        refused_because="OLMo 2 normalises after attention and MLP (post_attention_layernorm, post_feedforward_layernorm, "
+        "no input_layernorm) and applies RMSNorm to the whole q and k projections (q_norm, k_norm)",
+    ),
+    Spec(
+        "phi3",
+        "Phi-3",
+        "phi3",
+        dict(
+            pad_token_id=None,
+            original_max_position_embeddings=128,
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        expect="refused",
+        refused_because="Phi-3 stores fused projections (self_attn.qkv_proj, mlp.gate_up_proj) under other tensor names",
+    ),
+    Spec(
+        "qwen3",
+        "Qwen3",
+        "qwen3",
+        dict(head_dim=16, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        expect="refused",
+        refused_because="Qwen3 applies a per-head RMSNorm to q and k (self_attn.q_norm, self_attn.k_norm) before RoPE",
+    ),
+]
+
+
+def spec_by_name(name):
+    return next(s for s in SPECS if s.name == name)
+
+
+# ----------------------------------------------------------------------------------
+# Building and saving
+# ----------------------------------------------------------------------------------
+
+
+def config_class(model_type):
+    import transformers
+
+    return transformers.AutoConfig.for_model(model_type).__class__
+
+
+def build_model(spec, seed):
+    """A random float32 model of spec (see the module docstring for the distributions)."""
+    import torch
+    import transformers
+
+    config = config_class(spec.model_type)(**{**SHAPES, **spec.config})
+    torch.manual_seed(seed)  # transformers' own init first (then every parameter is redrawn below)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in sorted(model.named_parameters()):
+            noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+            if parameter.ndim == 1 and "norm" in name:
+                parameter.copy_(1 + INIT_STD["norm"] * noise)
+            elif name.endswith(".bias"):
+                parameter.copy_(INIT_STD["bias"] * noise)
+            elif "embed_tokens" in name:
+                parameter.copy_(INIT_STD["embed"] * noise)
+            elif name.startswith("lm_head"):
+                parameter.copy_(INIT_STD["lm_head"] * noise)
+            else:
+                parameter.copy_(INIT_STD["matrix"] * noise)
+    model.eval()
+    return model
+
+
+def save_checkpoint(model, directory):
+    """model in float16 through save_pretrained; only config.json and model.safetensors are kept."""
+    import torch
+
+    if os.path.isdir(directory):
+        shutil.rmtree(directory)
+    model.to(torch.float16).save_pretrained(directory)
+    kept = {"config.json", "model.safetensors"}
+    for name in sorted(os.listdir(directory)):
+        if name not in kept:
+            os.remove(os.path.join(directory, name))
+    if sorted(os.listdir(directory)) != sorted(kept):
+        raise AssertionError(f"{directory}: save_pretrained wrote {os.listdir(directory)}")
+
+
+def load_checkpoint(directory, **overrides):
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager", **overrides)
+    model.eval()
+    return model
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+
+
+def to_v4_spelling(config):
+    """A transformers 5 config.json dict in the spelling transformers 4 wrote: top-level rope_theta, scaling
+    (if any) under rope_scaling with rope_type and without rope_theta, torch_dtype instead of dtype."""
+    out = {}
+    for key, value in config.items():
+        if key == "rope_parameters":
+            rope = dict(value)
+            out["rope_theta"] = float(rope.pop("rope_theta"))
+            if rope.get("rope_type", "default") != "default":
+                out["rope_scaling"] = rope
+        elif key == "dtype":
+            out["torch_dtype"] = value
+        else:
+            out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# Running transformers
+# ----------------------------------------------------------------------------------
+
+
+def greedy(model, prompt_ids, steps):
+    """Greedy ids through transformers' KV cache (the model makes its own DynamicCache), EOS not applied.
+    Returns (ids, the logits row each id was taken from)."""
+    import torch
+
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+        ids, rows = [], []
+        for step in range(steps):
+            row = out.logits[0, -1].clone()
+            rows.append(row)
+            ids.append(int(torch.argmax(row)))
+            if step + 1 < steps:
+                out = model(input_ids=torch.tensor([[ids[-1]]]), cache=out.cache, use_cache=True)
+    return ids, torch.stack(rows).numpy()
+
+
+def forward(model, ids):
+    """float32 logits [len(ids), vocab] of one forward pass without a cache."""
+    import torch
+
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].numpy().astype(np.float32)
+
+
+def gaps_along(logits, first_row, ids):
+    """top1 - top2 of the rows that chose ids (row first_row + i chose ids[i]); checks the argmax."""
+    gaps = []
+    for i, token in enumerate(ids):
+        row = logits[first_row + i].astype(np.float64)
+        if int(np.argmax(row)) != token:
+            raise AssertionError(f"teacher-forced argmax at row {first_row + i} is {int(np.argmax(row))}, greedy chose {token}")
+        gaps.append(llama_ref.top1_top2_gap(row))
+    return np.array(gaps)
+
+
+def significant(value, digits=4):
+    return float(f"{value:.{digits - 1}e}")
+
+
+def run_checkpoint(directory):
+    """Greedy + teacher-forced logits of a saved checkpoint, and the measurements of the gap."""
+    model = load_checkpoint(directory)
+    greedy_ids, greedy_rows = greedy(model, PROMPT_IDS, GREEDY_STEPS)
+    sequence = PROMPT_IDS + greedy_ids[:-1]
+    logits = forward(model, sequence)
+    gaps = gaps_along(logits, len(PROMPT_IDS) - 1, greedy_ids)
+    max_abs = float(np.max(np.abs(logits)))
+    cache_vs_full = llama_ref.max_relative_error(greedy_rows, logits[len(PROMPT_IDS) - 1 :])
+    return {
+        "greedy_ids": greedy_ids,
+        "logits": logits,
+        "gaps": gaps,
+        "max_abs_logit": max_abs,
+        "relative_gap": float(np.min(gaps)) / max_abs,
+        "cache_vs_full": cache_vs_full,
+    }
+
+
+def reference_logits(directory, sequence, **config_overrides):
+    """The float64 llama_ref logits of a saved checkpoint (config.json as saved, F16 weights widened)."""
+    hf = {**read_json(os.path.join(directory, "config.json")), **config_overrides}
+    config = llama_ref.ModelConfig.from_hf(hf)
+    tensors, _ = safetensors_io.load_file(os.path.join(directory, "model.safetensors"))
+    model = llama_ref.LlamaModel(config, tensors, dtype=np.float64)
+    return config, model, model.forward(sequence, model.new_cache())
+
+
+# ----------------------------------------------------------------------------------
+# The GGUF of llama3-scaling
+# ----------------------------------------------------------------------------------
+
+
+def gguf_check(directory, sequence, hf_logits, reference64):
+    """Write model.f32.gguf, read it back with gguf-py, run the reference on it as stored. Returns the
+    manifest section."""
+    import gguf
+
+    path = os.path.join(directory, "model.f32.gguf")
+    types = export_gguf.convert(directory, path, "f32", model_name=os.path.basename(directory))
+    hf = read_json(os.path.join(directory, "config.json"))
+    reader = gguf.GGUFReader(path)
+    names = [t.name for t in reader.tensors]
+    if names[0] != export_gguf.ROPE_FREQS:
+        raise AssertionError(f"{path}: first tensor is {names[0]}")
+    freq_base = float(reader.fields["llama.rope.freq_base"].contents())
+    if freq_base != LLAMA3_ROPE["rope_theta"]:
+        raise AssertionError(f"{path}: llama.rope.freq_base {freq_base}")
+
+    model_data = gguf_ref.read_gguf(path)
+    rope_freqs = model_data.tensors.pop(export_gguf.ROPE_FREQS).values
+    head_dim = hf["head_dim"]
+    if rope_freqs.shape != (head_dim // 2,) or rope_freqs.dtype != np.float32:
+        raise AssertionError(f"{path}: rope_freqs {rope_freqs.dtype}{rope_freqs.shape}")
+    expected_freqs = export_gguf.llama3_rope_freqs(head_dim, LLAMA3_ROPE["rope_theta"], LLAMA3_ROPE)
+    if not np.array_equal(rope_freqs, expected_freqs):
+        raise AssertionError(f"{path}: rope_freqs {rope_freqs} != {expected_freqs}")
+    divisors64 = np.array(llama_ref.ModelConfig.from_hf(hf).rope_divisors)
+    freqs_vs_float64 = float(np.max(np.abs(rope_freqs - divisors64) / divisors64))
+    if freqs_vs_float64 > 1e-6:
+        raise AssertionError(f"{path}: rope_freqs differ from the float64 divisors by {freqs_vs_float64:.2e}")
+
+    # Every other tensor: the checkpoint's values (F16 widened exactly), Q/K rows permuted by the converter.
+    tensors, _ = safetensors_io.load_file(os.path.join(directory, "model.safetensors"))
+    for name, values in export_gguf.gguf_tensors(hf, tensors):
+        stored = model_data.tensors[name].values
+        if model_data.tensors[name].type_name != "F32" or not np.array_equal(stored, values):
+            raise AssertionError(f"{path}: {name} is not the checkpoint's tensor")
+
+    config = dataclasses.replace(gguf_ref.config_from_gguf(model_data), rope_divisors=tuple(float(x) for x in rope_freqs))
+    model = llama_ref.LlamaModel(config, gguf_ref.hf_named_tensors(model_data), rope_pairing="adjacent")
+    gguf_logits = model.forward(sequence, model.new_cache())
+    vs_reference = llama_ref.max_relative_error(gguf_logits, reference64)
+    vs_transformers = llama_ref.max_relative_error(hf_logits, gguf_logits)
+    if vs_transformers > REF_TOLERANCE or vs_reference > 1e-6:
+        raise AssertionError(f"{path}: GGUF reference off by {vs_transformers:.2e} (transformers), {vs_reference:.2e} (HF layout)")
+    return {
+        "file": "model.f32.gguf",
+        "written_by": "tools/reference/export_gguf.py convert (type f32), as llama.cpp's convert_hf_to_gguf.py LlamaModel",
+        "tensor_types": "all F32; rope_freqs.weight first, then the checkpoint's tensors in sorted Hugging Face name order",
+        "llama.rope.freq_base": freq_base,
+        "rope_freqs": [float(x) for x in rope_freqs],
+        "rope_freqs_vs_float64_divisors_max_rel": significant(freqs_vs_float64),
+        "reference_on_gguf_vs_transformers_max_rel": significant(vs_transformers),
+        "reference_on_gguf_vs_reference_on_safetensors_max_rel": significant(vs_reference),
+        "note": "the float64 reference on the GGUF as stored (Q/K rows permuted, adjacent-pair RoPE, divisors read "
+        "from rope_freqs.weight) reproduces the transformers logits in expected.safetensors; gguf_ref.reference_model "
+        "itself does not know rope_freqs.weight (KeyError), so this check builds the model by hand",
+        "tensor_count": len(types),
+    }
+
+
+# ----------------------------------------------------------------------------------
+# One fixture
+# ----------------------------------------------------------------------------------
+
+
+def versions():
+    import torch
+    import transformers
+
+    return {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]}
+
+
+def rope_regimes(divisors, factor):
+    kept = [i for i, d in enumerate(divisors) if d == 1.0]
+    divided = [i for i, d in enumerate(divisors) if d == factor]
+    smoothed = [i for i in range(len(divisors)) if i not in kept and i not in divided]
+    return kept, smoothed, divided
+
+
+def respelling_evidence(directory, v4, sequence, run):
+    """That transformers really reads the old keys (a respelled config that it ignored would pass the identity
+    check whenever the value equals transformers' default, as rope_theta 10000 does): the same weights with
+    rope_theta doubled, and with rope_scaling.factor halved, must give other logits."""
+    import tempfile
+
+    variants = {"rope_theta doubled": {**v4, "rope_theta": 2 * v4["rope_theta"]}}
+    if "rope_scaling" in v4:
+        variants["rope_scaling.factor halved"] = {**v4, "rope_scaling": {**v4["rope_scaling"], "factor": v4["rope_scaling"]["factor"] / 2}}
+    evidence = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(os.path.join(directory, "model.safetensors"), os.path.join(tmp, "model.safetensors"))
+        for what, config in variants.items():
+            write_json(os.path.join(tmp, "config.json"), config)
+            difference = llama_ref.max_relative_error(forward(load_checkpoint(tmp), sequence), run["logits"])
+            if difference < 1e-3:
+                raise AssertionError(f"{directory}: {what} changes the logits by only {difference:.2e}: is the key read?")
+            evidence[f"max_rel_change_with_{what.replace(' ', '_').replace('.', '_')}"] = significant(difference)
+    return evidence
+
+
+def make_runnable(spec, out_dir, seed, results):
+    directory = os.path.join(out_dir, spec.name)
+    manifest = {
+        "name": spec.name,
+        "description": spec.description,
+        "model_type": spec.model_type,
+        **versions(),
+        "generator": GENERATOR,
+        "expect": "runs",
+    }
+    if spec.same_weights_as:
+        source = os.path.join(out_dir, spec.same_weights_as)
+        if os.path.isdir(directory):
+            shutil.rmtree(directory)
+        os.makedirs(directory)
+        shutil.copyfile(os.path.join(source, "model.safetensors"), os.path.join(directory, "model.safetensors"))
+        shutil.copyfile(os.path.join(source, "config.json"), os.path.join(directory, "config.json"))
+        source_manifest = read_json(os.path.join(source, "manifest.json"))
+        seed = source_manifest["seed"]
+        manifest["same_weights_as"] = spec.same_weights_as
+    else:
+        save_checkpoint(build_model(spec, seed), directory)
+    manifest["seed"] = seed
+    config_path = os.path.join(directory, "config.json")
+    saved_config = read_json(config_path)
+
+    run = run_checkpoint(directory)
+    if spec.v4_spelling:
+        v4 = to_v4_spelling(saved_config)
+        write_json(config_path, v4)
+        respelled = run_checkpoint(directory)
+        if respelled["greedy_ids"] != run["greedy_ids"] or not np.array_equal(respelled["logits"], run["logits"]):
+            raise AssertionError(f"{spec.name}: transformers 5.24 gives other logits for the transformers 4 spelling")
+        manifest["spelling"] = {
+            "config_json": "transformers 4: top-level rope_theta"
+            + (", rope_scaling" if "rope_scaling" in v4 else "")
+            + ", torch_dtype; no rope_parameters, no dtype",
+            "checked": "transformers 5.24 loads this config.json and the same weights to bit-identical logits and greedy "
+            "ids as the transformers 5 spelling it was saved with",
+            "transformers_5_spelling": {k: saved_config[k] for k in ("rope_parameters", "dtype") if k in saved_config},
+            "transformers_reads_it_as": load_checkpoint(directory).config.rope_parameters,
+            "keys_are_read": respelling_evidence(directory, v4, PROMPT_IDS + run["greedy_ids"][:-1], run),
+        }
+    else:
+        manifest["spelling"] = {"config_json": "as saved by transformers " + versions()["transformers"]}
+    if spec.same_weights_as:
+        expected, _ = safetensors_io.load_file(os.path.join(out_dir, spec.same_weights_as, "expected.safetensors"))
+        if list(expected["greedy_ids"]) != run["greedy_ids"] or not np.array_equal(expected["logits"], run["logits"]):
+            raise AssertionError(f"{spec.name}: outputs differ from {spec.same_weights_as}")
+
+    if run["relative_gap"] < MIN_RELATIVE_GAP:
+        raise AssertionError(f"{spec.name}: min gap / max|logit| = {run['relative_gap']:.2e} < {MIN_RELATIVE_GAP} (choose another seed)")
+    sequence = PROMPT_IDS + run["greedy_ids"][:-1]
+    config, ref_model, ref_logits = reference_logits(directory, sequence)
+    ref_error = llama_ref.max_relative_error(run["logits"], ref_logits)
+    ref_greedy, _ = llama_ref.greedy_decode(ref_model, PROMPT_IDS, GREEDY_STEPS)
+    if ref_error > REF_TOLERANCE or list(ref_greedy) != run["greedy_ids"]:
+        raise AssertionError(f"{spec.name}: llama_ref differs from transformers by {ref_error:.2e} (greedy {list(ref_greedy)})")
+
+    gap_step = int(np.argmin(run["gaps"]))
+    manifest.update(
+        {
+            "tie_word_embeddings": bool(saved_config.get("tie_word_embeddings", False)),
+            "prompt_ids": PROMPT_IDS,
+            "greedy_ids": run["greedy_ids"],
+            "min_top1_top2_gap": significant(float(np.min(run["gaps"]))),
+            "min_gap_step": gap_step,
+            "max_abs_logit": significant(run["max_abs_logit"]),
+            "min_gap_over_max_abs_logit": significant(run["relative_gap"]),
+            "llama_ref_vs_transformers_max_rel": significant(ref_error),
+            "transformers_kv_cache_vs_full_forward_max_rel": significant(run["cache_vs_full"]),
+        }
+    )
+    if config.rope_divisors is not None:
+        factor = LLAMA3_ROPE["factor"]
+        kept, smoothed, divided = rope_regimes(config.rope_divisors, factor)
+        if not (kept and smoothed and divided):
+            raise AssertionError(f"{spec.name}: not all three llama3 regimes occur: {config.rope_divisors}")
+        wavelengths = [2 * math.pi * config.rope_theta ** (2 * i / config.head_dim) for i in range(config.head_dim // 2)]
+        L = LLAMA3_ROPE["original_max_position_embeddings"]
+        manifest["rope"] = {
+            "rope_type": "llama3",
+            "rope_theta": config.rope_theta,
+            "pair_wavelengths": [significant(w) for w in wavelengths],
+            "high_freq_wavelen": L / LLAMA3_ROPE["high_freq_factor"],
+            "low_freq_wavelen": L / LLAMA3_ROPE["low_freq_factor"],
+            "kept_pairs": kept,
+            "smoothed_pairs": smoothed,
+            "divided_pairs": divided,
+            "divisors_float64": list(config.rope_divisors),
+            "why": "pair i turns at theta^(-2i/16) / divisor_i; wavelength < L/high_freq_factor = 8 keeps the pair, "
+            "> L/low_freq_factor = 256 divides it by factor 8, in between it is smoothed (two pairs, so the smoothing "
+            "formula is exercised twice). With Llama 3.1's own factors (low 1, high 4) head_dim 16 shows all three "
+            "regimes only for 32.4 <= L <= 129, not past the 31 positions; L = 16 with factors 1/16 and 2 shows them "
+            "and the positions 0..30 run well past L (llama3 scaling does not depend on the position itself, only "
+            "each pair's regime depends on L)",
+        }
+    if config.sliding_window is not None:
+        unwindowed = load_checkpoint(directory, sliding_window=None)
+        full = forward(unwindowed, sequence)
+        w = config.sliding_window
+        scale = run["max_abs_logit"]
+        inside = float(np.max(np.abs(full[:w] - run["logits"][:w]))) / scale
+        beyond = float(np.max(np.abs(full[w:] - run["logits"][w:]))) / scale
+        if inside > 1e-6 or beyond < 1e-2:
+            raise AssertionError(f"{spec.name}: window evidence inside {inside:.2e}, beyond {beyond:.2e}")
+        _, _, ref_unwindowed = reference_logits(directory, sequence, model_type="llama")
+        manifest["sliding_window"] = {
+            "window": w,
+            "semantics": f"position p attends to positions p-{w - 1}..p",
+            "same_weights_without_window_max_rel_diff_positions_0_to_5": significant(inside) if inside else 0.0,
+            "same_weights_without_window_max_rel_diff_positions_6_to_30": significant(beyond),
+            "llama_ref_without_window_vs_transformers_without_window_max_rel": significant(
+                llama_ref.max_relative_error(full, ref_unwindowed)
+            ),
+            "evidence": "transformers reloaded with sliding_window=None on the same weights gives the same logits where "
+            "the window covers every earlier position and clearly different ones after: the window is applied",
+        }
+    if spec.name == "llama3-scaling":
+        manifest["gguf"] = gguf_check(directory, sequence, run["logits"], ref_logits)
+    manifest["files"] = {
+        "config.json": "as written by transformers' save_pretrained" + (" then respelled (see spelling)" if spec.v4_spelling else ""),
+        "model.safetensors": "F16 weights as written by save_pretrained",
+        "expected.safetensors": {
+            "prompt_ids": f"I32 [{len(PROMPT_IDS)}]",
+            "greedy_ids": f"I32 [{GREEDY_STEPS}]: argmax through transformers' KV cache, EOS not applied",
+            "logits": f"F32 [{len(sequence)}, {SHAPES['vocab_size']}]: transformers float32 eager, one forward over "
+            "prompt_ids + greedy_ids[:-1]; row 11 + i chose greedy_ids[i]",
+        },
+    }
+    safetensors_io.save_file(
+        os.path.join(directory, "expected.safetensors"),
+        {
+            "prompt_ids": np.array(PROMPT_IDS, dtype=np.int32),
+            "greedy_ids": np.array(run["greedy_ids"], dtype=np.int32),
+            "logits": run["logits"].astype(np.float32),
+        },
+    )
+    write_json(os.path.join(directory, "manifest.json"), manifest)
+    results[spec.name] = manifest
+    print(
+        f"{spec.name}: seed {seed} gap {manifest['min_top1_top2_gap']} (rel {manifest['min_gap_over_max_abs_logit']}), "
+        f"max|logit| {manifest['max_abs_logit']}, llama_ref {manifest['llama_ref_vs_transformers_max_rel']}, "
+        f"greedy {run['greedy_ids']}"
+    )
+
+
+def make_refused(spec, out_dir, seed, results):
+    directory = os.path.join(out_dir, spec.name)
+    save_checkpoint(build_model(spec, seed), directory)
+    load_checkpoint(directory)  # transformers itself loads it
+    manifest = {
+        "name": spec.name,
+        "description": spec.description + " (tiny random checkpoint, F16, config.json as saved by transformers)",
+        "model_type": spec.model_type,
+        **versions(),
+        "generator": GENERATOR,
+        "expect": "refused",
+        "why": spec.refused_because,
+        "seed": seed,
+        "architectures": read_json(os.path.join(directory, "config.json")).get("architectures"),
+    }
+    write_json(os.path.join(directory, "manifest.json"), manifest)
+    results[spec.name] = manifest
+    print(f"{spec.name}: refused-fixture written")
+
+
+def search_seeds(spec, count):
+    """Print the relative min gap of seeds 0..count-1 (to choose Spec.seed: the chosen ones have a relative gap
+    >= MIN_RELATIVE_GAP and at least 13 distinct greedy ids; llama-v4-spelling and mistral are the same network
+    for the same seed, so they use different seeds)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(count):
+            directory = os.path.join(tmp, "x")
+            save_checkpoint(build_model(spec, seed), directory)
+            run = run_checkpoint(directory)
+            print(f"{spec.name} seed {seed}: rel gap {run['relative_gap']:.3e} gap {np.min(run['gaps']):.4f} max {run['max_abs_logit']:.2f} ids {run['greedy_ids']}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.path.join(REPO_ROOT, "fixtures", "transformers"))
+    parser.add_argument("--only", nargs="*", help="names of the checkpoints to write (default: all)")
+    parser.add_argument("--search-seeds", type=int, default=0, help="print the gap of seeds 0..N-1 instead of writing")
+    parser.add_argument("--allow-other-versions", action="store_true")
+    args = parser.parse_args(argv)
+
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    found = versions()
+    if found != PINNED and not args.allow_other_versions:
+        raise SystemExit(f"pinned {PINNED}, found {found} (--allow-other-versions to go on)")
+    specs = [s for s in SPECS if not args.only or s.name in args.only]
+    if args.search_seeds:
+        for spec in specs:
+            search_seeds(spec, args.search_seeds)
+        return
+    os.makedirs(args.out, exist_ok=True)
+    results = {}
+    for spec in specs:
+        if spec.expect == "runs":
+            make_runnable(spec, args.out, spec.seed, results)
+        else:
+            make_refused(spec, args.out, spec.seed, results)
+
+
+if __name__ == "__main__":
+    main()
