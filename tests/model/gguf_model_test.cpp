@@ -143,7 +143,7 @@ struct Edit {
   std::vector<std::uint64_t> add_dims = {};
 };
 
-std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/model.f32.gguf") {
+testing::GgufImage Rebuild(const Edit& edit, const std::string& path = kTiny + "/model.f32.gguf") {
   const GgufFile source = GgufFile::Open(path);
   testing::GgufBuilder builder;
   for (const auto& [key, value] : source.metadata()) {
@@ -167,7 +167,11 @@ std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/mode
     }
     builder.AddTensor(edit.add_tensor, GgmlType::F32, edit.add_dims, bytes);
   }
-  const testing::GgufImage image = builder.Build();
+  return builder.Build();
+}
+
+std::string LoadError(const Edit& edit, const std::string& path = kTiny + "/model.f32.gguf") {
+  const testing::GgufImage image = Rebuild(edit, path);
   try {
     const auto file = std::make_shared<const GgufFile>(GgufFile::FromBytes(image.bytes, "edited.gguf"));
     Model::FromGguf(file);
@@ -238,17 +242,9 @@ TEST(GgufModel, RopeScalingFromRopeFreqsOrTheLinearFactor) {
   const std::string path = kTiny + "/model.f32.gguf";
   std::string message = LoadError({.add_tensor = "rope_freqs.weight", .add_dims = {8}}, path);
   EXPECT_EQ(message, "no error");
-  const GgufFile source = GgufFile::Open(path);
-  testing::GgufBuilder builder;
-  for (const auto& [key, value] : source.metadata()) {
-    if (key != "general.alignment") builder.Add(key, value);
-  }
-  builder.Add("llama.rope.scaling.type", testing::GgufString("linear"));
-  builder.Add("llama.rope.scaling.factor", testing::GgufFloat32(4.0f));
-  for (const GgufTensorInfo& t : source.tensors()) {
-    builder.AddTensor(t.name, t.type, t.dims, std::vector<std::uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const testing::GgufImage image = builder.Build();
+  // No rope.scaling.type: llama.cpp divides by rope.scaling.factor all the same.
+  const testing::GgufImage image =
+      Rebuild({.set_key = "llama.rope.scaling.factor", .set_value = testing::GgufFloat32(4.0f)}, path);
   const ModelConfig c = ConfigFromGguf(GgufFile::FromBytes(image.bytes, "linear.gguf"));
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLinear);
   EXPECT_EQ(c.rope_freq_factors, std::vector<float>(8, 4.0f));
