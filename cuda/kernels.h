@@ -52,9 +52,10 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
 
 // ---- RoPE --------------------------------------------------------------------------------------------
 enum class RopePairing { kRotateHalf, kInterleaved };  // docs/formats.md "RoPE pairing"
-// x, out: [rows][n_heads][head_dim]; positions: [rows].
+// x, out: [rows][n_heads][head_dim]; positions: [rows]; freq_factors: [head_dim/2] per-pair frequency
+// divisors (RoPE scaling: angle = pos · θ^(−2i/head_dim) / freq_factors[i]), or null for none.
 void Rope(const float* x, const std::int32_t* positions, float* out, int rows, int n_heads, int head_dim,
-          float theta, RopePairing pairing);
+          float theta, RopePairing pairing, const float* freq_factors = nullptr);
 
 // ---- the paged KV cache (docs/kv-cache.md "Layout", docs/fixtures.md "attention_decode") ---------------
 enum class KvDtype { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2 };

@@ -18,17 +18,19 @@ __global__ void RmsNormKernel(const float* x, const float* weight, float* out, i
   for (int i = threadIdx.x; i < n; i += kThreads) outr[i] = xr[i] * inv_rms * weight[i];
 }
 
-// One block per row; each thread rotates pairs (head, i), i in [0, head_dim/2). The angle pos · θ^(−2i/d) is
-// computed in double and its cos / sin rounded to float, as plumb does (docs/formats.md "RoPE pairing",
-// "Angles"): in float the product loses about log2(pos) bits at large positions.
-__global__ void RopeKernel(const float* x, const std::int32_t* positions, float* out, int n_heads,
-                           int head_dim, float theta, RopePairing pairing) {
+// One block per row; each thread rotates pairs (head, i), i in [0, head_dim/2). The angle pos · θ^(−2i/d) /
+// f_i is computed in double and its cos / sin rounded to float, as plumb does (docs/formats.md "RoPE
+// pairing", "Angles", "RoPE scaling"): in float the product loses about log2(pos) bits at large positions.
+// f_i = freq_factors[i] (RoPE scaling's per-pair divisors), or 1 when freq_factors is null.
+__global__ void RopeKernel(const float* x, const std::int32_t* positions, const float* freq_factors,
+                           float* out, int n_heads, int head_dim, float theta, RopePairing pairing) {
   const int half = head_dim / 2, row = blockIdx.x;
   const double pos = positions[row];
   const std::int64_t base = static_cast<std::int64_t>(row) * n_heads * head_dim;
   for (int p = threadIdx.x; p < n_heads * half; p += kThreads) {
     const int head = p / half, i = p % half;
-    const double inv_freq = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    double inv_freq = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    if (freq_factors != nullptr) inv_freq /= static_cast<double>(freq_factors[i]);
     const double angle = pos * inv_freq;
     const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
     // rotate_half pairs (i, i + d/2) (Hugging Face); interleaved pairs (2i, 2i + 1) (GGUF).
@@ -50,9 +52,10 @@ void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, f
 }
 
 void Rope(const float* x, const std::int32_t* positions, float* out, int rows, int n_heads, int head_dim,
-          float theta, RopePairing pairing) {
+          float theta, RopePairing pairing, const float* freq_factors) {
   if (rows <= 0 || n_heads <= 0 || head_dim <= 0) return;
-  RopeKernel<<<static_cast<unsigned>(rows), kThreads>>>(x, positions, out, n_heads, head_dim, theta, pairing);
+  RopeKernel<<<static_cast<unsigned>(rows), kThreads>>>(x, positions, freq_factors, out, n_heads, head_dim,
+                                                        theta, pairing);
   CheckLaunch("Rope");
 }
 

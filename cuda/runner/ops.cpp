@@ -200,11 +200,22 @@ std::map<std::string, Tensor> RunRope(const CaseIo& io) {
   for (std::int32_t p : positions.As<std::int32_t>())
     if (p < 0) io.Fail("position ", p, " is negative");
   const DeviceBuffer x(io.Get("x", "F32", {rows, heads, head_dim})), pos(positions);
+  // RoPE scaling: the per-pair divisors, when the case has them (params.scaling says how they were made).
+  std::optional<DeviceBuffer> factors;
+  if (io.Has("freq_factors")) {
+    const Tensor& f = io.Get("freq_factors", "F32", {head_dim / 2});
+    for (float v : f.As<float>())
+      if (!std::isfinite(v) || !(v > 0.0f)) io.Fail("freq_factors holds ", v, "; each divisor must be > 0");
+    factors.emplace(f);
+  } else if (io.HasParam("scaling")) {
+    io.Fail("params.scaling without the freq_factors input it describes");
+  }
   DeviceBuffer out(static_cast<std::size_t>(rows * heads * head_dim) * sizeof(float));
   if (!check_only_pass)
     Rope(x.as<float>(), pos.as<std::int32_t>(), out.as<float>(), static_cast<int>(rows),
          static_cast<int>(heads), static_cast<int>(head_dim), static_cast<float>(io.Number("theta")),
-         pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved);
+         pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved,
+         factors ? factors->as<float>() : nullptr);
   return {{"out", out.Download("F32", {rows, heads, head_dim})}};
 }
 

@@ -100,12 +100,19 @@ def rmsnorm(x, weight, eps, impl="definition"):
                    {"x": np.asarray(x, np.float32), "weight": np.asarray(weight, np.float32)}, impl)["out"]
 
 
-def rope(x, positions, theta, pairing="rotate_half", impl="definition"):
-    """x [rows][n_heads][head_dim] rotated at positions [rows] (I32); pairing rotate_half or interleaved."""
+def rope(x, positions, theta, pairing="rotate_half", freq_factors=None, impl="definition"):
+    """x [rows][n_heads][head_dim] rotated at positions [rows] (I32); pairing rotate_half or interleaved.
+    freq_factors: RoPE scaling's per-pair divisors [head_dim/2] (pair i's inv_freq divided by element i; a
+    scaled suite case's input of that name), or None for none."""
     rows, heads, hd = _shape("x", x, 3)
     params = {"rows": rows, "n_heads": heads, "head_dim": hd, "theta": float(theta), "pairing": pairing}
-    return compute("rope", params, {"x": np.asarray(x, np.float32),
-                                    "positions": np.asarray(positions, np.int32)}, impl)["out"]
+    inputs = {"x": np.asarray(x, np.float32), "positions": np.asarray(positions, np.int32)}
+    if freq_factors is not None:
+        (n,) = _shape("freq_factors", freq_factors, 1)
+        if n != hd // 2:
+            raise ValueError(f"freq_factors: {n} divisors, needs head_dim/2 = {hd // 2}")
+        inputs["freq_factors"] = np.asarray(freq_factors, np.float32)
+    return compute("rope", params, inputs, impl)["out"]
 
 
 def softmax(x):

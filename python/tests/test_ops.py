@@ -47,7 +47,7 @@ def test_the_other_ops_match_the_suite(case):
     if case.op == "rmsnorm":
         out = {"out": ops.rmsnorm(t["x"], t["weight"], p["eps"])}
     elif case.op == "rope":
-        out = {"out": ops.rope(t["x"], t["positions"], p["theta"], p["pairing"])}
+        out = {"out": ops.rope(t["x"], t["positions"], p["theta"], p["pairing"], t.get("freq_factors"))}
     elif case.op == "softmax":
         out = {"out": ops.softmax(t["x"])}
     elif case.op == "swiglu":
@@ -96,6 +96,26 @@ def test_kernels_agree_with_the_definition_to_rounding(suite):
     a = ops.gemm("q4_1", t["x"], **weights(case))
     b = ops.gemm("q4_1", t["x"], impl="kernels", **weights(case))
     assert np.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_rope_scaling_divides_each_pairs_frequency_by_freq_factors(suite):
+    case = suite.case("rope.rotate_half.llama3_large")
+    p, t, expected = case.params, case.inputs(), case.expected()["out"]
+    assert p["scaling"]["rope_type"] == "llama3" and t["freq_factors"].shape == (p["head_dim"] // 2,)
+    scaled = dict(theta=p["theta"], pairing=p["pairing"], freq_factors=t["freq_factors"])
+    # plumb's library kernels (run-reference) give the definition's bits, scaled as unscaled.
+    assert ops.rope(t["x"], t["positions"], impl="kernels", **scaled).tobytes() == expected.tobytes()
+    # Divisors of 1 are no scaling, bit for bit; the scaling ignored is far off.
+    ones = np.ones(p["head_dim"] // 2, np.float32)
+    unscaled = ops.rope(t["x"], t["positions"], p["theta"], p["pairing"])
+    assert ops.rope(t["x"], t["positions"], p["theta"], p["pairing"], ones).tobytes() == unscaled.tobytes()
+    assert np.abs(unscaled - expected).max() > 0.1
+    with pytest.raises(ValueError, match="freq_factors: 63 divisors, needs head_dim/2 = 64"):
+        ops.rope(t["x"], t["positions"], p["theta"], freq_factors=t["freq_factors"][:-1])
+    with pytest.raises(ValueError, match="freq_factors.*63 elements.*head_dim/2 = 64"):
+        ops.compute("rope", p, {**t, "freq_factors": t["freq_factors"][:-1]})
+    with pytest.raises(ValueError, match="params.scaling without"):
+        ops.compute("rope", p, {"x": t["x"], "positions": t["positions"]})
 
 
 def test_bad_shapes_and_dtypes_raise_python_errors_naming_them(suite):

@@ -53,7 +53,7 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   const auto rope =
       RunPlumb("fixtures verify --cases '^rope' --suite " + Path("suite") + " --results " + Path("res"));
   EXPECT_EQ(rope.exit_code, 0) << rope.output;
-  EXPECT_NE(rope.output.find("4 of 4 checks PASS"), std::string::npos) << rope.output;
+  EXPECT_NE(rope.output.find("8 of 8 checks PASS"), std::string::npos) << rope.output;
 
   // A wrong result (another case's output under this name) and a missing one both FAIL, exit 1.
   fs::copy_file(Path("res/gemv.f16.n37_k333.safetensors"), Path("res/gemv.f32.n37_k333.safetensors"),
