@@ -94,12 +94,14 @@ PackedCheckpointSummary WritePackedCheckpoint(const std::string& model_path, con
     const int eot = loaded.tokenizer->spec().eot_id;
     if (std::find(eos.begin(), eos.end(), eot) == eos.end()) eos.push_back(eot);
   }
+  // Before any file is written: a config with no config.json form (a GGUF's per-pair RoPE factors) refuses.
+  const std::string config_json = ConfigToJson(packed.config);
   PackedCheckpointSummary summary;
   for (const TensorToWrite& t : packed.tensors) summary.weight_bytes += t.bytes.size();
   summary.tensor_count = packed.tensors.size();
   summary.safetensors_path = (out / "model.safetensors").string();
   WriteSafetensors(summary.safetensors_path, std::move(packed.tensors), {{"format", "pt"}});
-  WriteText(out / "config.json", ConfigToJson(packed.config));
+  WriteText(out / "config.json", config_json);
   summary.tokenizer_note = "no tokenizer (the source has none)";
   if (!exported.empty()) {
     for (const TokenizerFile& file : exported) WriteText(out / file.name, file.contents);

@@ -267,6 +267,29 @@ TEST_F(PackCli, GenerateRunsOnAPackedModel) {
   EXPECT_NE(testing::RunPlumb("--help").output.find("pack"), std::string::npos);
 }
 
+// RoPE scaling survives a pack: config.json says llama3 again (transformers 4's spelling) and the packed
+// model gives the source's logits; a GGUF's per-pair rope_freqs.weight has no config.json form, so packing
+// one is refused before anything is written.
+TEST_F(PackCli, RopeScalingTravelsThroughConfigJsonAndAGgufsFactorsAreRefused) {
+  const std::string source = testing::FixtureDir("transformers") + "/llama3-scaling";
+  const fs::path out = root_ / "llama3";
+  ASSERT_EQ(Pack({"--model", source, "--dtype", "f32", "--out", out.string()}), 0) << err_.str();
+  Model original = Model::Load(source), packed = Model::Load(out.string());
+  EXPECT_EQ(packed.config().rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_EQ(packed.config().rope_freq_factors, original.config().rope_freq_factors);
+  const std::vector<int> prompt = {1,   127, 60,  53, 28,  128, 79, 134, 53,
+                                   121, 150, 152, 43, 150, 66,  39, 48,  123};
+  ContiguousKvCache a = original.NewKvCache(), b = packed.NewKvCache();
+  EXPECT_EQ(original.Prefill(prompt, a, PrefillLogits::kAllRows),
+            packed.Prefill(prompt, b, PrefillLogits::kAllRows));
+
+  const fs::path from_gguf = root_ / "from-gguf";
+  ExpectMessageHas(
+      PackError({"--model", source + "/model.f32.gguf", "--dtype", "f32", "--out", from_gguf.string()}),
+      {"rope_freqs.weight", "no config.json spelling"});
+  EXPECT_FALSE(fs::exists(from_gguf / "model.safetensors"));
+}
+
 TEST_F(PackCli, BadInputIsOneClearError) {
   const std::string out = (root_ / "o").string();
   ExpectMessageHas(PackError({"--model", kTiny, "--dtype", "int3", "--out", out}),
