@@ -80,10 +80,6 @@ WeightPacking ParseQuantizationConfig(const json& q, const std::string& source) 
   return packing;
 }
 
-}  // namespace
-
-namespace {
-
 // The families plumb runs from a Hugging Face checkpoint: config.json's model_type and the class transformers
 // builds for it. What each reads is in ParseConfigJson; docs/models.md "What plumb refuses" says why.
 struct Family {

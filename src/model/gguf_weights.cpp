@@ -3,6 +3,7 @@
 // Quantized matrices are used where they lie in the mapped file; only attn_q and attn_k are copied, because
 // llama.cpp's converter reorders their rows for its adjacent-pair RoPE and plumb's RoPE is Hugging Face's
 // rotate-half (docs/formats.md "RoPE pairing").
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -170,14 +171,28 @@ void ReadGemma3(const GgufFile& file, ModelConfig& c) {
 // architecture's own namespace may change the math (an attention or embedding scale, clamping, YaRN's
 // parameters, ...), so a file with one is refused naming it: the hyper-parameters live in that namespace,
 // while general.*, tokenizer.* and quantize.* say nothing about the forward pass.
-constexpr const char* kKnownArchKeys[] = {
-    "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
-    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
-    "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.dimension_count", "rope.scaling.type",
-    "rope.scaling.factor", "rope.scaling.attn_factor", "rope.scaling.original_context_length",
-    "rope.scaling.finetuned", "expert_count", "expert_used_count",
-    // Gemma 3 only (ReadGemma3)
-    "attention.sliding_window", "final_logit_softcapping", "attn_logit_softcapping"};
+constexpr const char* kKnownArchKeys[] = {"context_length",
+                                          "embedding_length",
+                                          "block_count",
+                                          "feed_forward_length",
+                                          "vocab_size",
+                                          "attention.head_count",
+                                          "attention.head_count_kv",
+                                          "attention.key_length",
+                                          "attention.value_length",
+                                          "attention.layer_norm_rms_epsilon",
+                                          "rope.freq_base",
+                                          "rope.dimension_count",
+                                          "rope.scaling.type",
+                                          "rope.scaling.factor",
+                                          "rope.scaling.attn_factor",
+                                          "rope.scaling.original_context_length",
+                                          "rope.scaling.finetuned",
+                                          "expert_count",
+                                          "expert_used_count"};
+// And those of Gemma 3 alone (ReadGemma3).
+constexpr const char* kGemma3Keys[] = {"attention.sliding_window", "final_logit_softcapping",
+                                       "attn_logit_softcapping"};
 
 std::string ValueText(const GgufValue& v) {
   if (v.type == GgufValueType::STRING) return "'" + v.string + "'";
@@ -197,10 +212,10 @@ void RefuseUnknownArchKeys(const GgufFile& file, const std::string& arch) {
   for (const auto& [key, value] : file.metadata()) {
     if (!key.starts_with(p)) continue;
     const std::string_view rest = std::string_view(key).substr(p.size());
-    bool known = false;
-    for (const char* k : kKnownArchKeys) known = known || rest == k;
-    const bool gemma_only = rest == "attention.sliding_window" || rest.ends_with("logit_softcapping");
-    if (!known || (gemma_only && arch != "gemma3")) {
+    const auto is_rest = [&](const char* k) { return rest == k; };
+    const bool known = std::ranges::any_of(kKnownArchKeys, is_rest) ||
+                       (arch == "gemma3" && std::ranges::any_of(kGemma3Keys, is_rest));
+    if (!known) {
       throw MakeError(file.path(), ": metadata key '", key, "' = ", ValueText(value),
                       " is not one plumb implements (it may change the math; docs/models.md \"What plumb "
                       "refuses\")");
@@ -246,9 +261,7 @@ void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig&
     c.rope_freq_factors.resize(static_cast<std::size_t>(c.head_dim / 2));
     DequantizeRow(freqs->type, freqs->data, c.rope_freq_factors.data(), c.head_dim / 2);
   } else if (factor != 0.0 && factor != 1.0) {
-    c.rope_scaling.type = RopeScalingType::kLinear;
-    c.rope_scaling.factor = factor;
-    c.rope_freq_factors.assign(static_cast<std::size_t>(c.head_dim / 2), static_cast<float>(factor));
+    SetRopeScaling(c, {RopeScalingType::kLinear, factor});
   }
 }
 

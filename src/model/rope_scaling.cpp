@@ -34,6 +34,23 @@ std::vector<float> Llama3RopeFreqFactors(const RopeScaling& s, float theta, int 
   return factors;
 }
 
+RopeScaling MetaLlama3RopeScaling(double factor) {
+  return {RopeScalingType::kLlama3, factor, 1.0, 4.0, 8192};
+}
+
+void SetRopeScaling(ModelConfig& c, const RopeScaling& scaling) {
+  if (scaling.type == RopeScalingType::kFactors) {
+    throw MakeError("internal: per-pair RoPE factors have no rule to derive them from");
+  }
+  c.rope_scaling = scaling;
+  c.rope_freq_factors.clear();
+  if (scaling.type == RopeScalingType::kLinear) {
+    c.rope_freq_factors.assign(static_cast<std::size_t>(c.head_dim / 2), static_cast<float>(scaling.factor));
+  } else if (scaling.type == RopeScalingType::kLlama3) {
+    c.rope_freq_factors = Llama3RopeFreqFactors(scaling, c.rope_theta, c.head_dim);
+  }
+}
+
 std::string RopeDescription(const ModelConfig& c) {
   std::ostringstream out;
   out.precision(10);  // 1000000, not 1e+06
@@ -74,6 +91,16 @@ double PositiveNumber(const json& object, const char* key, const std::string& wh
   return value->get<double>();
 }
 
+// partial_rotary_factor, at the top level (transformers 4) or in the RoPE object (5): RoPE on part of each
+// head, which plumb does not implement. `where` prefixes the key in the message.
+void RefusePartialRotary(const json& object, const std::string& where) {
+  if (const json* partial = Find(object, "partial_rotary_factor");
+      partial && *partial != 1 && *partial != 1.0) {
+    throw MakeError(where, "partial_rotary_factor = ", partial->dump(),
+                    " (RoPE on part of each head) is not supported");
+  }
+}
+
 std::string TypeOf(const json& object, const std::string& where) {
   // transformers 4.45 renamed "type" to "rope_type"; both are read, and must agree when both are given.
   const json* rope_type = Find(object, "rope_type");
@@ -98,13 +125,7 @@ void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose
   const float top_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);
   c.rope_theta = top_theta;
   const bool run = purpose == ConfigPurpose::kRun;
-  if (run) {
-    if (const json* partial = Find(root, "partial_rotary_factor");
-        partial && *partial != 1 && *partial != 1.0) {
-      throw MakeError(source, ": partial_rotary_factor = ", partial->dump(),
-                      " (RoPE on part of each head) is not supported");
-    }
-  }
+  if (run) RefusePartialRotary(root, source + ": ");
   if (parameters == nullptr && scaling == nullptr) return;
   // The object that says the rule: rope_parameters (transformers 5) or rope_scaling (4); when a file has
   // both, they must say the same.
@@ -129,12 +150,8 @@ void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose
   const std::string type = TypeOf(rope, where);
   // The keys of the RoPE object plumb reads for this type; any other is refused below.
   std::vector<std::string> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
-  if (const json* partial = Find(rope, "partial_rotary_factor");
-      partial && *partial != 1 && *partial != 1.0) {
-    throw MakeError(where, ".partial_rotary_factor = ", partial->dump(),
-                    " (RoPE on part of each head) is not supported");
-  }
-  RopeScaling& s = c.rope_scaling;
+  RefusePartialRotary(rope, where + ".");
+  RopeScaling s;
   if (type == "default") {
     s.type = RopeScalingType::kNone;
   } else if (type == "linear") {
@@ -170,11 +187,7 @@ void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose
                       " is not a field plumb knows for rope_type \"", type, "\"");
     }
   }
-  if (s.type == RopeScalingType::kLinear) {
-    c.rope_freq_factors.assign(static_cast<std::size_t>(c.head_dim / 2), static_cast<float>(s.factor));
-  } else if (s.type == RopeScalingType::kLlama3) {
-    c.rope_freq_factors = Llama3RopeFreqFactors(s, c.rope_theta, c.head_dim);
-  }
+  SetRopeScaling(c, s);
 }
 
 }  // namespace config_json

@@ -155,8 +155,7 @@ ModelConfig ModelCard(std::string_view name_or_path) {
     c.rope_theta = card.rope_theta;
     for (const CardRopeScaling& scaled : kLlama3Scaled) {
       if (name != scaled.name) continue;
-      c.rope_scaling = {RopeScalingType::kLlama3, scaled.factor, 1.0, 4.0, 8192};
-      c.rope_freq_factors = Llama3RopeFreqFactors(c.rope_scaling, c.rope_theta, c.head_dim);
+      SetRopeScaling(c, MetaLlama3RopeScaling(scaled.factor));
     }
     if (card.sliding_window > 0) SetGemma3Architecture(c, card.sliding_window);  // as a gemma3 GGUF reads
     if (card.model_type != nullptr) c.model_type = card.model_type;

@@ -36,6 +36,10 @@ struct RopeScaling {
 // in double, each f_i rounded to float once (the F32 values a GGUF's rope_freqs.weight stores).
 std::vector<float> Llama3RopeFreqFactors(const RopeScaling& scaling, float theta, int head_dim);
 
+// Llama 3.1, 3.2 and 3.3's rule as their config.json gives it (low_freq_factor 1, high_freq_factor 4,
+// original context 8192) with the model's factor: 8 for 3.1 and 3.3, 32 for 3.2.
+RopeScaling MetaLlama3RopeScaling(double factor);
+
 // The gated MLP's activation: down(act(gate(x)) ⊙ up(x)).
 enum class MlpActivation {
   kSilu,      // SwiGLU: silu(g) = g / (1 + e^−g)  (Llama, Qwen2)
@@ -143,6 +147,10 @@ ModelConfig ConfigFromGguf(const GgufFile& file);
 // `sliding_window`, RoPE base 10000) to one global. ConfigFromGguf and the gemma-3-270m estimate card share
 // it.
 void SetGemma3Architecture(ModelConfig& c, int sliding_window);
+
+// Sets c.rope_scaling to a rule (none, linear or llama3) and derives c.rope_freq_factors from it with
+// c.rope_theta and c.head_dim, which must be set: the one place a rule becomes divisors.
+void SetRopeScaling(ModelConfig& c, const RopeScaling& scaling);
 
 // "RoPE theta 500000, llama3 scaling (factor 8, low_freq_factor 1, high_freq_factor 4, original context
 // 8192)": how the model rotates, for the CLI's model lines.
