@@ -110,7 +110,7 @@ class ForwardPass {
   // The fast family's quantization of `in` for W into xq_, timed as a kernel of its own (kQuantize), when an
   // observer times a one-row pass and W runs int8 kernels; true when it ran. Otherwise the kernels quantize
   // inside the projection's time: without an observer, and for several rows (kernels::Gemm's small-row
-  // path). The LM head is exact_only (model.cpp): it has none.
+  // path).
   bool QuantizeAlone(int layer, const WeightMatrix& W, const float* in);
   // out = in · Wᵀ over the pass's rows: Multiply, or from xq_ when `quantized` (QuantizeAlone ran): the
   // same bits.

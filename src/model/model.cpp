@@ -171,10 +171,10 @@ Model::Model(ModelConfig config, ModelWeights weights)
       decode_(std::make_unique<Activations>()),
       step_(std::make_unique<Activations>()) {
   decode_->Grow(config_, 1, 1, 1);
-  // The fast family rounds x to int8 for the projections inside the layers but not for the LM head: on
-  // SmolLM2 Q4_1 that halves its perplexity cost (+0.42% of exact instead of +0.54%, KL 2.3e-3 instead of
-  // 3.1e-3) for 3–6% of decode speed (docs/quantization.md).
-  weights_.LmHead().exact_only = true;
+  // The LM head runs the active family like every other matrix. Keeping it exact in the fast family (as from
+  // 2026-11-26 to 2026-11-28) halved the fast family's perplexity cost on SmolLM2 Q4_1 (+0.42% of exact
+  // instead of +0.54%) but left the head on the exact kernels, and at 1B a tied Q6_K head then took 392 of a
+  // token's 457 ms (docs/quantization.md, docs/performance.md). --kernels exact keeps the whole pass exact.
 }
 
 Model::~Model() = default;

@@ -7,7 +7,7 @@
 //
 // Which family runs: ActiveFamily(), the exact one unless PLUMB_KERNELS=fast in the environment, SetFamily,
 // or a command's --kernels flag chose the fast one. A matrix whose format has no fast kernels runs the exact
-// ones in either family, and so does one marked exact_only (a model's LM head: WeightMatrix::exact_only).
+// ones in either family, and so does one marked WeightMatrix::exact_only (a fixture op's threaded definition).
 #pragma once
 
 #include <cstdint>

@@ -50,8 +50,8 @@ struct WeightMatrix {
   const std::uint16_t* int4_scales = nullptr;  // [rows][Int4Groups(cols, group_size)] FP16
   const std::uint8_t* int4_zeros = nullptr;    // [rows][Int4ZeroRowBytes(int4, cols)]; null for kSymmetric
 
-  // Runs the exact kernels in either family (kernels/int8_activations.h): the model marks its LM head so,
-  // whose logits pick the token (docs/quantization.md, "The fast kernel family against the exact one").
+  // Runs the exact kernels in either family (kernels/int8_activations.h): for a caller that needs the
+  // definition whatever family the process runs (fixtures/ops.cpp's threaded definition rows).
   bool exact_only = false;
 
   const std::uint8_t* Row(int r) const { return data + Extent(r, row_bytes); }
