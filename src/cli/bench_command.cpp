@@ -3,9 +3,12 @@
 // at the same thread count (roofline/host_probe.h), so a figure survives a noisy or different machine.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -51,7 +54,8 @@ constexpr const char* kBenchUsage =
     "decode\n"
     "step reads, the bandwidth that makes, the host's streaming-read bandwidth measured in the same run at "
     "the\n"
-    "same thread count, the memory-bandwidth utilisation (MBU) and the decode rate that bandwidth allows.\n\n"
+    "same thread count, the memory-bandwidth utilisation (MBU) and the decode rate that bandwidth allows,\n"
+    "the time to first token (TTFT) and the process's peak resident memory.\n\n"
     "With --batch B,.. it instead times decode steps of B sequences at once (Model::Step over a paged KV\n"
     "cache filled to each --context with random keys and values), and paged against contiguous attention.\n\n"
     "flags:\n";
@@ -123,8 +127,22 @@ struct Row {
   int threads = 0;
   MeanStd prefill;
   MeanStd decode;
+  MeanStd first_token_ms;     // time to first token: the prompt's prefill and sampling its first token
+  double peak_rss_bytes = 0;  // the process's peak resident set when the row's runs ended (PeakRssBytes)
   double read_bandwidth = 0;  // bytes/s
 };
+
+// The process's peak resident set (VmHWM in /proc/self/status) in bytes; 0 where it cannot be read. Taken
+// before each row's bandwidth probe, whose buffer would otherwise count; the first row's is the model's
+// own (mapped weights, KV cache, activations), later rows' also hold the earlier probes' peaks.
+double PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return 1024.0 * std::strtod(line.c_str() + 6, nullptr);  // "… kB"
+  }
+  return 0;
+}
 
 Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream& err) {
   kernels::SetNumThreads(threads);
@@ -133,7 +151,7 @@ Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream
   options.max_new_tokens = s.gen_tokens + 1;  // the first token comes from the prefill, the others each from
                                               // one decode step
   ContiguousKvCache cache = model.NewKvCache(s.prompt_tokens + s.gen_tokens + 1, s.kv_dtype);
-  std::vector<double> prefill, decode;
+  std::vector<double> prefill, decode, first_token_ms;
   for (int run = 0; run <= s.repetitions; ++run) {
     err << "\rbench: " << threads << " thread(s), " << (run == 0 ? "warm-up" : "run " + std::to_string(run))
         << "   " << std::flush;
@@ -145,12 +163,15 @@ Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream
     if (run == 0) continue;  // the warm-up: page faults on the weights, thread start, caches
     prefill.push_back(stats.PrefillTokensPerSecond());
     decode.push_back(stats.DecodeTokensPerSecond());
+    first_token_ms.push_back(1e3 * stats.time_to_first_token);
   }
   err << "\rbench: " << threads << " thread(s), measuring the host's read bandwidth" << std::flush;
   Row row;
   row.threads = threads;
   row.prefill = Summarize(prefill);
   row.decode = Summarize(decode);
+  row.first_token_ms = Summarize(first_token_ms);
+  row.peak_rss_bytes = PeakRssBytes();
   row.read_bandwidth = roofline::MeasureReadBandwidth(threads, s.probe_bytes);
   err << "\r" << std::string(60, ' ') << "\r" << std::flush;
   return row;
@@ -171,16 +192,20 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
       << "). decode GB/s = (weight + KV) bytes × decode tok/s. host read: the best of 5 streaming reads of "
       << (s.probe_bytes >> 20)
       << " MiB at the row's thread count, measured after its runs. MBU = decode GB/s / "
-      << "host read. ceiling = host read / (weight + KV) bytes.\n\n";
+      << "host read. ceiling = host read / (weight + KV) bytes. TTFT: the " << pp
+      << " prefill and sampling the first token. peak RSS: the process's VmHWM when the row's runs ended, "
+         "before its bandwidth probe (the first row's is the model's own).\n\n";
   out << "| threads | prefill " << pp << " tok/s | decode " << tg
-      << " tok/s | weight B/token | KV B/token | decode GB/s | host read GB/s | MBU % | ceiling tok/s |\n"
-      << "|---|---|---|---|---|---|---|---|---|\n";
+      << " tok/s | weight B/token | KV B/token | decode GB/s | host read GB/s | MBU % | ceiling tok/s | TTFT ms "
+         "| peak RSS MB |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const double decode_bandwidth = bytes_per_token * r.decode.mean;
     out << "| " << r.threads << " | " << Format(r.prefill) << " | " << Format(r.decode) << " | "
         << weight_bytes << " | " << Format(kv_bytes, 0) << " | " << Format(decode_bandwidth / 1e9, 3) << " | "
         << Format(r.read_bandwidth / 1e9, 2) << " | " << Format(100 * decode_bandwidth / r.read_bandwidth, 1)
-        << " | " << Format(r.read_bandwidth / bytes_per_token, 1) << " |\n";
+        << " | " << Format(r.read_bandwidth / bytes_per_token, 1) << " | " << Format(r.first_token_ms) << " | "
+        << Format(r.peak_rss_bytes / 1e6, 1) << " |\n";
   }
 }
 

@@ -72,7 +72,7 @@ TEST(Bench, PrintsOneRowPerThreadCountWithTheModelsByteCounts) {
   const std::vector<std::string> header = {
       "threads",      "prefill pp16 tok/s", "decode tg8 tok/s", "weight B/token",
       "KV B/token",   "decode GB/s",        "host read GB/s",   "MBU %",
-      "ceiling tok/s"};
+      "ceiling tok/s", "TTFT ms",            "peak RSS MB"};
   EXPECT_EQ(table[0], header);
   EXPECT_EQ(table[1].size(), header.size());
 
@@ -108,6 +108,13 @@ TEST(Bench, PrintsOneRowPerThreadCountWithTheModelsByteCounts) {
     EXPECT_NEAR(gbs, (weight_bytes + kv_bytes) * decode / 1e9, 1e-3 + 1e-3 * gbs);
     EXPECT_NEAR(mbu, 100 * gbs / host, 0.06 + 1e-2 * mbu);
     EXPECT_NEAR(ceiling, host * 1e9 / (weight_bytes + kv_bytes), 0.06 + 1e-2 * ceiling);
+    // TTFT holds the prefill (kPrompt tokens at the printed mean rate: the mean of the times is at least
+    // kPrompt over the mean of the rates), and once the runs have touched every weight the peak resident set
+    // holds at least the bytes a decode step reads.
+    const auto [ttft_ms, ttft_std] = MeanAndStd(cells[9]);
+    EXPECT_GE(ttft_ms, 0.99 * 1e3 * kPrompt / prefill - 0.01);
+    EXPECT_GE(ttft_std, 0);
+    EXPECT_GE(Number(cells[10]) * 1e6, 0.99 * weight_bytes);
   }
 }
 
