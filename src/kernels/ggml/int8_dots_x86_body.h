@@ -55,10 +55,18 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
   }
 }
 
+// log2 of the offset a type's codes carry (Q4_0's 8, Q5_0's 16); -1 for none.
+template <GgmlType kType>
+constexpr int kOffsetShift = Int8LayoutOf(kType).offset == 8 ? 3 : Int8LayoutOf(kType).offset == 16 ? 4 : -1;
+
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;
   constexpr bool kMin = Int8LayoutOf(kType).has_min;
+  // Q4_0's and Q5_0's codes go in as stored, u = w + offset (unsigned, at most 31), and p = Σ u·q −
+  // offset·σ with σ = Σ q per 4 elements: the same integers as Σ w·q, with σ taken once per x block for all
+  // R rows where moving each row's sign onto x costs two instructions per row.
+  constexpr int kShift = kOffsetShift<kType>;
   const int blocks = W.cols / 32;
   const std::uint8_t* row[R];
   __m256 lane[R];
@@ -71,12 +79,22 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
   for (int b = 0; b < blocks; ++b) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + Extent(b, 32)));
     const float d_x = x.d[b];
+    __m256i offset_sums = _mm256_setzero_si256();  // −offset·σ
+    if constexpr (kShift >= 0) {
+      const __m256i sigma = AddPartials(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+      offset_sums = _mm256_sub_epi32(offset_sums, _mm256_slli_epi32(sigma, kShift));
+    }
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);
       if (b % 2 == 0) avx2_common::Prefetch(block, R * W.row_bytes);
       const float f = _cvtsh_ss(avx2_common::ReadU16(block)) * d_x;
-      const __m256 p = _mm256_cvtepi32_ps(Partials<kType>(Codes<kType>(block), q));
-      lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(f), p, lane[r]);
+      __m256i partials;
+      if constexpr (kShift >= 0) {
+        partials = AddPartials(offset_sums, Codes<kType, /*kKeepOffset=*/true>(block), q);
+      } else {
+        partials = Partials<kType>(Codes<kType>(block), q);
+      }
+      lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(partials), lane[r]);
       if constexpr (kMin) {
         m_sum[r] = __builtin_fmaf(_cvtsh_ss(avx2_common::ReadU16(block + 2)), x.s[b], m_sum[r]);
       }
