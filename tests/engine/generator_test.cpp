@@ -2,6 +2,9 @@
 // seeded sampling is reproducible, and a prompt that does not fit is refused before any work.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "plumb/engine/generator.h"
 #include "support/golden.h"
 
@@ -67,6 +70,30 @@ TEST_F(Generation, SeededSamplingIsReproducibleAndSeedsDiffer) {
   EXPECT_EQ(first, again);
   options.sampling.seed = 8;
   EXPECT_NE(Run(options), first);
+}
+
+// A prompt longer than prefill_chunk runs as several Prefills, each continuing the cache: the same cache
+// length, the same greedy continuation, and the last position's logits those of one whole Prefill within
+// FP32 rounding (the chunks' GEMMs have fewer rows, which may change a dot's summation blocking, not its math).
+TEST_F(Generation, AChunkedPrefillIsTheWholePromptsPrefill) {
+  const std::vector<int>& prompt = golden_->prompt_ids();  // 11 tokens
+  for (int chunk : {1, 3, 4, 10, 11}) {
+    SCOPED_TRACE("prefill_chunk " + std::to_string(chunk));
+    GenerationOptions whole, chunked;
+    whole.prefill_chunk = 0;
+    chunked.prefill_chunk = chunk;
+    ContiguousKvCache a = model_->NewKvCache(), b = model_->NewKvCache();
+    const std::vector<float> expected = RunPrompt(*model_, a, prompt, whole);
+    const std::vector<float> actual = RunPrompt(*model_, b, prompt, chunked);
+    EXPECT_EQ(a.length(), static_cast<int>(prompt.size()));
+    EXPECT_EQ(b.length(), static_cast<int>(prompt.size()));
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_NEAR(actual[i], expected[i], 1e-5f * (1.0f + std::abs(expected[i]))) << "logit " << i;
+    }
+    chunked.max_new_tokens = golden_->greedy_steps();
+    EXPECT_EQ(Run(chunked), golden_->Ids("greedy.ids"));
+  }
 }
 
 TEST_F(Generation, RefusesWhatDoesNotFit) {

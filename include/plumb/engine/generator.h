@@ -20,6 +20,12 @@ struct GenerationOptions {
   // A one-token prompt runs through Decode (a GEMV per projection) instead of Prefill (a GEMM): what an
   // uninterrupted run did with that token, so that continuing a KV hand-off gives its logits bitwise.
   bool decode_one_token_prompt = false;
+  // A prompt longer than this many tokens is prefilled in chunks of it, each continuing the cache the one
+  // before filled: Prefill's activations grow with its rows ([P][intermediate] for gate and up), so a whole
+  // 4096-token prompt at 8B would hold about a gigabyte of them at once; 512-row chunks keep the GEMMs as
+  // wide as they need to be compute-bound (llama.cpp's default micro-batch is 512 too). 0: one Prefill.
+  int prefill_chunk = kDefaultPrefillChunk;
+  static constexpr int kDefaultPrefillChunk = 512;
 };
 
 struct GenerationStats {
@@ -40,8 +46,8 @@ struct GenerationStats {
 void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
                          int max_new_tokens);
 
-// The prompt's forward pass as Generate runs it (Prefill; Decode for a one-token prompt when
-// options.decode_one_token_prompt): the logits of its last token, [V].
+// The prompt's forward pass as Generate runs it (Prefill, in chunks of options.prefill_chunk tokens; Decode
+// for a one-token prompt when options.decode_one_token_prompt): the logits of its last token, [V].
 std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
                              const GenerationOptions& options);
 
