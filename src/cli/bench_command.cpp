@@ -196,16 +196,16 @@ void PrintTable(std::ostream& out, const Model& model, const Settings& s, const 
       << " prefill and sampling the first token. peak RSS: the process's VmHWM when the row's runs ended, "
          "before its bandwidth probe (the first row's is the model's own).\n\n";
   out << "| threads | prefill " << pp << " tok/s | decode " << tg
-      << " tok/s | weight B/token | KV B/token | decode GB/s | host read GB/s | MBU % | ceiling tok/s | TTFT ms "
-         "| peak RSS MB |\n"
+      << " tok/s | weight B/token | KV B/token | decode GB/s | host read GB/s | MBU % | ceiling tok/s "
+         "| TTFT ms | peak RSS MB |\n"
       << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const double decode_bandwidth = bytes_per_token * r.decode.mean;
     out << "| " << r.threads << " | " << Format(r.prefill) << " | " << Format(r.decode) << " | "
         << weight_bytes << " | " << Format(kv_bytes, 0) << " | " << Format(decode_bandwidth / 1e9, 3) << " | "
         << Format(r.read_bandwidth / 1e9, 2) << " | " << Format(100 * decode_bandwidth / r.read_bandwidth, 1)
-        << " | " << Format(r.read_bandwidth / bytes_per_token, 1) << " | " << Format(r.first_token_ms) << " | "
-        << Format(r.peak_rss_bytes / 1e6, 1) << " |\n";
+        << " | " << Format(r.read_bandwidth / bytes_per_token, 1) << " | " << Format(r.first_token_ms)
+        << " | " << Format(r.peak_rss_bytes / 1e6, 1) << " |\n";
   }
 }
 

@@ -37,8 +37,8 @@ std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<c
     const std::span<const float> decoded = model.Decode(prompt[0], cache);
     return {decoded.begin(), decoded.end()};
   }
-  const std::size_t chunk = options.prefill_chunk > 0 ? static_cast<std::size_t>(options.prefill_chunk)
-                                                     : prompt.size();
+  const std::size_t chunk =
+      options.prefill_chunk > 0 ? static_cast<std::size_t>(options.prefill_chunk) : prompt.size();
   std::size_t begin = 0;
   for (; prompt.size() - begin > chunk; begin += chunk) model.Prefill(prompt.subspan(begin, chunk), cache);
   return model.Prefill(prompt.subspan(begin), cache);

@@ -110,9 +110,9 @@ void Gemv(const WeightMatrix& W, const float* x, float* y) {
   GemvShared({&one, 1}, x);
 }
 
-// The threads split the matrices' rows taken together, each its static contiguous share (ThreadRows), so a
-// row's bits never depend on which thread computes it. The fast family's x is quantized once, on the calling
-// thread, into its scratch, which every thread reads.
+// The threads split the matrices' rows taken together in contiguous chunks (below); a row's bits never
+// depend on which thread computes it. The fast family's x is quantized once, on the calling thread, into its
+// scratch, which every thread reads.
 void GemvShared(std::span<const GemvOutput> outputs, const float* x) {
   if (outputs.empty()) return;
   thread_local Int8Activations scratch;
@@ -134,9 +134,20 @@ void GemvShared(std::span<const GemvOutput> outputs, const float* x, const Int8A
       throw MakeError("GemvShared: x quantized with ", xq.n, " elements for a matrix of ", k, " columns");
     total_rows += o.W->rows;
   }
-  RunParallel([&](int t, int threads) {
-    int begin = 0, end = 0;
-    ThreadRows(total_rows, t, threads, begin, end);
+  // The rows taken together go out in chunks, one at a time to whichever thread asks next: a thread that
+  // starts late or runs slower (its core shared with another process, or a busier one) takes fewer, where
+  // static equal shares made the region wait for it. At 1B sizes on 2 cores, that wait cost more than the
+  // second thread gave (docs/performance.md, "Threads that scale"). About kChunksPerThread chunks a thread,
+  // each a multiple of kChunkAlign rows (the row kernels' 4-row groups) and at least kMinChunkRows.
+  constexpr int kChunksPerThread = 8, kChunkAlign = 4, kMinChunkRows = 16;
+  const int threads = NumThreads();
+  const int chunk_rows =
+      std::max(kMinChunkRows,
+               (total_rows / (threads * kChunksPerThread) + kChunkAlign - 1) / kChunkAlign * kChunkAlign);
+  const int chunks = (total_rows + chunk_rows - 1) / chunk_rows;
+  ParallelForDynamic(chunks, [&](std::int64_t chunk, int) {
+    const int begin = static_cast<int>(chunk) * chunk_rows;
+    const int end = std::min(total_rows, begin + chunk_rows);
     int first = 0;  // output i's first row in the concatenation
     for (const GemvOutput& o : outputs) {
       const int rows = o.W->rows;

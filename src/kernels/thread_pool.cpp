@@ -30,10 +30,13 @@ constexpr double kIdleSleepMicros = 2000;
 // twice its own share's time was held up by a thread that lost its core (on an idle host equal shares
 // finish close together; a preempted thread is gone for a scheduler time slice, milliseconds). The next
 // regions at the default thread count then run on the caller alone, which on a busy host is faster than
-// waiting for a thread that is not running, and then the pool tries all its threads again. The shrink starts
-// at kMinShrunkRegions (an idle host's rare hiccup costs little) and doubles with each stall that follows,
-// up to kMaxShrunkRegions (a host that stays busy stays on one thread, retrying now and then); as many
-// regions without a stall reset it. The thread count never changes a result's bits.
+// waiting for a thread that is not running, and then the pool tries all its threads again. A stall within
+// kMinShrunkRegions full-width regions of the last one doubles the shrink, up to kMaxShrunkRegions (a host
+// that stays busy stays on one thread, retrying now and then); any later stall is an idle host's rare
+// hiccup and shrinks for kMinShrunkRegions only. (The first rule doubled on every stall and forgot only
+// after 4096 clean regions: at 1B sizes an idle 2-vCPU host stalls every thousand regions or so, so the
+// shrink grew to 4096 and 2 threads ran 60% of their regions on one: docs/performance.md.) The thread count
+// never changes a result's bits.
 constexpr double kStallMicros = 500;
 constexpr std::uint64_t kMinShrunkRegions = 64, kMaxShrunkRegions = 4096;
 
@@ -125,11 +128,15 @@ class Pool {
     const double own_share = std::chrono::duration<double, std::micro>(waiting - start).count();
     if (!adaptive) return;
     if (waited > kStallMicros && waited > 2 * own_share) {
+      // A stall soon after the last shrink ended says the host is still busy: shrink for twice as long. One
+      // after many clean regions is an idle host's rare hiccup (a preempted vCPU, a page fault): the
+      // shortest shrink again.
+      shrink_length_ = clean_regions_ < kMinShrunkRegions ? std::min(2 * shrink_length_, kMaxShrunkRegions)
+                                                          : kMinShrunkRegions;
       shrunk_until_ = regions_ + shrink_length_;
-      shrink_length_ = std::min(2 * shrink_length_, kMaxShrunkRegions);
       clean_regions_ = 0;
-    } else if (++clean_regions_ == kMaxShrunkRegions) {
-      shrink_length_ = kMinShrunkRegions;  // the host has been quiet for a while: forget the backoff
+    } else {
+      ++clean_regions_;
     }
   }
 

@@ -69,10 +69,12 @@ TEST(Bench, PrintsOneRowPerThreadCountWithTheModelsByteCounts) {
     if (!line.empty() && line[0] == '|') table.push_back(Cells(line));
   }
   ASSERT_EQ(table.size(), 4u) << out.str();  // header, separator, one row per thread count
-  const std::vector<std::string> header = {
-      "threads",      "prefill pp16 tok/s", "decode tg8 tok/s", "weight B/token",
-      "KV B/token",   "decode GB/s",        "host read GB/s",   "MBU %",
-      "ceiling tok/s", "TTFT ms",            "peak RSS MB"};
+  const std::vector<std::string> header = {"threads",          "prefill pp16 tok/s",
+                                           "decode tg8 tok/s", "weight B/token",
+                                           "KV B/token",       "decode GB/s",
+                                           "host read GB/s",   "MBU %",
+                                           "ceiling tok/s",    "TTFT ms",
+                                           "peak RSS MB"};
   EXPECT_EQ(table[0], header);
   EXPECT_EQ(table[1].size(), header.size());
 

@@ -74,7 +74,8 @@ TEST_F(Generation, SeededSamplingIsReproducibleAndSeedsDiffer) {
 
 // A prompt longer than prefill_chunk runs as several Prefills, each continuing the cache: the same cache
 // length, the same greedy continuation, and the last position's logits those of one whole Prefill within
-// FP32 rounding (the chunks' GEMMs have fewer rows, which may change a dot's summation blocking, not its math).
+// FP32 rounding (the chunks' GEMMs have fewer rows, which may change a dot's summation blocking, not its
+// math).
 TEST_F(Generation, AChunkedPrefillIsTheWholePromptsPrefill) {
   const std::vector<int>& prompt = golden_->prompt_ids();  // 11 tokens
   for (int chunk : {1, 3, 4, 10, 11}) {

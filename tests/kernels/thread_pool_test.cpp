@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -139,6 +140,44 @@ TEST_F(ThreadPoolTest, AStalledRegionShrinksTheNextOnesForAWhile) {
     });
   EXPECT_EQ(threads, 2);
   EXPECT_GE(regions, 32);
+}
+
+// Regions run on the caller alone after a stall (thread 1 held up 5 ms), counted up to the first one at full
+// width again.
+int ShrunkRegionsAfterAStall() {
+  RunParallel([](int t, int) {
+    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  int threads = 1, regions = 0;
+  for (; threads == 1 && regions < 100000; ++regions)
+    RunParallel([&](int t, int n) {
+      if (t == 0) threads = n;
+    });
+  return regions - 1;
+}
+
+// A stall right after a shrink ended (the host is still busy) doubles the next shrink; one after many clean
+// regions (an idle host's rare hiccup) shrinks for the shortest time again, however long the last shrink
+// was. A busy CI host may add stalls of its own, so the pattern needs to show once in a few tries.
+TEST_F(ThreadPoolTest, AStallSoonAfterAShrinkDoublesItAndARareOneDoesNot) {
+  SetPoolThreads(2);
+  const auto clean_regions = [] {
+    for (int i = 0; i < 500; ++i) RunParallel([](int, int) {});
+  };
+  bool seen = false;
+  std::string tries;
+  for (int attempt = 0; attempt < 5 && !seen; ++attempt) {
+    clean_regions();
+    const int rare = ShrunkRegionsAfterAStall();
+    const int soon = ShrunkRegionsAfterAStall();
+    const int sooner = ShrunkRegionsAfterAStall();
+    clean_regions();
+    const int rare_again = ShrunkRegionsAfterAStall();
+    tries += " [" + std::to_string(rare) + " " + std::to_string(soon) + " " + std::to_string(sooner) + " " +
+             std::to_string(rare_again) + "]";
+    seen = rare > 0 && soon >= 2 * rare - 1 && sooner >= 2 * soon - 1 && rare_again == rare;
+  }
+  EXPECT_TRUE(seen) << "shrunk regions (rare, soon, sooner, rare again) per try:" << tries;
 }
 
 TEST_F(ThreadPoolTest, SetNumThreadsIsThePools) {

@@ -57,7 +57,9 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
 
 // log2 of the offset a type's codes carry (Q4_0's 8, Q5_0's 16); -1 for none.
 template <GgmlType kType>
-constexpr int kOffsetShift = Int8LayoutOf(kType).offset == 8 ? 3 : Int8LayoutOf(kType).offset == 16 ? 4 : -1;
+constexpr int kOffsetShift = Int8LayoutOf(kType).offset == 8    ? 3
+                             : Int8LayoutOf(kType).offset == 16 ? 4
+                                                                : -1;
 
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
