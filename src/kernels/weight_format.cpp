@@ -90,6 +90,21 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
   if (count > 0) Pick(*W.format, ActiveIsa(), &FormatKernels::decode_rows)(W, r0, count, out);
 }
 
+bool ExactRowDotsAreVectorized(const WeightMatrix& W) {
+  if (!W.Is(kGgmlFormat)) return true;  // FP8 and INT4: row dots for AVX2, AVX-512 and NEON, every matrix
+  switch (W.type) {                     // row_dot_avx2.cpp's and row_dot_neon.cpp's types
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q8_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool UsesInt8RowDots(const WeightMatrix& W) {
   return ActiveFamily() == KernelFamily::kFast && !W.exact_only && W.format->has_int8 != nullptr &&
          W.format->has_int8(W);

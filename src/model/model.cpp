@@ -22,6 +22,7 @@
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/weight_format.h"
 
 namespace plumb {
 
@@ -171,10 +172,13 @@ Model::Model(ModelConfig config, ModelWeights weights)
       decode_(std::make_unique<Activations>()),
       step_(std::make_unique<Activations>()) {
   decode_->Grow(config_, 1, 1, 1);
-  // The LM head runs the active family like every other matrix. Keeping it exact in the fast family (as from
-  // 2026-11-26 to 2026-11-28) halved the fast family's perplexity cost on SmolLM2 Q4_1 (+0.42% of exact
-  // instead of +0.54%) but left the head on the exact kernels, and at 1B a tied Q6_K head then took 392 of a
-  // token's 457 ms (docs/quantization.md, docs/performance.md). --kernels exact keeps the whole pass exact.
+  // The LM head's logits pick the token, and rounding its input to int8 costs the fast family most of its
+  // accuracy (on SmolLM2 Q4_1: +0.54% perplexity instead of +0.42%, and the greedy answer to "What is the
+  // capital of France?" changes; docs/quantization.md). So the head keeps the exact kernels where they are
+  // vector code (a Q8_0 head: 3–6% of SmolLM2's decode speed), and runs the fast family where the exact
+  // kernels are scalar: a 1B model's tied Q6_K head took 392 of a token's 457 ms exact. --kernels exact
+  // runs the whole pass exact.
+  weights_.LmHead().exact_only = kernels::ExactRowDotsAreVectorized(weights_.LmHead());
 }
 
 Model::~Model() = default;

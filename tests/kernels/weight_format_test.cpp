@@ -105,6 +105,22 @@ TEST(WeightFormats, DefinitionRowDotsAreTheDotOfTheDecodedRowTimesTheRowScale) {
   }
 }
 
+// The types whose exact row dots are vector code on every ISA, by type alone: the model keeps such an LM head
+// exact in the fast family, and runs the others' (the K-quants', Q5_0's, Q5_1's) fast kernels.
+TEST(WeightFormats, ExactRowDotsAreVectorizedForTheTypesWithVectorKernelsOnEveryIsa) {
+  const auto zeros = [](GgmlType type) {
+    return WeightMatrix::FromBytes(type, 1, 256, std::vector<std::uint8_t>(GgmlRowBytes(type, 256)));
+  };
+  for (GgmlType type :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    EXPECT_TRUE(kernels::ExactRowDotsAreVectorized(zeros(type))) << GgmlTypeName(type);
+  }
+  for (GgmlType type : {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                        GgmlType::Q5_K, GgmlType::Q6_K}) {
+    EXPECT_FALSE(kernels::ExactRowDotsAreVectorized(zeros(type))) << GgmlTypeName(type);
+  }
+}
+
 TEST(WeightFormats, BytesAreTheRowsPlusTheSideArrays) {
   const WeightMatrix f32 = testing::RandomGgml(GgmlType::F32, 3, 10, 1);
   EXPECT_EQ(f32.Bytes(), 3u * 10 * 4);

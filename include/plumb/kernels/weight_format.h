@@ -126,6 +126,12 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out);
 // Whether W runs the fast family's kernels: ActiveFamily() is kFast, W is not exact_only, and its format
 // has int8 kernels for it.
 bool UsesInt8RowDots(const WeightMatrix& W);
+// Whether W's exact row dots are vector code on every ISA plumb builds (AVX2, AVX-512, NEON), so that keeping
+// a matrix exact in the fast family costs little: every FP8 and INT4 matrix, and GGUF F32, F16, BF16, Q4_0,
+// Q4_1 and Q8_0; not the other GGUF types (the K-quants, Q5_0, Q5_1), whose exact kernels are the scalar
+// definition. Depends on W's type only, never on the CPU, so a choice made with it keeps the fast family's
+// bits the same on every host. The model keeps its LM head exact where this holds (model.cpp).
+bool ExactRowDotsAreVectorized(const WeightMatrix& W);
 // Whether W runs the fast family's FMA kernels: ActiveFamily() is kFast, W is not exact_only, and its format
 // has FMA kernels for it. (No matrix is covered by both has_int8 and has_fma.)
 bool UsesFmaRowDots(const WeightMatrix& W);
