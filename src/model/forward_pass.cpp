@@ -1,6 +1,7 @@
 // The kernels of one forward pass, each reported as it finishes (src/model/forward_pass.h).
 #include "forward_pass.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "plumb/core/extent.h"
@@ -56,6 +57,7 @@ ForwardPass::ForwardPass(const ModelConfig& config, std::span<const SequenceChun
     const int n = static_cast<int>(chunk.tokens.size());
     rows_ += n;
     logit_rows_ += chunk.all_logits ? n : 1;
+    decodes_ += n == 1 ? 1 : 0;
   }
   if (!observer_) return;
   observer_->OnPassBegin(phase, rows_);
@@ -93,11 +95,40 @@ void ForwardPass::Multiply(const WeightMatrix& W, const float* in, int rows, flo
       if (rows == static_cast<int>(chunks_.size()) && kernels::Int8BatchPays(W, rows)) {
         return kernels::GemvBatch(W, in, rows, out);
       }
+      if (rows == rows_ && decodes_ > 0 && decodes_ < static_cast<int>(chunks_.size()) &&
+          kernels::Int8BatchPays(W, decodes_)) {
+        return MultiplyMixed(W, in, out);
+      }
       break;
     case Projection::kGemm:
       break;
   }
   kernels::Gemm(in, rows, W, out);
+}
+
+void ForwardPass::MultiplyMixed(const WeightMatrix& W, const float* in, float* out) const {
+  const std::size_t cols = static_cast<std::size_t>(W.cols), n = static_cast<std::size_t>(W.rows);
+  decode_in_.resize(static_cast<std::size_t>(decodes_) * cols);
+  decode_out_.resize(static_cast<std::size_t>(decodes_) * n);
+  std::size_t row = 0, decode = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    const std::size_t count = chunk.tokens.size();
+    if (count == 1) {
+      std::copy_n(in + row * cols, cols, decode_in_.begin() + static_cast<std::ptrdiff_t>(decode++ * cols));
+    } else {
+      kernels::Gemm(in + row * cols, static_cast<int>(count), W, out + row * n);
+    }
+    row += count;
+  }
+  kernels::GemvBatch(W, decode_in_.data(), decodes_, decode_out_.data());
+  row = 0;
+  decode = 0;
+  for (const SequenceChunk& chunk : chunks_) {
+    if (chunk.tokens.size() == 1) {
+      std::copy_n(decode_out_.begin() + static_cast<std::ptrdiff_t>(decode++ * n), n, out + row * n);
+    }
+    row += chunk.tokens.size();
+  }
 }
 
 void ForwardPass::Embed(const WeightMatrix& table) {

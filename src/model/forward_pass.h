@@ -26,7 +26,8 @@ namespace plumb::detail {
 enum class Projection {
   kGemm,        // kernels::Gemm for any number of rows (Prefill)
   kGemvOrGemm,  // kernels::Gemv for one row, kernels::Gemm for more (Decode, Step); a step of decodes
-                // only takes kernels::GemvBatch where kernels::Int8BatchPays
+                // only takes kernels::GemvBatch where kernels::Int8BatchPays, and one that mixes decodes
+                // with prompt chunks runs its decode rows so too (MultiplyMixed)
   kGemvBatch,   // kernels::GemvBatch: each row bitwise its own Gemv (Step with batch_invariant)
 };
 
@@ -107,6 +108,11 @@ class ForwardPass {
 
  private:
   void Multiply(const WeightMatrix& W, const float* in, int rows, float* out) const;
+  // A step's projection when it mixes decodes (chunks of one token) with prompt chunks: the decode rows
+  // gathered into one kernels::GemvBatch where kernels::Int8BatchPays (else kernels::Gemm), each prompt
+  // chunk through kernels::Gemm on its own, as Prefill runs it. So a decode's bits, and a greedy token, do
+  // not depend on whether another sequence's prompt shared its step.
+  void MultiplyMixed(const WeightMatrix& W, const float* in, float* out) const;
   // The fast family's quantization of `in` for W into xq_, timed as a kernel of its own (kQuantize), when an
   // observer times a one-row pass and W runs int8 kernels; true when it ran. Otherwise the kernels quantize
   // inside the projection's time: without an observer, and for several rows (kernels::Gemm's small-row
@@ -126,7 +132,9 @@ class ForwardPass {
   ForwardObserver* observer_;
   int rows_ = 0;                 // every chunk's tokens
   int logit_rows_ = 0;           // rows whose logits are returned
+  int decodes_ = 0;              // chunks of one token
   kernels::Int8Activations xq_;  // QuantizeAlone's
+  mutable std::vector<float> decode_in_, decode_out_;  // MultiplyMixed's gathered decode rows
   Clock::time_point last_;
 };
 

@@ -159,6 +159,36 @@ TEST_P(Steps, DefaultStepIsWithinTheToleranceOfDecodeAloneAndGreedyAgrees) {
   });
 }
 
+// In the fast family a decode keeps its int8 kernels in a step that also prefills another prompt
+// (ForwardPass::MultiplyMixed): its logits are bitwise those it gets in a step of decodes only, so a
+// server's greedy tokens do not depend on whether another request's prompt shared the step. Q4_1: every
+// projection has a multi-row int8 kernel (kernels::Int8BatchPays). With a plain kernels::Gemm over the
+// mixed step's rows, as before MultiplyMixed, the decode's row differs.
+TEST(MixedStep, AFastFamilyDecodeBesideAPromptIsBitwiseItsDecodeBesideADecode) {
+  const testing::GoldenFixture golden(testing::FixtureDir("tiny-llama"));
+  Model model = Model::Load(golden.dir() + "/model.q4_1.gguf");
+  const std::vector<int>& prompt = golden.prompt_ids();
+  const std::size_t V = model.config().vocab_size;
+  const int token = prompt[1];
+  kernels::SetFamily(kernels::KernelFamily::kFast);
+  for (int threads : {1, 2}) {
+    kernels::SetNumThreads(threads);
+    ContiguousKvCache decoding = model.NewKvCache(64), partner = model.NewKvCache(64);
+    ContiguousKvCache mixed = model.NewKvCache(64), prompted = model.NewKvCache(64);
+    for (ContiguousKvCache* cache : {&decoding, &partner, &mixed}) model.Prefill(prompt, *cache);
+    const std::span<const float> decodes = model.Step(std::vector<SequenceChunk>{
+        {&decoding, std::span(&token, 1), false}, {&partner, std::span(&token, 1), false}});
+    const std::vector<float> want(decodes.begin(), decodes.begin() + static_cast<std::ptrdiff_t>(V));
+    // Another sequence's prompt chunk (rows 0-4), then the decode (row 5).
+    const std::span<const float> got = model.Step(std::vector<SequenceChunk>{
+        {&prompted, std::span(prompt).subspan(0, 5), false}, {&mixed, std::span(&token, 1), false}});
+    ASSERT_EQ(got.size(), 2 * V);
+    EXPECT_TRUE(SameBits(got.subspan(V, V), want)) << threads << " threads";
+  }
+  kernels::SetNumThreads(0);
+  kernels::SetFamily(kernels::KernelFamily::kExact);
+}
+
 TEST_P(Steps, BatchedGreedyGenerationGivesEachPromptItsTokensAlone) {
   // Each prompt alone: Prefill, then greedy Decode.
   constexpr int kNew = 8;
