@@ -53,7 +53,7 @@ const char* FamilyName(KernelFamily family) {
 
 namespace scalar {
 
-void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s) {
+void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s, std::int32_t* sum) {
   float amax = 0.0f;
   bool finite = true;
   for (int i = 0; i < count; ++i) {
@@ -65,18 +65,20 @@ void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s
     // family's would be (or ±inf there: the fast family does not keep an infinity's sign).
     std::fill(q, q + 32, std::int8_t{0});
     *d = *s = std::numeric_limits<float>::quiet_NaN();
+    *sum = 0;
     return;
   }
   const float scale = amax / 127.0f;
   const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-  int sum = 0;
+  int total = 0;
   for (int i = 0; i < 32; ++i) {
     const int v = i < count ? static_cast<int>(std::round(x[i] * inverse)) : 0;
     q[i] = static_cast<std::int8_t>(v);
-    sum += v;
+    total += v;
   }
   *d = scale;
-  *s = scale * static_cast<float>(sum);
+  *s = scale * static_cast<float>(total);
+  *sum = total;
 }
 
 }  // namespace scalar
@@ -89,18 +91,20 @@ void QuantizeActivations(const float* x, int n, Int8Activations& out) {
   if (out.d.size() < static_cast<std::size_t>(blocks)) {
     out.d.resize(static_cast<std::size_t>(blocks));
     out.s.resize(static_cast<std::size_t>(blocks));
+    out.sum.resize(static_cast<std::size_t>(blocks));
   }
   int b = 0;
 #if defined(__x86_64__)
   if (ActiveIsa() != Isa::kScalar)
-    b = avx2::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data());
+    b = avx2::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data(), out.sum.data());
 #elif defined(__aarch64__)
   if (ActiveIsa() == Isa::kNeon)
-    b = neon::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data());
+    b = neon::QuantizeBlocks(x, n / 32, out.q.data(), out.d.data(), out.s.data(), out.sum.data());
 #endif
   for (; b < blocks; ++b) {
     const int begin = 32 * b;
-    scalar::QuantizeBlock(x + begin, std::min(32, n - begin), out.q.data() + begin, &out.d[b], &out.s[b]);
+    scalar::QuantizeBlock(x + begin, std::min(32, n - begin), out.q.data() + begin, &out.d[b], &out.s[b],
+                          &out.sum[b]);
   }
 }
 

@@ -43,7 +43,7 @@ PLUMB_AVX2 inline __m256 RoundHalfAway(__m256 v) {
   return _mm256_add_ps(t, step);
 }
 
-PLUMB_AVX2 void Blocks(const float* x, int blocks, std::int8_t* q, float* d, float* s) {
+PLUMB_AVX2 void Blocks(const float* x, int blocks, std::int8_t* q, float* d, float* s, std::int32_t* sums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i exponent = _mm256_set1_epi32(0x7F800000);
   for (int b = 0; b < blocks; ++b) {
@@ -59,7 +59,7 @@ PLUMB_AVX2 void Blocks(const float* x, int blocks, std::int8_t* q, float* d, flo
     }
     std::int8_t* qb = q + 32 * b;
     if (!_mm256_testz_si256(special, special)) {
-      scalar::QuantizeBlock(xb, 32, qb, d + b, s + b);  // the definition's NaN block
+      scalar::QuantizeBlock(xb, 32, qb, d + b, s + b, sums + b);  // the definition's NaN block
       continue;
     }
     const float scale = HorizontalMax(amax) / 127.0f;
@@ -78,16 +78,18 @@ PLUMB_AVX2 void Blocks(const float* x, int blocks, std::int8_t* q, float* d, flo
     const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), ordered);
     d[b] = scale;
-    s[b] = scale * HorizontalSum(sum);
+    const float total = HorizontalSum(sum);  // an integer of magnitude ≤ 32·127: exact
+    s[b] = scale * total;
+    sums[b] = static_cast<std::int32_t>(total);
   }
 }
 
 }  // namespace
 
-int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s) {
+int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s, std::int32_t* sums) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (!avx2) return 0;
-  Blocks(x, blocks, q, d, s);
+  Blocks(x, blocks, q, d, s, sums);
   return blocks;
 }
 

@@ -15,7 +15,7 @@
 
 namespace plumb::kernels::neon {
 
-int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s) {
+int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s, std::int32_t* sums) {
   for (int b = 0; b < blocks; ++b) {
     const float* xb = x + 32 * b;
     float32x4_t v[8];
@@ -29,7 +29,7 @@ int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* 
     }
     std::int8_t* qb = q + 32 * b;
     if (vmaxvq_u32(special) != 0) {
-      scalar::QuantizeBlock(xb, 32, qb, d + b, s + b);  // the definition's NaN block
+      scalar::QuantizeBlock(xb, 32, qb, d + b, s + b, sums + b);  // the definition's NaN block
       continue;
     }
     const float scale = vmaxvq_f32(amax) / 127.0f;
@@ -45,7 +45,8 @@ int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* 
     vst1q_s8(qb, vcombine_s8(vqmovn_s16(halves[0]), vqmovn_s16(halves[1])));
     vst1q_s8(qb + 16, vcombine_s8(vqmovn_s16(halves[2]), vqmovn_s16(halves[3])));
     d[b] = scale;
-    s[b] = scale * static_cast<float>(vaddvq_s32(sum));
+    sums[b] = vaddvq_s32(sum);
+    s[b] = scale * static_cast<float>(sums[b]);
   }
   return blocks;
 }

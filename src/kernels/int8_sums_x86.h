@@ -24,6 +24,17 @@ PLUMB_INT8_VNNI inline __m256i Vnni(__m256i acc, __m256i u, __m256i q) {
   return _mm256_dpbusd_epi32(acc, u, q);
 }
 
+// Avx2(Avx2(0, u1, q1), u2, q2) with one madd: the int16 pairs of both maddubs added first, which needs
+// 4·max u·127 < 2^15 (u ≤ 64).
+PLUMB_INT8_AVX2 inline __m256i Avx2Pair(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
+  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u1, q1), _mm256_maddubs_epi16(u2, q2));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+PLUMB_INT8_VNNI inline __m256i VnniPair(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u1, q1), u2, q2);
+}
+
 // Signed codes w as the unsigned operand: |w|, and q with w's sign (0 where w is 0), the same products.
 struct SignMoved {
   __m256i u, q;

@@ -47,6 +47,7 @@ TEST(QuantizeActivations, FollowsTheStatedDefinition) {
       sum += expected;
     }
     EXPECT_EQ(q.s[b], d * static_cast<float>(sum)) << b;
+    EXPECT_EQ(q.sum[b], sum) << b;
   }
   // The element of largest magnitude is ±127, and each q·d is within d/2 of x.
   for (int i = 0; i < 70; ++i)
@@ -63,6 +64,8 @@ TEST(QuantizeActivations, ZeroBlocksAreZeroAndNonFiniteBlocksNan) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(q.q[i], 0);
   EXPECT_TRUE(std::isnan(q.d[1]));
   EXPECT_TRUE(std::isnan(q.s[1]));
+  EXPECT_EQ(q.sum[0], 0);
+  EXPECT_EQ(q.sum[1], 0);
   for (int i = 32; i < 64; ++i) EXPECT_EQ(q.q[i], 0);
 }
 
@@ -96,6 +99,7 @@ TEST_P(QuantizeActivationsIsa, IsBitwiseTheScalarQuantizer) {
     for (int b = 0; b < Int8Activations::Blocks(n); ++b) {
       ASSERT_TRUE(SameBits(got.d[b], want.d[b])) << "n " << n << " block " << b;
       ASSERT_TRUE(SameBits(got.s[b], want.s[b])) << "n " << n << " block " << b;
+      ASSERT_EQ(got.sum[b], want.sum[b]) << "n " << n << " block " << b;
       for (int i = 32 * b; i < 32 * b + 32; ++i)
         ASSERT_EQ(got.q[i], want.q[i]) << "n " << n << " element " << i;
     }

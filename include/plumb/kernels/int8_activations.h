@@ -32,14 +32,17 @@ const char* FamilyName(KernelFamily family);  // "exact", "fast"
 //   d[b] = amax / 127                         (one float division)
 //   q[i] = round(x[i] · (1 / d[b]))           (1 / d[b] one float division, then the product; round half away
 //                                              from zero; q = 0 when d[b] = 0), so |q[i]| ≤ 127
-//   s[b] = d[b] · float(Σ q[i])               (the integer sum exact, then one float product)
-// s is what a weight format with a minimum (Q4_1: w = q·d + m) needs: Σ m·x = m·s. A block holding an inf
-// or NaN gets d = s = NaN and q = 0, so every dot with it is NaN.
+//   sum[b] = Σ q[i]                           (exact)
+//   s[b] = d[b] · float(sum[b])               (one float product)
+// s is what a weight format with a minimum (Q4_1: w = q·d + m) needs: Σ m·x = m·s; sum what one with an
+// offset (Q4_0: w = nibble − 8) needs: Σ w·q = Σ nibble·q − 8·sum. A block holding an inf or NaN gets d = s =
+// NaN and q = 0 (so sum = 0), and every dot with it is NaN.
 struct Int8Activations {
   int n = 0;                   // elements
   std::vector<std::int8_t> q;  // [Blocks(n) × 32]
   std::vector<float> d;        // [Blocks(n)]
   std::vector<float> s;        // [Blocks(n)]
+  std::vector<std::int32_t> sum;  // [Blocks(n)]
 
   static int Blocks(int n) { return (n + 31) / 32; }
 };

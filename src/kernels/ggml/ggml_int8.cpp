@@ -6,19 +6,25 @@
 //           Q4_1 nibble, Q5_0 (nibble | fifth bit << 4) − 16, Q5_1 nibble | fifth bit << 4, Q8_0 the int8;
 //           element i < 16 of a 4- or 5-bit block is qs[i]'s low nibble, i ≥ 16 qs[i − 16]'s high one, and
 //           its fifth bit is bit i of qh
-//   p[b][j] = Σ w_i · q_x[32b + i] over i = 4j .. 4j + 3        (int32, exact), j = 0..7
-//   f[b]    = d_w[b] · d_x[b]                                    (one float product; d_w the block's FP16 d)
-//   lane[j] = fma(f[b], float(p[b][j]), lane[j])                 for b = 0, 1, ... (lanes start at +0)
-//   Q4_1, Q5_1: m_sum = fma(m_w[b], s_x[b], m_sum)               for b = 0, 1, ... (starts at +0)
-//   y[r]    = ((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))  [+ m_sum for Q4_1,
-//             Q5_1]
-// The grouping of 4 products per lane is what x86's maddubs + madd (and VNNI's dpbusd) produce, so the
-// vector kernels need no reordering; every step is exact but the float ones, which they repeat in order.
+//   s[b]    = Σ w_i · q_x[32b + i] over i = 0 .. 31       (int32, exact; |s| ≤ 32·128·127 < 2^24, so
+//                                                         float(s) is exact too)
+//   f[b]    = d_w[b] · d_x[b]                             (one float product; d_w the block's FP16 d)
+//   lane[b mod 8] = fma(f[b], float(s[b]), lane[b mod 8]) for b = 0, 1, ... (lanes start at +0)
+//   Q4_1, Q5_1: m_lane[b mod 8] = fma(m_w[b], s_x[b], m_lane[b mod 8])   for b = 0, 1, ... (from +0)
+//   y[r]    = tree(lane) [+ tree(m_lane) for Q4_1, Q5_1], where
+//   tree(l) = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+// One integer sum, one conversion and one FMA per block, and 8 consecutive blocks in the 8 lanes: a vector
+// kernel reduces 8 blocks' integer partial sums into one vector (horizontal adds) and converts, scales and
+// accumulates them with one instruction each, where converting and scaling every block on its own cost more
+// than its integer work (docs/performance.md, "one FMA per block"). Every step is exact but the float ones,
+// which the vector kernels repeat in order, lane by lane.
 //
 // The K-quants (rows of whole 256-element super-blocks; x block b = 8B + t is elements 32t .. 32t + 31 of
-// super-block B) keep p[b][j] and the 8 lanes, with a scale per sub-block:
+// super-block B) have a scale per sub-block, so their 8 lanes are the block's groups of 4 elements:
 //   w_i     the element's q (docs/formats.md "GGUF blocks"): Q2_K 0..3, Q3_K −4..3, Q4_K 0..15, Q5_K 0..31,
 //           Q6_K q − 32 (−32..31)
+//   p[b][j] = Σ w_i · q_x[32b + i] over i = 4j .. 4j + 3          (int32, exact), j = 0..7: what x86's
+//                                                                  maddubs + madd (VNNI's dpbusd) produce
 //   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q4_K, Q5_K
 //           scale_t (a sub-block is an x block), Q2_K scale, Q3_K scale − 32, Q6_K scales[·] of sub-block
 //           2t + j / 4 (16-element sub-blocks: lanes 0-3 take one, lanes 4-7 the next)
@@ -198,22 +204,20 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
   const Int8Layout layout = Int8LayoutOf(W.type);
   for (int r = row_begin; r < row_end; ++r) {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float m_sum = 0.0f;
+    float m_lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int b = 0; b < blocks; ++b) {
       const std::uint8_t* block = W.Row(r) + Extent(b, layout.block_bytes);
       int w[32];
       BlockCodes(W.type, block, w);
       const std::int8_t* q = x.q.data() + Extent(b, 32);
       const float f = F16ToF32(ReadU16(block)) * x.d[b];
-      for (int j = 0; j < 8; ++j) {
-        int p = 0;
-        for (int i = 4 * j; i < 4 * j + 4; ++i) p += w[i] * q[i];
-        lane[j] = std::fma(f, static_cast<float>(p), lane[j]);
-      }
-      if (layout.has_min) m_sum = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_sum);
+      int s = 0;
+      for (int i = 0; i < 32; ++i) s += w[i] * q[i];
+      lane[b % 8] = std::fma(f, static_cast<float>(s), lane[b % 8]);
+      if (layout.has_min) m_lane[b % 8] = std::fma(F16ToF32(ReadU16(block + 2)), x.s[b], m_lane[b % 8]);
     }
     const float dot = ReduceLanes(lane);
-    y[r] = layout.has_min ? dot + m_sum : dot;
+    y[r] = layout.has_min ? dot + ReduceLanes(m_lane) : dot;
   }
 }
 

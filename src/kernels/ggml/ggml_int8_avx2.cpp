@@ -1,13 +1,13 @@
 // The fast family's GGUF row dots with AVX2, FMA and F16C: ggml_int8.cpp's definition, bit for bit.
 //
-// Per 32-element block and row: the 32 weight codes in element order in one register (4-bit blocks: the 16
-// low nibbles in bytes 0-15, the high ones in bytes 16-31), x's 32 int8 codes in another; maddubs multiplies
-// unsigned by signed bytes and adds adjacent pairs into int16, madd with ones adds adjacent int16 pairs into
-// int32: lane j = Σ of the products of elements 4j .. 4j + 3, the definition's p[b][j]. Q4_1's codes are
-// unsigned already; Q4_0's and Q8_0's signed ones go in as |w| with w's sign moved onto x (sign_epi8), the
-// same products. No int16 saturates: |x| ≤ 127 and |w| ≤ 128, so a pair is at most 2·128·127 = 32512. The
-// int32 lanes convert exactly (|p| < 2^24) and the FMA into the 8 float lanes is the definition's.
-// The loop is int8_dots_x86_body.h, shared with the AVX-512 VNNI variant.
+// maddubs multiplies unsigned by signed bytes and adds adjacent pairs into int16, madd with ones adds
+// adjacent int16 pairs into int32: 8 lanes, each the sum of 4 products. Unsigned codes (Q4_1, Q5_1, and
+// Q4_0's and Q5_0's nibbles with their offset still in) go in as they are; Q8_0's signed ones as |w| with
+// w's sign moved onto x (sign_epi8), the same products. No int16 saturates: |x| ≤ 127 and |w| ≤ 128, so a
+// pair is at most 2·128·127 = 32512 (and two pairs of codes ≤ 31, which AddPairPartials adds, 15748). Eight
+// blocks' lanes reduce by horizontal adds to one vector of the 8 block sums, which converts exactly
+// (|s| < 2^24) and goes into the 8 float lanes with the definition's one FMA per block. The loop is
+// int8_dots_x86_body.h, shared with the AVX-512 VNNI variant; its int8_gemm is the row dots per x row.
 #include "ggml_kernels.h"
 
 #if defined(__x86_64__)
@@ -17,7 +17,6 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
-#include "../int8_gemm_tiling.h"
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -33,14 +32,14 @@ PLUMB_INT8_AVX2 inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
   return int8_sums::Avx2(acc, u, q);
 }
 
+// The same for two registers of unsigned codes, each at most 31: the int16 pairs of both maddubs are added
+// before they widen (each ≤ 2·31·127, two < 2^15), one madd for both.
+PLUMB_INT8_AVX2 inline __m256i AddPairPartials(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
+  return int8_sums::Avx2Pair(u1, q1, u2, q2);
+}
+
 #define PLUMB_I8_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
-
-// 16 vector registers: 2 weight rows × 4 x rows of accumulators; maddubs's int16 pairs take unsigned codes
-// only up to 128, so Q8_0 keeps Dots's sign moving.
-constexpr int kGemmRows = 2;
-constexpr bool kWideUnsigned = false;
-#include "int8_gemm_x86_body.h"
 #undef PLUMB_I8_TARGET
 
 }  // namespace

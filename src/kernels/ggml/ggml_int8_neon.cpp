@@ -1,16 +1,14 @@
 // The fast family's GGUF row dots with NEON: ggml_int8.cpp's definition, bit for bit (the K-quants:
-// kquant_int8_neon.h, included below). A block's 32 weight
-// codes are made as int8 in element order, elements 0-15 (the low nibbles) in one register and 16-31 (the
-// high ones) in another, so that the definition's p[b][j], the sum of the products of elements 4j .. 4j + 3,
-// is lane j mod 4 of an int32 vector. Every code fits int8 (Q4_1's and Q5_1's unsigned 0..31 too), so one
-// signed multiply serves every type. With the dotprod extension one sdot (vdotq_s32) makes four of the sums
-// from 16 codes; without it vmull_s8 makes the 16 products in int16 (|w·q| ≤ 128·127: exact) and two
-// pairwise widening adds group them in fours. Both are the exact integers. The float steps are the
-// definition's, in its order: f = d_w·d_x (one product), lane = fma(f, float(p), lane) as vfmaq_f32 (fused,
-// as std::fma is) on lanes 0-3 and 4-7, Q4_1/Q5_1's m_sum as a scalar fma in block order, and ReduceLanes'
-// tree. kRows rows at a time share each block's load of x. Its int8_gemm takes several x rows per pass over
-// a block of weight rows, each weight block's codes made once for all of them, and is bitwise Int8RowDots
-// per x row (Int8RowDots has the K-quants' scalar definition; so does the gemm, per x row).
+// kquant_int8_neon.h, included below). A block's 32 weight codes are made as int8 in element order, elements
+// 0-15 (the low nibbles) in one register and 16-31 (the high ones) in another. Every code fits int8 (Q4_1's
+// and Q5_1's unsigned 0..31 too), so one signed multiply serves every type. With the dotprod extension one
+// sdot (vdotq_s32) makes four sums of 4 products from 16 codes; without it vmull_s8 makes the 16 products
+// in int16 (|w·q| ≤ 128·127: exact) and two pairwise widening adds group them in fours. Both are the exact
+// integers. Two pairwise adds turn 4 blocks' partial sums into one vector of their block sums s, so the
+// definition's float steps run 4 blocks to an instruction: f = d_w·d_x (one product per lane), lane =
+// fma(f, float(s), lane) as vfmaq_f32 (fused, as std::fma is) on lanes 0-3 for blocks 8k .. 8k + 3 and 4-7
+// for the next 4, Q4_1/Q5_1's m_lane likewise, and ReduceLanes' tree. kRows rows at a time share each
+// block's load of x. Its int8_gemm is the row dots per x row, over chunks of weight rows.
 //
 // Whether the CPU has dotprod is read once from the kernel's HWCAP. Only the sdot path is compiled for
 // armv8.2-a+dotprod (GCC 12's arm_neon.h declares vdotq_s32 for that target, and every CPU with dotprod
@@ -25,7 +23,6 @@
 #include <cstdint>
 
 #include "../bytes.h"
-#include "../int8_gemm_tiling.h"
 #include "../int8_sums_neon.h"
 #include "../neon_lanes.h"
 #include "plumb/core/extent.h"
@@ -83,49 +80,79 @@ inline Codes32 Codes(const std::uint8_t* block) {
 using int8_sums::PlainSums;
 using int8_sums::SdotSums;
 
-// One row's lanes and m_sum, and the definition's float steps on them.
-template <GgmlType kType>
-struct RowState {
-  Lanes8 lane = neon_lanes::Zero8();
-  float m_sum = 0.0f;
+// The FP16s at p, p + stride, p + 2·stride and p + 3·stride as floats (exact).
+inline float32x4_t Halves4(const std::uint8_t* p, int stride) {
+  const std::uint16_t h[4] = {ReadU16(p), ReadU16(p + stride), ReadU16(p + 2 * stride),
+                              ReadU16(p + 3 * stride)};
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
 
-  void Add(const std::uint8_t* block, float d_x, float s_x, int32x4_t p_lo, int32x4_t p_hi) {
-    const float32x4_t f = vmulq_n_f32(neon_lanes::HalfBroadcast(block), d_x);
-    lane.lo = vfmaq_f32(lane.lo, f, vcvtq_f32_s32(p_lo));
-    lane.hi = vfmaq_f32(lane.hi, f, vcvtq_f32_s32(p_hi));
+// The definition's end for one row: its lanes (and m_lanes) stored, the blocks from `first` on (fewer than
+// 4) added one at a time, and the trees.
+template <GgmlType kType, class Sums>
+inline float FinishRow(const float32x4_t lane[2], const float32x4_t m_lane[2], const std::uint8_t* row,
+                       int first, const Int8Activations& x, Sums sums) {
+  constexpr int kB = Int8LayoutOf(kType).block_bytes;
+  float l[8], m[8];
+  vst1q_f32(l, lane[0]);
+  vst1q_f32(l + 4, lane[1]);
+  vst1q_f32(m, m_lane[0]);
+  vst1q_f32(m + 4, m_lane[1]);
+  for (int b = first; b < x.n / 32; ++b) {
+    const std::uint8_t* block = row + Extent(b, kB);
+    const Codes32 w = Codes<kType>(block);
+    const Codes32 q = Load32(reinterpret_cast<const std::uint8_t*>(x.q.data() + Extent(b, 32)));
+    const int s = vaddvq_s32(vaddq_s32(sums(w.lo, q.lo), sums(w.hi, q.hi)));
+    const float f = vgetq_lane_f32(neon_lanes::HalfBroadcast(block), 0) * x.d[b];
+    l[b % 8] = __builtin_fmaf(f, static_cast<float>(s), l[b % 8]);
     if constexpr (Int8LayoutOf(kType).has_min) {
-      m_sum = __builtin_fmaf(vgetq_lane_f32(neon_lanes::HalfBroadcast(block + 2), 0), s_x, m_sum);
+      m[b % 8] = __builtin_fmaf(vgetq_lane_f32(neon_lanes::HalfBroadcast(block + 2), 0), x.s[b], m[b % 8]);
     }
   }
-
-  float Result() const {
-    float l[8];
-    neon_lanes::Store8(lane, l);
-    const float dot = neon_lanes::ReduceLanes(l);
-    return Int8LayoutOf(kType).has_min ? dot + m_sum : dot;
-  }
-};
+  const float dot = neon_lanes::ReduceLanes(l);
+  return Int8LayoutOf(kType).has_min ? dot + neon_lanes::ReduceLanes(m) : dot;
+}
 
 // NAME<kType, R>(W, r0, x, y): rows r0 .. r0 + R − 1 into y[r0 ..], with SUMS making the integer sums. A
 // macro because it is defined twice, for the two targets: GCC fixes a function's target where it is
 // defined, and vdotq_s32 inlines only into a dotprod one.
-#define PLUMB_INT8_NEON_DOTS(NAME, TARGET, SUMS)                                                   \
-  template <GgmlType kType, int R>                                                                 \
-  TARGET void NAME(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {            \
-    constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;                                   \
-    const int blocks = W.cols / 32;                                                                \
-    const std::uint8_t* row[R];                                                                    \
-    RowState<kType> state[R];                                                                      \
-    for (int r = 0; r < R; ++r) row[r] = W.Row(r0 + r);                                            \
-    for (int b = 0; b < blocks; ++b) {                                                             \
-      const Codes32 q = Load32(reinterpret_cast<const std::uint8_t*>(x.q.data() + Extent(b, 32))); \
-      for (int r = 0; r < R; ++r) {                                                                \
-        const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);                               \
-        const Codes32 w = Codes<kType>(block);                                                     \
-        state[r].Add(block, x.d[b], x.s[b], SUMS(w.lo, q.lo), SUMS(w.hi, q.hi));                   \
-      }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; ++r) y[r0 + r] = state[r].Result();                                     \
+#define PLUMB_INT8_NEON_DOTS(NAME, TARGET, SUMS)                                                           \
+  template <GgmlType kType, int R>                                                                         \
+  TARGET void NAME(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {                    \
+    constexpr int kB = Int8LayoutOf(kType).block_bytes;                                                    \
+    const int blocks = W.cols / 32;                                                                        \
+    const std::uint8_t* row[R];                                                                            \
+    float32x4_t lane[R][2], m_lane[R][2];                                                                  \
+    for (int r = 0; r < R; ++r) {                                                                          \
+      row[r] = W.Row(r0 + r);                                                                              \
+      lane[r][0] = lane[r][1] = m_lane[r][0] = m_lane[r][1] = vdupq_n_f32(0.0f);                           \
+    }                                                                                                      \
+    int b = 0;                                                                                             \
+    for (; b + 4 <= blocks; b += 4) {                                                                      \
+      const int half = (b / 4) % 2; /* lanes 0-3: blocks 8k .. 8k + 3; 4-7: the next 4 */                  \
+      Codes32 q[4];                                                                                        \
+      for (int t = 0; t < 4; ++t)                                                                          \
+        q[t] = Load32(reinterpret_cast<const std::uint8_t*>(x.q.data() + Extent(b + t, 32)));              \
+      const float32x4_t d_x = vld1q_f32(x.d.data() + b);                                                   \
+      for (int r = 0; r < R; ++r) {                                                                        \
+        const std::uint8_t* group = row[r] + Extent(b, kB);                                                \
+        int32x4_t p[4];                                                                                    \
+        for (int t = 0; t < 4; ++t) {                                                                      \
+          const Codes32 w = Codes<kType>(group + t * kB);                                                  \
+          p[t] = vaddq_s32(SUMS(w.lo, q[t].lo), SUMS(w.hi, q[t].hi));                                      \
+        }                                                                                                  \
+        const int32x4_t s = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));                    \
+        const float32x4_t f = vmulq_f32(Halves4(group, kB), d_x);                                          \
+        lane[r][half] = vfmaq_f32(lane[r][half], f, vcvtq_f32_s32(s));                                     \
+        if constexpr (Int8LayoutOf(kType).has_min) {                                                       \
+          m_lane[r][half] = vfmaq_f32(m_lane[r][half], Halves4(group + 2, kB), vld1q_f32(x.s.data() + b)); \
+        }                                                                                                  \
+      }                                                                                                    \
+    }                                                                                                      \
+    for (int r = 0; r < R; ++r) {                                                                          \
+      y[r0 + r] = FinishRow<kType>(lane[r], m_lane[r], row[r], b, x,                                       \
+                                   [](int8x16_t c, int8x16_t v) { return SUMS(c, v); });                   \
+    }                                                                                                      \
   }
 
 PLUMB_INT8_NEON_DOTS(SdotDots, PLUMB_INT8_DOTPROD, SdotSums)
@@ -145,82 +172,6 @@ void RunRows(const WeightMatrix& W, int row_begin, int row_end, const Int8Activa
   int r = row_begin;
   for (; r + kRows <= row_end; r += kRows) Group(W, r, x, y);
   for (; r < row_end; ++r) Single(W, r, x, y);
-}
-
-// The int8_gemm (kernels/weight_format.h): NAME<kType, RW, RX>(W, r0, xs, Y, ldy), rows r0 .. r0 + RW − 1
-// against x rows xs[0 .. RX − 1] into Y[i][r]. Each weight block's codes are made once for the RX x rows,
-// each x block loaded once for the RW weight rows; per pair it is Dots's RowState, the same steps in the
-// same order, so every Y[i][r] is bitwise Int8RowDots of x row i.
-#define PLUMB_INT8_NEON_GEMM(NAME, TARGET, SUMS)                                                          \
-  template <GgmlType kType, int RW, int RX>                                                               \
-  TARGET void NAME(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) { \
-    constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;                                          \
-    const int blocks = W.cols / 32;                                                                       \
-    const std::uint8_t* row[RW];                                                                          \
-    RowState<kType> state[RW][RX];                                                                        \
-    for (int r = 0; r < RW; ++r) row[r] = W.Row(r0 + r);                                                  \
-    for (int b = 0; b < blocks; ++b) {                                                                    \
-      Codes32 q[RX];                                                                                      \
-      for (int i = 0; i < RX; ++i) {                                                                      \
-        q[i] = Load32(reinterpret_cast<const std::uint8_t*>(xs[i].q.data() + Extent(b, 32)));             \
-      }                                                                                                   \
-      for (int r = 0; r < RW; ++r) {                                                                      \
-        const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);                                      \
-        const Codes32 w = Codes<kType>(block);                                                            \
-        for (int i = 0; i < RX; ++i) {                                                                    \
-          state[r][i].Add(block, xs[i].d[b], xs[i].s[b], SUMS(w.lo, q[i].lo), SUMS(w.hi, q[i].hi));       \
-        }                                                                                                 \
-      }                                                                                                   \
-    }                                                                                                     \
-    for (int r = 0; r < RW; ++r) {                                                                        \
-      for (int i = 0; i < RX; ++i) Y[Extent(i, ldy) + r0 + r] = state[r][i].Result();                     \
-    }                                                                                                     \
-  }
-
-PLUMB_INT8_NEON_GEMM(SdotGemm, PLUMB_INT8_DOTPROD, SdotSums)
-PLUMB_INT8_NEON_GEMM(PlainGemm, , PlainSums)
-
-#undef PLUMB_INT8_NEON_GEMM
-
-constexpr int kGemmRows = 2;  // weight rows per block of the gemm: 2 × 4 pairs of 8 float lanes
-constexpr int kGemmX = 4;     // x rows per block
-
-// SdotGemm or PlainGemm as Int8GemmTiling's block kernel.
-template <GgmlType kType, bool kSdot>
-struct GgmlGemmBlock {
-  template <int RW, int RX>
-  static void Run(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y, std::size_t ldy) {
-    if constexpr (kSdot) {
-      SdotGemm<kType, RW, RX>(W, r0, xs, Y, ldy);
-    } else {
-      PlainGemm<kType, RW, RX>(W, r0, xs, Y, ldy);
-    }
-  }
-};
-
-template <GgmlType kType, bool kSdot>
-void Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
-          std::size_t ldy) {
-  Int8GemmTiling<GgmlGemmBlock<kType, kSdot>, kGemmRows, kGemmX>::Run(W, row_begin, row_end, xs, m, Y, ldy);
-}
-
-template <bool kSdot>
-void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
-                 float* Y, std::size_t ldy) {
-  switch (W.type) {
-    case GgmlType::Q4_0:
-      return Gemm<GgmlType::Q4_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
-    case GgmlType::Q4_1:
-      return Gemm<GgmlType::Q4_1, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
-    case GgmlType::Q5_0:
-      return Gemm<GgmlType::Q5_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
-    case GgmlType::Q5_1:
-      return Gemm<GgmlType::Q5_1, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
-    case GgmlType::Q8_0:
-      return Gemm<GgmlType::Q8_0, kSdot>(W, row_begin, row_end, xs, m, Y, ldy);
-    default:  // the K-quants: their row dots per x row
-      return Int8GemmByRows<Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
-  }
 }
 
 template <GgmlType kType, bool kSdot>
@@ -262,6 +213,18 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
       return Run<GgmlType::Q6_K, kSdot>(W, row_begin, row_end, x, y);
     default:  // no type HasInt8 accepts
       return scalar::Int8RowDots(W, row_begin, row_end, x, y);
+  }
+}
+
+// int8_gemm: the row dots per x row, a chunk of weight rows at a time so that its blocks are still in cache
+// for the next x row.
+template <bool kSdot>
+void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                 float* Y, std::size_t ldy) {
+  constexpr int kChunkRows = 32;
+  for (int r = row_begin; r < row_end; r += kChunkRows) {
+    const int end = r + kChunkRows < row_end ? r + kChunkRows : row_end;
+    for (int i = 0; i < m; ++i) RunAnyType<kSdot>(W, r, end, xs[i], Y + Extent(i, ldy));
   }
 }
 

@@ -61,52 +61,168 @@ constexpr int kOffsetShift = Int8LayoutOf(kType).offset == 8    ? 3
                              : Int8LayoutOf(kType).offset == 16 ? 4
                                                                 : -1;
 
+// The FP16s in the low 16 bits of v's 8 int32 lanes, as 8 floats. packus puts lanes 0-3 in qword 0 and
+// 4-7 in qword 2 (each 128-bit half packs its own 4 lanes, twice).
+PLUMB_I8_TARGET inline __m256 HalvesToFloats(__m256i v) {
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
+// Where a group's 8 block sums land (GroupSums): lane k holds block kGroupOrder[k] of the 8. The 4- and
+// 5-bit types pair their blocks ([block t's 4 partials | block t + 1's]), and three horizontal adds of 4
+// pairs leave the even blocks in the low half; Q8_0's blocks come out in order.
+template <GgmlType kType>
+constexpr bool kPairs = kType != GgmlType::Q8_0;
+template <GgmlType kType>
+constexpr int kGroupOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+template <>
+constexpr int kGroupOrder<GgmlType::Q8_0>[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i GroupOrder() {
+  constexpr const int* o = kGroupOrder<kType>;
+  return _mm256_setr_epi32(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]);
+}
+
+// x's codes for a group of 8 blocks as the pairs take them: for t = 0, 2, 4, 6, [q_t[0..16) | q_t+1[0..16)]
+// then [q_t[16..32) | q_t+1[16..32)], so that one register of a pair's low nibbles (then high ones) meets
+// its x codes.
+PLUMB_I8_TARGET inline void PairedCodes(const std::int8_t* q, std::int8_t* out) {
+  for (int t = 0; t < 8; t += 2) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * t), _mm256_permute2x128_si256(a, b, 0x20));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * (t + 1)), _mm256_permute2x128_si256(a, b, 0x31));
+  }
+}
+
+// Blocks t and t + 1 of a 4- or 5-bit type (the first at `block`) against x's paired codes xp (PairedCodes):
+// int32 lanes 0-3 sum to Σ u·q of block t, lanes 4-7 to block t + 1's, u the unsigned codes (with Q4_0's
+// and Q5_0's offset still in: at most 31, as AddPairPartials needs).
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::int8_t* xp) {
+  constexpr Int8Layout kLayout = Int8LayoutOf(kType);
+  const __m256i qs =
+      _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(block + kLayout.block_bytes + kLayout.qs),
+                          reinterpret_cast<const __m128i*>(block + kLayout.qs));
+  __m256i low = _mm256_and_si256(qs, _mm256_set1_epi8(0x0F));  // elements 0-15 of t, then of t + 1
+  __m256i high = _mm256_and_si256(_mm256_srli_epi16(qs, 4), _mm256_set1_epi8(0x0F));  // 16-31
+  if constexpr (kLayout.five_bits) {
+    const std::uint32_t h0 = ReadU32(block + kLayout.qs - 4);
+    const std::uint32_t h1 = ReadU32(block + kLayout.block_bytes + kLayout.qs - 4);
+    const __m256i bit = _mm256_set1_epi8(0x10);
+    low = _mm256_or_si256(low, _mm256_and_si256(BitsToBytes((h0 & 0xFFFF) | h1 << 16), bit));
+    high = _mm256_or_si256(high, _mm256_and_si256(BitsToBytes(h0 >> 16 | (h1 & 0xFFFF0000u)), bit));
+  }
+  return AddPairPartials(low, _mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), high,
+                         _mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 32)));
+}
+
+// The integer sums s of the 8 blocks of a group (the first at `group`), in kGroupOrder: Σ u·q, u as PairSums
+// takes them for the 4- and 5-bit types (the caller takes the offset off), the signed codes for Q8_0.
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i GroupSums(const std::uint8_t* group, const std::int8_t* xp,
+                                         const std::int8_t* q) {
+  constexpr int kB = Int8LayoutOf(kType).block_bytes;
+  if constexpr (kPairs<kType>) {
+    const __m256i p01 = PairSums<kType>(group, xp);
+    const __m256i p23 = PairSums<kType>(group + 2 * kB, xp + 64);
+    const __m256i p45 = PairSums<kType>(group + 4 * kB, xp + 128);
+    const __m256i p67 = PairSums<kType>(group + 6 * kB, xp + 192);
+    // [0 0 2 2 | 1 1 3 3] and [4 4 6 6 | 5 5 7 7], then [0 2 4 6 | 1 3 5 7]
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p01, p23), _mm256_hadd_epi32(p45, p67));
+  } else {
+    __m256i h[4];
+    for (int t = 0; t < 8; t += 2) {
+      const __m256i a = Partials<kType>(Codes<kType>(group + t * kB),
+                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)));
+      const __m256i b =
+          Partials<kType>(Codes<kType>(group + (t + 1) * kB),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1))));
+      h[t / 2] = _mm256_hadd_epi32(a, b);  // [t t t+1 t+1 | t t t+1 t+1]
+    }
+    const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its block
+    const __m256i g1 = _mm256_hadd_epi32(h[2], h[3]);  // [4 5 6 7 | 4 5 6 7]
+    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+  }
+}
+
+// The sum of v's 8 int32 lanes.
+PLUMB_I8_TARGET inline int SumLanes(__m256i v) {
+  const __m128i four = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  const __m128i two = _mm_add_epi32(four, _mm_unpackhi_epi64(four, four));
+  return _mm_cvtsi128_si32(_mm_add_epi32(two, _mm_shuffle_epi32(two, 1)));
+}
+
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
-  constexpr int kBlockBytes = Int8LayoutOf(kType).block_bytes;
+  constexpr int kB = Int8LayoutOf(kType).block_bytes;
   constexpr bool kMin = Int8LayoutOf(kType).has_min;
-  // Q4_0's and Q5_0's codes go in as stored, u = w + offset (unsigned, at most 31), and p = Σ u·q −
-  // offset·σ with σ = Σ q per 4 elements: the same integers as Σ w·q, with σ taken once per x block for all
-  // R rows where moving each row's sign onto x costs two instructions per row.
+  // Q4_0's and Q5_0's codes go in as stored, u = w + offset (unsigned, at most 31), and s = Σ u·q −
+  // offset·Σq, x's block sum: the same integer as Σ w·q.
   constexpr int kShift = kOffsetShift<kType>;
+  constexpr const int* kOrder = kGroupOrder<kType>;
   const int blocks = W.cols / 32;
   const std::uint8_t* row[R];
-  __m256 lane[R];
-  float m_sum[R];
+  __m256 lane[R], m_lane[R];  // lane k: the definition's lane kOrder[k]
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
     lane[r] = _mm256_setzero_ps();
-    m_sum[r] = 0.0f;
+    m_lane[r] = _mm256_setzero_ps();
   }
-  for (int b = 0; b < blocks; ++b) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + Extent(b, 32)));
-    const float d_x = x.d[b];
-    __m256i offset_sums = _mm256_setzero_si256();  // −offset·σ
+  alignas(32) std::int8_t paired[256];
+  const __m256i order = GroupOrder<kType>();
+  int b = 0;
+  for (; b + 8 <= blocks; b += 8) {  // groups of 8 blocks: one conversion and one FMA per row
+    const std::int8_t* q = x.q.data() + Extent(b, 32);
+    if constexpr (kPairs<kType>) PairedCodes(q, paired);
+    const __m256 d_x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x.d.data() + b), order);
+    __m256 s_x = _mm256_setzero_ps();
+    if constexpr (kMin) s_x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x.s.data() + b), order);
+    __m256i offsets = _mm256_setzero_si256();  // offset · Σq per block, in kOrder
     if constexpr (kShift >= 0) {
-      const __m256i sigma = AddPartials(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
-      offset_sums = _mm256_sub_epi32(offset_sums, _mm256_slli_epi32(sigma, kShift));
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sum.data() + b));
+      offsets = _mm256_slli_epi32(_mm256_permutevar8x32_epi32(sums, order), kShift);
     }
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* block = row[r] + Extent(b, kBlockBytes);
-      if (b % 2 == 0) avx2_common::Prefetch(block, R * W.row_bytes);
-      const float f = _cvtsh_ss(avx2_common::ReadU16(block)) * d_x;
-      __m256i partials;
-      if constexpr (kShift >= 0) {
-        partials = AddPartials(offset_sums, Codes<kType, /*kKeepOffset=*/true>(block), q);
-      } else {
-        partials = Partials<kType>(Codes<kType>(block), q);
-      }
-      lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(partials), lane[r]);
+      const std::uint8_t* group = row[r] + Extent(b, kB);
+      for (int o = 0; o < 8 * kB; o += 64) avx2_common::Prefetch(group + o, R * W.row_bytes);
+      const __m256i sums = _mm256_sub_epi32(GroupSums<kType>(group, paired, q), offsets);
+      // Each block's first 4 bytes: its d, and for Q4_1 and Q5_1 its m.
+      const __m256i words = _mm256_setr_epi32(static_cast<int>(ReadU32(group + kOrder[0] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[1] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[2] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[3] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[4] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[5] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[6] * kB)),
+                                              static_cast<int>(ReadU32(group + kOrder[7] * kB)));
+      const __m256 d_w = HalvesToFloats(_mm256_and_si256(words, _mm256_set1_epi32(0xFFFF)));
+      lane[r] = _mm256_fmadd_ps(_mm256_mul_ps(d_w, d_x), _mm256_cvtepi32_ps(sums), lane[r]);
       if constexpr (kMin) {
-        m_sum[r] = __builtin_fmaf(_cvtsh_ss(avx2_common::ReadU16(block + 2)), x.s[b], m_sum[r]);
+        m_lane[r] = _mm256_fmadd_ps(HalvesToFloats(_mm256_srli_epi32(words, 16)), s_x, m_lane[r]);
       }
     }
   }
   for (int r = 0; r < R; ++r) {
-    alignas(32) float l[8];
-    _mm256_store_ps(l, lane[r]);
+    alignas(32) float ordered[8], m_ordered[8];
+    _mm256_store_ps(ordered, lane[r]);
+    _mm256_store_ps(m_ordered, m_lane[r]);
+    float l[8], m[8];
+    for (int k = 0; k < 8; ++k) {
+      l[kOrder[k]] = ordered[k];
+      m[kOrder[k]] = m_ordered[k];
+    }
+    for (int t = b; t < blocks; ++t) {  // the last blocks, one at a time
+      const std::uint8_t* block = row[r] + Extent(t, kB);
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + Extent(t, 32)));
+      const int s = SumLanes(Partials<kType>(Codes<kType>(block), q));
+      const float f = _cvtsh_ss(ReadU16(block)) * x.d[t];
+      l[t % 8] = __builtin_fmaf(f, static_cast<float>(s), l[t % 8]);
+      if constexpr (kMin) m[t % 8] = __builtin_fmaf(_cvtsh_ss(ReadU16(block + 2)), x.s[t], m[t % 8]);
+    }
     const float dot = avx2_common::ReduceLanes(l);
-    y[r0 + r] = kMin ? dot + m_sum[r] : dot;
+    y[r0 + r] = kMin ? dot + avx2_common::ReduceLanes(m) : dot;
   }
 }
 
@@ -320,5 +436,18 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
       return RunK<GgmlType::Q6_K>(W, row_begin, row_end, x, y);
     default:  // no type HasInt8 accepts
       return scalar::Int8RowDots(W, row_begin, row_end, x, y);
+  }
+}
+
+// int8_gemm (kernels/weight_format.h: for every x row, bitwise Int8RowDots): the row dots for each x row, a
+// chunk of weight rows at a time, so that the chunk's blocks are still in cache for the next x row. (The
+// definition's one FMA per 8 blocks leaves a multi-row kernel little float work to share; what it would
+// save is the second read of each block from cache.)
+void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                 float* Y, std::size_t ldy) {
+  constexpr int kChunkRows = 32;
+  for (int r = row_begin; r < row_end; r += kChunkRows) {
+    const int end = r + kChunkRows < row_end ? r + kChunkRows : row_end;
+    for (int i = 0; i < m; ++i) RunAnyType(W, r, end, xs[i], Y + Extent(i, ldy));
   }
 }
