@@ -20,25 +20,31 @@
 // which the vector kernels repeat in order, lane by lane.
 //
 // The K-quants (rows of whole 256-element super-blocks; x block b = 8B + t is elements 32t .. 32t + 31 of
-// super-block B) have a scale per sub-block, so their 8 lanes are the block's groups of 4 elements:
+// super-block B):
 //   w_i     the element's q (docs/formats.md "GGUF blocks"): Q2_K 0..3, Q3_K −4..3, Q4_K 0..15, Q5_K 0..31,
 //           Q6_K q − 32 (−32..31)
+// Q4_K and Q5_K have one scale per 32-element sub-block, so an x block is a sub-block, and they take the
+// 32-element types' one sum per block (lane t = b mod 8):
+//   s[b]    = Σ w_i · q_x[32b + i] over i = 0 .. 31                (|s| ≤ 32·31·127 < 2^24)
+//   f[b]    = (d · float(scale_t)) · d_x[b]                        (d · scale exact, as below)
+//   lane[t] = fma(f[b], float(s[b]), lane[t])                      for b = 0, 1, ...
+//   m_lane[t] = fma(dmin · float(min_t), s_x[b], m_lane[t])        for b = 0, 1, ...
+//   y[r]    = tree(lane) − tree(m_lane)
+// Q2_K, Q3_K and Q6_K have 16-element sub-blocks, so their 8 lanes are the block's groups of 4 elements:
 //   p[b][j] = Σ w_i · q_x[32b + i] over i = 4j .. 4j + 3          (int32, exact), j = 0..7: what x86's
 //                                                                  maddubs + madd (VNNI's dpbusd) produce
-//   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q4_K, Q5_K
-//           scale_t (a sub-block is an x block), Q2_K scale, Q3_K scale − 32, Q6_K scales[·] of sub-block
-//           2t + j / 4 (16-element sub-blocks: lanes 0-3 take one, lanes 4-7 the next)
+//   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q2_K scale,
+//           Q3_K scale − 32, Q6_K scales[·] of sub-block 2t + j / 4 (lanes 0-3 take one, lanes 4-7 the next)
 //   f[b][j] = (d · float(c[b][j])) · d_x[b]                     (d the super-block's FP16 d; d · c is exact,
 //                                                                ≤ 11 + 8 significant bits, so f is the
 //                                                                exact d·c·d_x rounded once)
 //   lane[j] = fma(f[b][j], float(p[b][j]), lane[j])              for b = 0, 1, ...
-//   Q4_K, Q5_K: m_lane[t] = fma(dmin · float(min_t), s_x[8B + t], m_lane[t])   for B = 0, 1, ..., t = 0..7
 //   Q2_K:       m_lane[j] = fma((dmin · float(min[b][j])) · d_x[b], float(σ[b][j]), m_lane[j])   for b = 0,
 //               1, ...; σ[b][j] = Σ q_x[32b + i] over i = 4j .. 4j + 3, min[b][j] as c[b][j] for the mins
-//   y[r]    = tree(lane) [− tree(m_lane) for Q2_K, Q4_K, Q5_K], tree the 8-lane reduction above
-// (dmin · min is exact as d · c is; the m_lanes start at +0.) Q4_K's and Q5_K's minimum goes through s_x, a
-// vector of 8 sub-blocks per super-block; Q2_K's 16-element sub-blocks do not match s_x's 32, so its minimum
-// takes x's sums per lane, which the vector kernels compute once per x block for all rows.
+//   y[r]    = tree(lane) [− tree(m_lane) for Q2_K]
+// (dmin · min is exact as d · c is; the m_lanes start at +0.) Q4_K's and Q5_K's minimum goes through s_x;
+// Q2_K's 16-element sub-blocks do not match s_x's 32, so its minimum takes x's sums per lane, which the
+// vector kernels compute once per x block for all rows.
 #include <cmath>
 
 #include "../bytes.h"
@@ -158,6 +164,14 @@ void KRowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activ
         const int b = 8 * B + t;
         const KBlock k = KBlockOf(W.type, sb, t);
         const std::int8_t* q = x.q.data() + Extent(b, 32);
+        if (W.type == GgmlType::Q4_K || W.type == GgmlType::Q5_K) {  // one sum and one FMA per x block
+          int s = 0;
+          for (int i = 0; i < 32; ++i) s += k.w[i] * q[i];
+          const float f = (d * static_cast<float>(k.scale[0])) * x.d[b];
+          lane[t] = std::fma(f, static_cast<float>(s), lane[t]);
+          m_lane[t] = std::fma(dmin * static_cast<float>(k.min[0]), x.s[b], m_lane[t]);
+          continue;
+        }
         for (int j = 0; j < 8; ++j) {
           int p = 0, sigma = 0;
           for (int i = 4 * j; i < 4 * j + 4; ++i) {
@@ -170,9 +184,6 @@ void KRowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activ
             const float g = (dmin * static_cast<float>(k.min[j / 4])) * x.d[b];
             m_lane[j] = std::fma(g, static_cast<float>(sigma), m_lane[j]);
           }
-        }
-        if (W.type == GgmlType::Q4_K || W.type == GgmlType::Q5_K) {
-          m_lane[t] = std::fma(dmin * static_cast<float>(k.min[0]), x.s[b], m_lane[t]);
         }
       }
     }

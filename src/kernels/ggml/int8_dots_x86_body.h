@@ -118,6 +118,20 @@ PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::in
                          _mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 32)));
 }
 
+// Lane t: the sum of vector t's 8 int32 lanes, from h[k] = hadd_epi32(vector 2k, vector 2k + 1).
+PLUMB_I8_TARGET inline __m256i Totals8FromPairs(const __m256i h[4]) {
+  const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its vector
+  const __m256i g1 = _mm256_hadd_epi32(h[2], h[3]);  // [4 5 6 7 | 4 5 6 7]
+  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+// Lane t: the sum of p[t]'s 8 int32 lanes, for t = 0..7.
+PLUMB_I8_TARGET inline __m256i Totals8(const __m256i p[8]) {
+  const __m256i h[4] = {_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]),
+                        _mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7])};  // [0 0 1 1 | 0 0 1 1]
+  return Totals8FromPairs(h);
+}
+
 // The integer sums s of the 8 blocks of a group (the first at `group`), in kGroupOrder: Σ u·q, u as PairSums
 // takes them for the 4- and 5-bit types (the caller takes the offset off), the signed codes for Q8_0.
 template <GgmlType kType>
@@ -132,18 +146,12 @@ PLUMB_I8_TARGET inline __m256i GroupSums(const std::uint8_t* group, const std::i
     // [0 0 2 2 | 1 1 3 3] and [4 4 6 6 | 5 5 7 7], then [0 2 4 6 | 1 3 5 7]
     return _mm256_hadd_epi32(_mm256_hadd_epi32(p01, p23), _mm256_hadd_epi32(p45, p67));
   } else {
-    __m256i h[4];
-    for (int t = 0; t < 8; t += 2) {
-      const __m256i a = Partials<kType>(Codes<kType>(group + t * kB),
-                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)));
-      const __m256i b =
-          Partials<kType>(Codes<kType>(group + (t + 1) * kB),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1))));
-      h[t / 2] = _mm256_hadd_epi32(a, b);  // [t t t+1 t+1 | t t t+1 t+1]
+    __m256i p[8];
+    for (int t = 0; t < 8; ++t) {
+      p[t] = Partials<kType>(Codes<kType>(group + t * kB),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)));
     }
-    const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its block
-    const __m256i g1 = _mm256_hadd_epi32(h[2], h[3]);  // [4 5 6 7 | 4 5 6 7]
-    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+    return Totals8(p);
   }
 }
 
@@ -332,7 +340,6 @@ PLUMB_I8_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
-  constexpr bool kSub32 = kType == GgmlType::Q4_K || kType == GgmlType::Q5_K;
   constexpr bool kMinPerLane = kType == GgmlType::Q2_K;
   constexpr int kShift = kKOffsetShift<kType>;
   const int supers = W.cols / 256;
@@ -345,28 +352,18 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
   }
   for (int B = 0; B < supers; ++B) {
     const float* d_x = x.d.data() + Extent(B, 8);
-    alignas(32) float f_block[R][8];  // Q4_K, Q5_K: f[b] per x block
-    __m256 f_lane[R][8];              // Q2_K, Q3_K, Q6_K: f[b][j]
-    __m256 g_lane[R][8];              // Q2_K: the minimum's factors
+    __m256 f_lane[R][8];  // f[b][j]
+    __m256 g_lane[R][8];  // Q2_K: the minimum's factors
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
       for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
-      if constexpr (kSub32) {
-        __m256 scale, min;
-        ScalesMinsK4(sb + 4, &scale, &min);
-        _mm256_store_ps(f_block[r], _mm256_mul_ps(_mm256_mul_ps(d, scale), _mm256_loadu_ps(d_x)));
+      __m128i min16 = _mm_setzero_si128();
+      const __m128i scale16 = Scales16<kType>(sb, &min16);
+      LaneFactors(d, scale16, d_x, f_lane[r]);
+      if constexpr (kMinPerLane) {
         const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.dmin)));
-        const __m256 s_x = _mm256_loadu_ps(x.s.data() + Extent(B, 8));
-        m_lane[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, min), s_x, m_lane[r]);
-      } else {
-        __m128i min16 = _mm_setzero_si128();
-        const __m128i scale16 = Scales16<kType>(sb, &min16);
-        LaneFactors(d, scale16, d_x, f_lane[r]);
-        if constexpr (kMinPerLane) {
-          const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.dmin)));
-          LaneFactors(dmin, min16, d_x, g_lane[r]);
-        }
+        LaneFactors(dmin, min16, d_x, g_lane[r]);
       }
     }
     for (int t = 0; t < 8; ++t) {
@@ -382,11 +379,7 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
       for (int r = 0; r < R; ++r) {
         const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
         const __m256 p = _mm256_cvtepi32_ps(AddPartials(acc, KCodes<kType>(sb, t), q));
-        if constexpr (kSub32) {
-          lane[r] = _mm256_fmadd_ps(_mm256_set1_ps(f_block[r][t]), p, lane[r]);
-        } else {
-          lane[r] = _mm256_fmadd_ps(f_lane[r][t], p, lane[r]);
-        }
+        lane[r] = _mm256_fmadd_ps(f_lane[r][t], p, lane[r]);
         if constexpr (kMinPerLane) m_lane[r] = _mm256_fmadd_ps(g_lane[r][t], sigma_f, m_lane[r]);
       }
     }
@@ -404,11 +397,61 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
   }
 }
 
+// Q4_K and Q5_K: one scale per 32-element sub-block, so one factor f per x block, one integer sum per x
+// block (Totals8 of its 8 partial sums) and one FMA per super-block and row into the 8 lanes (x block t of
+// the super-block in lane t).
+template <GgmlType kType, int R>
+PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+  constexpr KLayout kLayout = KLayoutOf(kType);
+  const int supers = W.cols / 256;
+  const std::uint8_t* row[R];
+  __m256 lane[R], m_lane[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.Row(r0 + r);
+    lane[r] = _mm256_setzero_ps();
+    m_lane[r] = _mm256_setzero_ps();
+  }
+  for (int B = 0; B < supers; ++B) {
+    const __m256 d_x = _mm256_loadu_ps(x.d.data() + Extent(B, 8));
+    const __m256 s_x = _mm256_loadu_ps(x.s.data() + Extent(B, 8));
+    const std::int8_t* q = x.q.data() + Extent(B, 256);
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      __m256i h[4];  // x blocks t and t + 1: [t t t+1 t+1 | t t t+1 t+1], as Totals8's first step
+      for (int t = 0; t < 8; t += 2) {
+        h[t / 2] = HaddPartials(
+            KCodes<kType>(sb, t), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)),
+            KCodes<kType>(sb, t + 1), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1))));
+      }
+      const __m256i sums = Totals8FromPairs(h);
+      __m256 scale, min;
+      ScalesMinsK4(sb + 4, &scale, &min);
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
+      const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.dmin)));
+      const __m256 f = _mm256_mul_ps(_mm256_mul_ps(d, scale), d_x);
+      lane[r] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(sums), lane[r]);
+      m_lane[r] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, min), s_x, m_lane[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float l[8], m[8];
+    _mm256_store_ps(l, lane[r]);
+    _mm256_store_ps(m, m_lane[r]);
+    y[r0 + r] = avx2_common::ReduceLanes(l) - avx2_common::ReduceLanes(m);
+  }
+}
+
 template <GgmlType kType>
 void RunK(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   int r = row_begin;
-  for (; r + kRows <= row_end; r += kRows) KDots<kType, kRows>(W, r, x, y);
-  for (; r < row_end; ++r) KDots<kType, 1>(W, r, x, y);
+  if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
+    for (; r + kRows <= row_end; r += kRows) KDots32<kType, kRows>(W, r, x, y);
+    for (; r < row_end; ++r) KDots32<kType, 1>(W, r, x, y);
+  } else {
+    for (; r + kRows <= row_end; r += kRows) KDots<kType, kRows>(W, r, x, y);
+    for (; r < row_end; ++r) KDots<kType, 1>(W, r, x, y);
+  }
 }
 
 // Rows [row_begin, row_end) of a matrix HasInt8 accepts.

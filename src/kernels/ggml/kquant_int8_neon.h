@@ -11,7 +11,9 @@
 // vfmaq_f32 (fused). Q4_K and Q5_K add fma(dmin · float(min_t), s_x, m_lane[t]) lane-wise over the 8 x
 // blocks (as two float32x4_t, lane t holding x block t), Q2_K fma(g, float(σ), m_lane[j]) with
 // g = (dmin · float(min)) · d_x and σ the sums of x's codes in fours (one per x block, for all rows). The
-// result is the definition's tree of lane, minus the tree of m_lane where the type has a dmin.
+// result is the definition's tree of lane, minus the tree of m_lane where the type has a dmin. Q4_K's and
+// Q5_K's lanes are x blocks (one scale per 32-element sub-block): their 4 blocks' sums come out of two
+// pairwise adds, and one FMA takes them into lanes 0-3 (blocks 0-3) or 4-7.
 #pragma once
 
 #if defined(__aarch64__)
@@ -68,9 +70,11 @@ struct KFactors {
 // The definition's per-row state over a K-quant row: the 8 lanes and the minimum's 8 lanes.
 template <GgmlType kType>
 struct KRowState {
+  static constexpr bool kSub32 = kType == GgmlType::Q4_K || kType == GgmlType::Q5_K;
   Lanes8 lane = neon_lanes::Zero8();
   Lanes8 m_lane = neon_lanes::Zero8();
   KFactors factors;
+  int32x4_t block_p[4];  // Q4_K, Q5_K: the partial sums of x blocks t − t % 4 .. t
 
   // The factors of super-block B at sb (and, for Q4_K/Q5_K, its minimum's fma on m_lane).
   void Start(const std::uint8_t* sb, int B, const Int8Activations& x) {
@@ -80,7 +84,13 @@ struct KRowState {
     const float d = vgetq_lane_f32(neon_lanes::HalfBroadcast(sb + kLayout.d), 0);
     const float dmin =
         kLayout.dmin >= 0 ? vgetq_lane_f32(neon_lanes::HalfBroadcast(sb + kLayout.dmin), 0) : 0.0f;
-    for (int t = 0; t < 8; ++t) {
+    if constexpr (kSub32) {  // one factor per x block: f_lo[0] holds blocks 0-3, f_lo[1] blocks 4-7
+      float f[8];
+      for (int t = 0; t < 8; ++t) f[t] = (d * static_cast<float>(scale[2 * t])) * x.d[Extent(B, 8) + t];
+      factors.f_lo[0] = vld1q_f32(f);
+      factors.f_lo[1] = vld1q_f32(f + 4);
+    }
+    for (int t = 0; t < 8 && !kSub32; ++t) {
       const float d_x = x.d[Extent(B, 8) + t];
       factors.f_lo[t] = vdupq_n_f32((d * static_cast<float>(scale[2 * t])) * d_x);
       factors.f_hi[t] = vdupq_n_f32((d * static_cast<float>(scale[2 * t + 1])) * d_x);
@@ -100,6 +110,16 @@ struct KRowState {
 
   // x block t of the current super-block: its integer sums p (lanes 0-3, 4-7) and, for Q2_K, x's σ.
   void Add(int t, int32x4_t p_lo, int32x4_t p_hi, float32x4_t sigma_lo, float32x4_t sigma_hi) {
+    if constexpr (kSub32) {  // 4 blocks' sums at a time, one FMA into lanes 0-3 or 4-7
+      block_p[t % 4] = vaddq_s32(p_lo, p_hi);
+      if (t % 4 == 3) {
+        const int32x4_t s =
+            vpaddq_s32(vpaddq_s32(block_p[0], block_p[1]), vpaddq_s32(block_p[2], block_p[3]));
+        float32x4_t& half = t < 4 ? lane.lo : lane.hi;
+        half = vfmaq_f32(half, factors.f_lo[t / 4], vcvtq_f32_s32(s));
+      }
+      return;
+    }
     lane.lo = vfmaq_f32(lane.lo, factors.f_lo[t], vcvtq_f32_s32(p_lo));
     lane.hi = vfmaq_f32(lane.hi, factors.f_hi[t], vcvtq_f32_s32(p_hi));
     if constexpr (kType == GgmlType::Q2_K) {
