@@ -30,18 +30,24 @@
 //   lane[t] = fma(f[b], float(s[b]), lane[t])                      for b = 0, 1, ...
 //   m_lane[t] = fma(dmin · float(min_t), s_x[b], m_lane[t])        for b = 0, 1, ...
 //   y[r]    = tree(lane) − tree(m_lane)
-// Q2_K, Q3_K and Q6_K have 16-element sub-blocks, so their 8 lanes are the block's groups of 4 elements:
+// Q3_K and Q6_K have one scale per 16-element sub-block, so one sum per half block (h = 0, 1), and the
+// halves of x blocks t and t + 4 share a lane:
+//   s[b][h] = Σ w_i · q_x[32b + i] over i = 16h .. 16h + 15
+//   f[b][h] = (d · float(c_{2t+h})) · d_x[b]                      (c: Q3_K scale − 32, Q6_K scales[·])
+//   lane[t mod 4 + 4h] = fma(f[b][h], float(s[b][h]), lane[t mod 4 + 4h])   for b = 0, 1, ..., h = 0, 1
+//   y[r]    = tree(lane)
+// Q2_K (16-element sub-blocks with a minimum each) keeps 8 lanes of the block's groups of 4 elements:
 //   p[b][j] = Σ w_i · q_x[32b + i] over i = 4j .. 4j + 3          (int32, exact), j = 0..7: what x86's
 //                                                                  maddubs + madd (VNNI's dpbusd) produce
-//   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q2_K scale,
-//           Q3_K scale − 32, Q6_K scales[·] of sub-block 2t + j / 4 (lanes 0-3 take one, lanes 4-7 the next)
+//   c[b][j] the integer scale of the sub-block holding elements 4j .. 4j + 3 of x block b: Q2_K's scale of
+//           sub-block 2t + j / 4 (lanes 0-3 take one, lanes 4-7 the next)
 //   f[b][j] = (d · float(c[b][j])) · d_x[b]                     (d the super-block's FP16 d; d · c is exact,
 //                                                                ≤ 11 + 8 significant bits, so f is the
 //                                                                exact d·c·d_x rounded once)
 //   lane[j] = fma(f[b][j], float(p[b][j]), lane[j])              for b = 0, 1, ...
 //   Q2_K:       m_lane[j] = fma((dmin · float(min[b][j])) · d_x[b], float(σ[b][j]), m_lane[j])   for b = 0,
 //               1, ...; σ[b][j] = Σ q_x[32b + i] over i = 4j .. 4j + 3, min[b][j] as c[b][j] for the mins
-//   y[r]    = tree(lane) [− tree(m_lane) for Q2_K]
+//   y[r]    = tree(lane) − tree(m_lane)
 // (dmin · min is exact as d · c is; the m_lanes start at +0.) Q4_K's and Q5_K's minimum goes through s_x;
 // Q2_K's 16-element sub-blocks do not match s_x's 32, so its minimum takes x's sums per lane, which the
 // vector kernels compute once per x block for all rows.
@@ -170,6 +176,15 @@ void KRowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activ
           const float f = (d * static_cast<float>(k.scale[0])) * x.d[b];
           lane[t] = std::fma(f, static_cast<float>(s), lane[t]);
           m_lane[t] = std::fma(dmin * static_cast<float>(k.min[0]), x.s[b], m_lane[t]);
+          continue;
+        }
+        if (W.type == GgmlType::Q3_K || W.type == GgmlType::Q6_K) {  // one sum and one FMA per half block
+          for (int half = 0; half < 2; ++half) {
+            int s = 0;
+            for (int i = 16 * half; i < 16 * half + 16; ++i) s += k.w[i] * q[i];
+            const float f = (d * static_cast<float>(k.scale[half])) * x.d[b];
+            lane[t % 4 + 4 * half] = std::fma(f, static_cast<float>(s), lane[t % 4 + 4 * half]);
+          }
           continue;
         }
         for (int j = 0; j < 8; ++j) {

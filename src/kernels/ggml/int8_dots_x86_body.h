@@ -337,6 +337,8 @@ PLUMB_I8_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d
   }
 }
 
+// Q2_K (RunK's other types have KDots32 and KDots16): 8 lanes of 4 elements per x block, with per-lane
+// factors.
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
@@ -442,12 +444,73 @@ PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activation
   }
 }
 
+// Q3_K and Q6_K: one scale per 16-element sub-block, so one sum and one factor per half x block; the halves
+// of x blocks t and t + 4 share lane t % 4 (first halves) or 4 + t % 4 (second ones), two FMAs per
+// super-block and row. Three horizontal adds make blocks 0-3's half sums in that order, then 4-7's.
+template <GgmlType kType, int R>
+PLUMB_I8_TARGET void KDots16(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+  constexpr KLayout kLayout = KLayoutOf(kType);
+  constexpr int kShift = kKOffsetShift<kType>;
+  const int supers = W.cols / 256;
+  const std::uint8_t* row[R];
+  __m256 lane[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = W.Row(r0 + r);
+    lane[r] = _mm256_setzero_ps();
+  }
+  const __m256i evens_first = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int B = 0; B < supers; ++B) {
+    const std::int8_t* q = x.q.data() + Extent(B, 256);
+    alignas(32) std::int32_t offsets[8][8];  // −kOffset·σ per x block, for every row
+    for (int t = 0; t < 8; ++t) {
+      const __m256i sigma = AddPartials(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(offsets[t]),
+                         _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sigma, kShift)));
+    }
+    const __m128 d_x_lo = _mm_loadu_ps(x.d.data() + Extent(B, 8));
+    const __m128 d_x_hi = _mm_loadu_ps(x.d.data() + Extent(B, 8) + 4);
+    const __m256 d_x[2] = {_mm256_set_m128(d_x_lo, d_x_lo), _mm256_set_m128(d_x_hi, d_x_hi)};
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      __m128i unused_min;
+      const __m128i c = Scales16<kType>(sb, &unused_min);  // sub-block k = 2t + half
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
+      for (int g = 0; g < 2; ++g) {  // x blocks 4g .. 4g + 3
+        __m256i p[4];
+        for (int t = 0; t < 4; ++t) {
+          const int b = 4 * g + t;
+          p[t] = AddPartials(_mm256_load_si256(reinterpret_cast<const __m256i*>(offsets[b])),
+                             KCodes<kType>(sb, b),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
+        }
+        // [t=0..3 first halves | t=0..3 second halves]
+        const __m256i halves =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m256 scales = _mm256_permutevar8x32_ps(
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(g == 0 ? c : _mm_srli_si128(c, 8))), evens_first);
+        const __m256 f = _mm256_mul_ps(_mm256_mul_ps(d, scales), d_x[g]);
+        lane[r] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(halves), lane[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, lane[r]);
+    y[r0 + r] = avx2_common::ReduceLanes(l);
+  }
+}
+
 template <GgmlType kType>
 void RunK(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
   int r = row_begin;
   if constexpr (kType == GgmlType::Q4_K || kType == GgmlType::Q5_K) {
     for (; r + kRows <= row_end; r += kRows) KDots32<kType, kRows>(W, r, x, y);
     for (; r < row_end; ++r) KDots32<kType, 1>(W, r, x, y);
+  } else if constexpr (kType == GgmlType::Q3_K || kType == GgmlType::Q6_K) {
+    for (; r + kRows <= row_end; r += kRows) KDots16<kType, kRows>(W, r, x, y);
+    for (; r < row_end; ++r) KDots16<kType, 1>(W, r, x, y);
   } else {
     for (; r + kRows <= row_end; r += kRows) KDots<kType, kRows>(W, r, x, y);
     for (; r < row_end; ++r) KDots<kType, 1>(W, r, x, y);

@@ -13,7 +13,8 @@
 // g = (dmin · float(min)) · d_x and σ the sums of x's codes in fours (one per x block, for all rows). The
 // result is the definition's tree of lane, minus the tree of m_lane where the type has a dmin. Q4_K's and
 // Q5_K's lanes are x blocks (one scale per 32-element sub-block): their 4 blocks' sums come out of two
-// pairwise adds, and one FMA takes them into lanes 0-3 (blocks 0-3) or 4-7.
+// pairwise adds, and one FMA takes them into lanes 0-3 (blocks 0-3) or 4-7. Q3_K's and Q6_K's (one scale
+// per 16 elements) likewise per half block: first halves into lanes 0-3, second halves into 4-7.
 #pragma once
 
 #if defined(__aarch64__)
@@ -71,10 +72,12 @@ struct KFactors {
 template <GgmlType kType>
 struct KRowState {
   static constexpr bool kSub32 = kType == GgmlType::Q4_K || kType == GgmlType::Q5_K;
+  static constexpr bool kSub16 = kType == GgmlType::Q3_K || kType == GgmlType::Q6_K;
   Lanes8 lane = neon_lanes::Zero8();
   Lanes8 m_lane = neon_lanes::Zero8();
   KFactors factors;
   int32x4_t block_p[4];  // Q4_K, Q5_K: the partial sums of x blocks t − t % 4 .. t
+  int32x4_t half_p[2][4];  // Q3_K, Q6_K: those of their first and second halves
 
   // The factors of super-block B at sb (and, for Q4_K/Q5_K, its minimum's fma on m_lane).
   void Start(const std::uint8_t* sb, int B, const Int8Activations& x) {
@@ -90,7 +93,19 @@ struct KRowState {
       factors.f_lo[0] = vld1q_f32(f);
       factors.f_lo[1] = vld1q_f32(f + 4);
     }
-    for (int t = 0; t < 8 && !kSub32; ++t) {
+    if constexpr (kSub16) {  // one factor per half block: f_lo[g] first halves of blocks 4g .. 4g + 3
+      float f[2][8];
+      for (int t = 0; t < 8; ++t) {
+        for (int h = 0; h < 2; ++h) {
+          f[h][t] = (d * static_cast<float>(scale[2 * t + h])) * x.d[Extent(B, 8) + t];
+        }
+      }
+      for (int g = 0; g < 2; ++g) {
+        factors.f_lo[g] = vld1q_f32(f[0] + 4 * g);
+        factors.f_hi[g] = vld1q_f32(f[1] + 4 * g);
+      }
+    }
+    for (int t = 0; t < 8 && !kSub32 && !kSub16; ++t) {
       const float d_x = x.d[Extent(B, 8) + t];
       factors.f_lo[t] = vdupq_n_f32((d * static_cast<float>(scale[2 * t])) * d_x);
       factors.f_hi[t] = vdupq_n_f32((d * static_cast<float>(scale[2 * t + 1])) * d_x);
@@ -117,6 +132,19 @@ struct KRowState {
             vpaddq_s32(vpaddq_s32(block_p[0], block_p[1]), vpaddq_s32(block_p[2], block_p[3]));
         float32x4_t& half = t < 4 ? lane.lo : lane.hi;
         half = vfmaq_f32(half, factors.f_lo[t / 4], vcvtq_f32_s32(s));
+      }
+      return;
+    }
+    if constexpr (kSub16) {  // 4 blocks' half sums at a time: first halves into lanes 0-3, second into 4-7
+      half_p[0][t % 4] = p_lo;
+      half_p[1][t % 4] = p_hi;
+      if (t % 4 == 3) {
+        for (int h = 0; h < 2; ++h) {
+          const int32x4_t s =
+              vpaddq_s32(vpaddq_s32(half_p[h][0], half_p[h][1]), vpaddq_s32(half_p[h][2], half_p[h][3]));
+          float32x4_t& l = h == 0 ? lane.lo : lane.hi;
+          l = vfmaq_f32(l, h == 0 ? factors.f_lo[t / 4] : factors.f_hi[t / 4], vcvtq_f32_s32(s));
+        }
       }
       return;
     }
