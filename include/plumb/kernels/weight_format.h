@@ -30,9 +30,10 @@
 //   int8_gemm      Y[i][r] (row stride ldy) for i < m and r in [row_begin, row_end): bitwise
 //                  int8_row_dots(W, row_begin, row_end, xs[i], row i of Y) for every i, with no definition
 //                  of its own. It exists for batched decode (kernels::Gemm, GemvBatch): a variant prepares
-//                  each weight block's codes once and dots them with several x rows, where calling
-//                  int8_row_dots per x row would extract them again for every row. The scalar entry is that
-//                  loop over the scalar int8_row_dots (Int8GemmByRows).
+//                  each weight block's codes once and dots them with several x rows (INT4 on x86), or runs
+//                  the row dots per x row over chunks of weight rows still in cache (the GGUF types, whose
+//                  definition leaves one FMA per 8 blocks to share). The scalar entry is the plain loop
+//                  over the scalar int8_row_dots (Int8GemmByRows).
 // The fast family's float formats (F32, F16, BF16 and FP8: fma_row_dots, x kept in FP32) decode each weight
 // exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/fma_dot.h states
 // the order); has_fma says which matrices. A matrix in neither set runs the exact family.
@@ -139,13 +140,13 @@ bool UsesFmaRowDots(const WeightMatrix& W);
 // r in [row_begin, row_end). Throws plumb::Error when W's format has none for W, or for rows outside it.
 void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // Whether GemvBatch of `rows` rows is faster than Gemm's decoded tiles: the fast family runs W's int8
-// kernels, the active ISA has an int8_gemm that prepares W's blocks once for several rows
-// (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512 VNNI and NEON, INT4 on AVX2 and VNNI; not
-// the K-quants, whose row dots would run per row), and rows ≤ kInt8BatchMaxRows. So a step of that many
-// sequences' decodes (Model::Step, a token each) takes GemvBatch where this holds. Measured on x86, each
-// SmolLM2-135M Q4_1 projection shape and its Q8_0 LM head timed alone, 1 thread, against small_gemm: AVX-512
-// VNNI 0.63-0.78 of its time at 4 rows, 0.75-0.94 at 16; AVX2 0.66-0.74 at 4, 0.84-1.05 at 16 (and 32
-// rows are no faster: bench/batch_gemm_bench). NEON's are not measured yet.
+// kernels, the active ISA has an int8_gemm (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512
+// VNNI and NEON, INT4 on AVX2 and VNNI; not the K-quants), and rows ≤ kInt8BatchMaxRows. So a step of that
+// many sequences' decodes (Model::Step, a token each) takes GemvBatch where this holds. Measured on x86 when
+// the GGUF int8_gemm prepared each block once for all rows (before the one-FMA-per-block definition; not
+// re-measured since), each SmolLM2-135M Q4_1 projection shape and its Q8_0 LM head timed alone, 1 thread,
+// against small_gemm: AVX-512 VNNI 0.63-0.78 of its time at 4 rows, 0.75-0.94 at 16; AVX2 0.66-0.74 at 4,
+// 0.84-1.05 at 16 (and 32 rows are no faster: bench/batch_gemm_bench). NEON's are not measured yet.
 bool Int8BatchPays(const WeightMatrix& W, int rows);
 inline constexpr int kInt8BatchMaxRows = 16;
 // W's int8_row_dots on ActiveIsa() over x quantized by QuantizeActivations (x.n == W.cols). Throws
