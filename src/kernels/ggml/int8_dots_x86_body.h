@@ -3,8 +3,9 @@
 // 8 int32 partial sums (maddubs + madd, or VNNI's dpbusd: the same sums, exactly). The including file
 // defines PLUMB_I8_TARGET (the function target, so that the sums inline into the loop) and, in the
 // namespace it includes this in, kRows and AddPartials(acc, u, q): acc + (lane j = Σ u_i·q_i over
-// i = 4j .. 4j + 3) for unsigned codes u and x's codes q (int8_sums_x86.h).
-// R rows at a time share each block's load of x.
+// i = 4j .. 4j + 3) for unsigned codes u and x's codes q; AddPairPartials(u1, q1, u2, q2), the sums of two
+// such code registers (each u ≤ 31) lane by lane; HaddPartials(u1, q1, u2, q2), hadd_epi32 of the two
+// (int8_sums_x86.h). R rows at a time share each block's load of x and its factors.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
 #endif
