@@ -42,7 +42,10 @@ PROMPTS = [
 
 
 def start_server(*args, model=MODEL):
-    proc = subprocess.Popen([PLUMB, "serve", "--model", model, "--port", "0", "--threads", "2", *args],
+    # One thread, as generate_alone runs: the tests compare served answers with plumb generate's, and a
+    # prompt's prefill is not yet bitwise the same at 1 and 2 threads (nor always between two runs at 2
+    # under load), which made these comparisons flaky.
+    proc = subprocess.Popen([PLUMB, "serve", "--model", model, "--port", "0", "--threads", "1", *args],
                             stderr=subprocess.PIPE, text=True)
     lines = []
     port = None
