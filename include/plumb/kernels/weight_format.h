@@ -68,6 +68,18 @@ void Int8GemmByRows(const WeightMatrix& W, int row_begin, int row_end, const Int
   for (int i = 0; i < m; ++i) kDots(W, row_begin, row_end, xs[i], Y + static_cast<std::size_t>(i) * ldy);
 }
 
+// The same loop a chunk of 32 weight rows at a time, so that the chunk's blocks are still in cache for the
+// next x row: the GGUF types' int8_gemm, whose definition leaves a multi-row kernel little to share.
+template <Int8RowDotsFn kDots>
+void Int8GemmByRowChunks(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                         float* Y, std::size_t ldy) {
+  constexpr int kChunkRows = 32;
+  for (int r = row_begin; r < row_end; r += kChunkRows) {
+    const int end = r + kChunkRows < row_end ? r + kChunkRows : row_end;
+    Int8GemmByRows<kDots>(W, r, end, xs, m, Y, ldy);
+  }
+}
+
 // One ISA's kernels for one format. Null: not written for this ISA (see KernelsFor).
 struct FormatKernels {
   RowDotsFn row_dots = nullptr;

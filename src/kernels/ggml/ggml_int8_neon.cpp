@@ -216,16 +216,11 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
   }
 }
 
-// int8_gemm: the row dots per x row, a chunk of weight rows at a time so that its blocks are still in cache
-// for the next x row.
+// int8_gemm: the row dots per x row over chunks of weight rows (Int8GemmByRowChunks).
 template <bool kSdot>
 void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
                  float* Y, std::size_t ldy) {
-  constexpr int kChunkRows = 32;
-  for (int r = row_begin; r < row_end; r += kChunkRows) {
-    const int end = r + kChunkRows < row_end ? r + kChunkRows : row_end;
-    for (int i = 0; i < m; ++i) RunAnyType<kSdot>(W, r, end, xs[i], Y + Extent(i, ldy));
-  }
+  Int8GemmByRowChunks<RunAnyType<kSdot>>(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 }  // namespace

@@ -33,9 +33,8 @@ PLUMB_I8_TARGET inline __m256i BitsToBytes(std::uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
-// The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned);
-// with kKeepOffset, Q4_0's and Q5_0's before their offset is subtracted (w + 8, w + 16: unsigned).
-template <GgmlType kType, bool kKeepOffset = false>
+// The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned).
+template <GgmlType kType>
 PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
   if constexpr (kType == GgmlType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
@@ -49,7 +48,7 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
       const __m256i fifth = BitsToBytes(ReadU32(block + kLayout.qs - 4));
       codes = _mm256_or_si256(codes, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
     }
-    if constexpr (kLayout.offset != 0 && !kKeepOffset) {
+    if constexpr (kLayout.offset != 0) {
       return _mm256_sub_epi8(codes, _mm256_set1_epi8(kLayout.offset));
     }
     return codes;
@@ -546,15 +545,10 @@ void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
   }
 }
 
-// int8_gemm (kernels/weight_format.h: for every x row, bitwise Int8RowDots): the row dots for each x row, a
-// chunk of weight rows at a time, so that the chunk's blocks are still in cache for the next x row. (The
-// definition's one FMA per 8 blocks leaves a multi-row kernel little float work to share; what it would
-// save is the second read of each block from cache.)
+// int8_gemm (kernels/weight_format.h): the row dots per x row over chunks of weight rows
+// (Int8GemmByRowChunks). The definition's one FMA per 8 blocks leaves a multi-row kernel little float work
+// to share; what it would save is the second read of each block from cache.
 void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
                  float* Y, std::size_t ldy) {
-  constexpr int kChunkRows = 32;
-  for (int r = row_begin; r < row_end; r += kChunkRows) {
-    const int end = r + kChunkRows < row_end ? r + kChunkRows : row_end;
-    for (int i = 0; i < m; ++i) RunAnyType(W, r, end, xs[i], Y + Extent(i, ldy));
-  }
+  Int8GemmByRowChunks<RunAnyType>(W, row_begin, row_end, xs, m, Y, ldy);
 }
