@@ -77,22 +77,45 @@ void GemvRows(const WeightMatrix& W, int begin, int end, const float* x, const I
   }
 }
 
-// Y[m][n] = X[m][k] · W[n][k]ᵀ, all row-major FP32.
-void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
-  // Each OpenMP thread takes a slice of W's rows (Y's columns) and runs a single-threaded cblas_sgemm on
-  // it, so a thread streams only its own part of the weights.
-  constexpr int kColumnAlign = 16;  // keep slices a multiple of OpenBLAS's micro-tile widths
-  static const bool blas_single_threaded = (openblas_set_num_threads(1), true);  // even without SetNumThreads
+// The weight rows each cblas_sgemm call of a GEMM covers: a grid of tiles fixed by W's shape and the
+// machine, which the threads take one at a time. Not a share per thread: OpenBLAS's sgemm does not round a
+// column the same wherever it falls in a call (its edge kernels sum in another order; on 0.3.21, splitting
+// 1536 columns at 768 changed 3% of the outputs), so call bounds that followed --threads, or the pool running
+// a region on the caller alone on a busy host, changed the logits, and a greedy answer with them. A tile is
+// at most kTileBytes of FP32 rows: every call re-reads and packs all of X, so few, large tiles (64-row tiles
+// at k = 14336 made the packed GEMM 0.69x sgemm's rate at P = 512, 8 MiB ones 0.93x; a grid of 8 tiles
+// where 2 threads had one share each cost pp512 at 1B about 10%). And there are ProcessorCount() tiles
+// where W has the rows, one for each thread the machine can run; a multiple of 16 rows (OpenBLAS's
+// micro-tiles).
+int GemmTileRows(int n, int k) {
+  constexpr std::size_t kTileBytes = std::size_t{8} << 20;
+  constexpr int kAlign = 16;
+  static const int tiles = ProcessorCount();
+  const auto row_bytes = sizeof(float) * static_cast<std::size_t>(k);
+  const int by_bytes = static_cast<int>(kTileBytes / row_bytes) / kAlign * kAlign;
+  const int by_count = (n + tiles - 1) / tiles;
+  return std::max(kAlign, std::min(by_bytes, (by_count + kAlign - 1) / kAlign * kAlign));
+}
+
+// Y[m][n] = X[m][k] · W[n][k]ᵀ, all row-major FP32, with W's rows in GemmTileRows tiles. On the thread that
+// multiplies rows r0 .. r0 + rows − 1, tile(r0, rows) returns them as FP32 (W's own rows, or rows it decoded
+// into a buffer of that thread's), and finish(r0, rows) runs once their columns of Y are written.
+template <class Tile, class Finish>
+void TiledSgemm(const float* X, int m, int n, int k, float* Y, Tile&& tile, Finish&& finish) {
+  static const bool blas_single_threaded = (openblas_set_num_threads(1), true);  // the pool's threads split
   (void)blas_single_threaded;
-  RunParallel([&](int t, int threads) {
-    const int per_thread = ((n + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
-    const int begin = std::min(n, t * per_thread);
-    const int end = std::min(n, begin + per_thread);
-    if (end > begin) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, end - begin, k, 1.0f, X, k,
-                  w + Extent(begin, k), k, 0.0f, Y + begin, n);
-    }
+  const int tile_rows = GemmTileRows(n, k);
+  ParallelForDynamic((n + tile_rows - 1) / tile_rows, [&](std::int64_t i, int) {
+    const int r0 = static_cast<int>(i) * tile_rows;
+    const int rows = std::min(tile_rows, n - r0);
+    const float* w = tile(r0, rows);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, k, 1.0f, X, k, w, k, 0.0f, Y + r0, n);
+    finish(r0, rows);
   });
+}
+
+void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
+  TiledSgemm(X, m, n, k, Y, [&](int r0, int) { return w + Extent(r0, k); }, [](int, int) {});
 }
 
 }  // namespace
@@ -229,36 +252,22 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     GemmF32(X, m, reinterpret_cast<const float*>(W.data), n, k, Y);
     return;
   }
-  // Prefill: each thread owns a contiguous slice of W's rows and walks it a tile at a time: decode the tile's
-  // rows into FP32 (small_gemm's decoders, exact), multiply with cblas_sgemm. Tiles of about 8 MiB: every
-  // cblas_sgemm call re-reads (and packs) all of X, so few, large tiles; 8 MiB per thread still leaves the
-  // tiles of two threads in a 32 MiB L3. 64-row tiles at k = 14336 made the packed GEMM 0.69x sgemm's rate
-  // at P = 512; 8 MiB ones, 0.93x.
-  constexpr std::size_t kTileBytes = std::size_t{8} << 20;
-  const int tile_max =
-      std::max(16, static_cast<int>(kTileBytes / (sizeof(float) * static_cast<std::size_t>(k))) / 16 * 16);
-  static const bool blas_single_threaded = (openblas_set_num_threads(1), true);
-  (void)blas_single_threaded;
+  // Prefill: each tile of W's rows decoded into FP32 (small_gemm's decoders, exact), then multiplied with
+  // cblas_sgemm (TiledSgemm's grid); the row scale (FP8's) multiplies each finished dot product, as in the
+  // GEMV (and a GPU epilogue).
   const DecodeRowsFn decode = KernelsFor(*W.format, ActiveIsa()).decode_rows;
-  RunParallel([&](int t, int threads) {
-    int begin = 0, end = 0;
-    ThreadRows(n, t, threads, begin, end);
-    const int tile_capacity = std::min(tile_max, end - begin);
-    // [tile_max][k] decoded weight rows, per thread and kept between calls (a fresh 8 MiB vector per call
-    // page-faulted on every projection of every layer); grown only when a larger tile is first needed.
-    thread_local std::vector<float> tile;
-    if (tile.size() < static_cast<std::size_t>(std::max(tile_capacity, 0)) * k) {
-      tile.resize(Extent(tile_capacity, k));
-    }
-    for (int r0 = begin; r0 < end; r0 += tile_capacity) {
-      const int tile_rows = std::min(tile_capacity, end - r0);
-      decode(W, r0, tile_rows, tile.data());
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, tile_rows, k, 1.0f, X, k, tile.data(), k, 0.0f,
-                  Y + r0, n);
-      // The row scale (FP8's) multiplies each finished dot product, as in the GEMV (and a GPU epilogue).
-      ApplyRowScales(W, r0, tile_rows, Y, m, static_cast<std::size_t>(n));
-    }
-  });
+  const int tile_rows = GemmTileRows(n, k);
+  TiledSgemm(
+      X, m, n, k, Y,
+      [&](int r0, int rows) {
+        // [tile_rows][k] decoded rows, per thread and kept between calls (a fresh 8 MiB vector per call
+        // page-faulted on every projection of every layer); grown only when a larger tile is first needed.
+        thread_local std::vector<float> tile;
+        if (tile.size() < Extent(tile_rows, k)) tile.resize(Extent(tile_rows, k));
+        decode(W, r0, rows, tile.data());
+        return tile.data();
+      },
+      [&](int r0, int rows) { ApplyRowScales(W, r0, rows, Y, m, static_cast<std::size_t>(n)); });
 }
 
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {

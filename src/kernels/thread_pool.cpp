@@ -72,13 +72,6 @@ bool SpinThenYield(Done done, double give_up_micros) {
 
 thread_local bool t_in_region = false;
 
-// The processors this process may run on (its affinity mask, as `taskset` or a container sets it).
-int ProcessorCount() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 class Pool {
  public:
   static Pool& Instance() {
@@ -202,6 +195,12 @@ class Pool {
 };
 
 }  // namespace
+
+int ProcessorCount() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 void SetPoolThreads(int n) {
   Pool::Instance().SetThreads(n);

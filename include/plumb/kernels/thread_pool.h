@@ -24,6 +24,10 @@
 
 namespace plumb::kernels {
 
+// The processors this process may run on (its affinity mask, as `taskset` or a container sets it): the
+// pool's default size, and what a kernel may size its work by where the thread count must not matter.
+int ProcessorCount();
+
 // Sets the pool's thread count (the caller plus n − 1 workers); n <= 0: the machine's processors. Not while a
 // region runs.
 void SetPoolThreads(int n);
