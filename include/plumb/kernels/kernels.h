@@ -42,9 +42,10 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         (row, weight row) pair, lane j a fused multiply-add chain over the elements c ≡ j (mod 8) in
 //         ascending c, lanes reduced as scalar::Dot reduces them, FP8 scale after: the same bits for every
 //         variant (scalar / AVX2 / AVX-512) and thread count. More rows (prefill): F32 is cblas_sgemm, other
-//         types are decoded into per-thread FP32 tiles of ~8 MiB that cblas_sgemm multiplies, so prefill
-//         stays a GEMM while the model stays quantized (BLAS's summation order is its own). Scratch tiles
-//         are per thread and kept between calls: a steady state allocates nothing.
+//         types are decoded into FP32 tiles of up to 8 MiB that cblas_sgemm multiplies, so prefill stays a
+//         GEMM while the model stays quantized (BLAS's summation order is its own, but the tiles are fixed
+//         by the matrix and the machine: the same bits for every thread count). Scratch tiles are per
+//         thread and kept between calls: a steady state allocates nothing.
 //   The fast family (kernels/int8_activations.h), for a matrix with int8 kernels: Gemv quantizes x and runs
 //   them; Gemm with up to kInt8GemmMaxRows rows runs them too (as GemvBatch does, below), so each row is
 //   bitwise its Gemv. From 3 rows on Gemm uses small_gemm's decoded tiles in both families, as prefill's
