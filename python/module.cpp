@@ -226,12 +226,12 @@ PYBIND11_MODULE(_plumb, m) {
          const std::vector<std::string>& allow) {
         std::map<std::string, TensorMap> actual;
         for (const auto& [name, outputs] : results) actual[name] = FromPy(outputs);
-        std::vector<
-            std::tuple<std::string, std::string, std::string, double, double, bool, std::string, std::string>>
+        std::vector<std::tuple<std::string, std::string, std::string, double, double, bool, std::string,
+                               std::string, double>>
             rows;
         for (const auto& r : plumb::fixtures::Verify(suite, actual, cases, allow))
           rows.emplace_back(r.case_name, r.output, r.metric, r.value, r.threshold, r.pass, r.detail,
-                            r.allowance);
+                            r.allowance, r.margin);
         return rows;
       },
       py::arg("suite"), py::arg("results"), py::arg("cases"), py::arg("allow"));

@@ -1,4 +1,5 @@
 """`plumb fixtures verify` on results held in memory: the same rows, from the same C++ (fixtures/verify.cpp)."""
+import math
 import re
 from typing import NamedTuple
 
@@ -15,6 +16,8 @@ class Row(NamedTuple):
     passed: bool
     detail: str = ""     # why it failed, or the max abs error
     allowance: str = ""  # the allowance whose check judged the row; "" for the output's own check
+    margin: float = float("nan")  # how much of what passes it used: value ÷ threshold, allclose's worst
+    #                               |err| ÷ (atol + rtol·|ref|), the bound's worst ratio; nan for exact
 
 
 def _posix_literal(name):
@@ -48,7 +51,8 @@ def verify(suite, results, cases=None, allow=()):
 
 def format_rows(rows):
     """The table `plumb fixtures verify` prints, for a test's failure message."""
-    lines = [f"{r.case}  {r.output}  {r.metric}  {r.value:.3g}  {r.threshold:.3g}  {'PASS' if r.passed else 'FAIL'}"
+    lines = [f"{r.case}  {r.output}  {r.metric}  {r.value:.3g}  {r.threshold:.3g}  "
+             + ("-" if math.isnan(r.margin) else f"{r.margin:.3g}") + f"  {'PASS' if r.passed else 'FAIL'}"
              + (f"  [{r.allowance}]" if r.allowance else "") + ("" if r.passed else f"  ({r.detail})") for r in rows]
     failed = sum(not r.passed for r in rows)
     lines.append(f"{len(rows) - failed} of {len(rows)} checks PASS" + (f", {failed} FAIL" if failed else ""))

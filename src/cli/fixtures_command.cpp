@@ -1,4 +1,5 @@
 // plumb fixtures generate | verify | run-reference: the golden fixture suite (docs/fixtures.md).
+#include <filesystem>
 #include <sstream>
 
 #include "plumb/cli/commands.h"
@@ -16,15 +17,13 @@ constexpr const char* kFixturesUsage =
     "       plumb fixtures verify --suite DIR --results DIR [--cases REGEX] [--allow A,..]\n"
     "       plumb fixtures run-reference --suite DIR --out DIR [--model M|none] [--cases REGEX] "
     "[--kernels exact|fast]\n"
-    "The golden fixture suite (docs/fixtures.md): generate writes it (op cases from plumb's scalar "
-    "definitions,\n"
-    "layer and end_to_end cases from the model; --model none for the op cases only); verify judges an "
-    "engine's\n"
-    "results (one <case>.safetensors per case, outputs under the suite's names) and exits 1 on any failure "
-    "or\n"
-    "missing result; run-reference writes plumb's own results, computed with its library kernels (the "
-    "exact\n"
-    "family, or with --kernels fast the fast one, judged as a GPU engine would be).\n";
+    "The golden fixture suite (docs/fixtures.md): generate writes it (op cases from plumb's scalar\n"
+    "definitions, layer and end_to_end cases from the model; --model none for the op cases only);\n"
+    "verify judges an engine's results (one <case>.safetensors per case, outputs under the suite's\n"
+    "names) and exits 0 when every check passes, 1 when one fails or a result is missing, 2 when it\n"
+    "cannot judge (bad flags, an unreadable suite, no results directory); run-reference writes plumb's\n"
+    "own results, computed with its library kernels (the exact family, or with --kernels fast the fast\n"
+    "one, judged as a GPU engine would be).\n";
 
 int Generate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   Flags f;
@@ -54,7 +53,7 @@ int Generate(std::span<const std::string> args, std::ostream& out, std::ostream&
   return 0;
 }
 
-int Verify(std::span<const std::string> args, std::ostream& out) {
+int VerifyOrThrow(std::span<const std::string> args, std::ostream& out) {
   Flags f;
   f.AddValue("suite", "DIR", "the suite (manifest.json and the cases)");
   f.AddValue("results", "DIR", "the engine's results, one <case>.safetensors per case");
@@ -70,8 +69,23 @@ int Verify(std::span<const std::string> args, std::ostream& out) {
   std::stringstream list(f.IsSet("allow") ? f.String("allow") : "");
   for (std::string name; std::getline(list, name, ',');)
     if (!name.empty()) allow.push_back(name);
-  const auto rows = fixtures::Verify(suite, f.String("results"), f.String("cases"), allow);
+  const std::filesystem::path results = f.String("results");
+  if (!std::filesystem::is_directory(results))
+    throw MakeError("--results ", results.string(), ": not a directory (the engine's <case>.safetensors)");
+  const auto rows = fixtures::Verify(suite, results, f.String("cases"), allow);
   return fixtures::PrintVerifyTable(rows, out) ? 0 : 1;
+}
+
+// Exit status 0: every check passed; 1: a check failed; 2: nothing could be judged (a usage error, an unknown
+// allowance, a --cases regex that is bad or matches nothing, an unreadable suite, no results directory), so
+// that a script tells a failing engine from a broken invocation.
+int Verify(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  try {
+    return VerifyOrThrow(args, out);
+  } catch (const Error& e) {
+    err << "plumb: error: " << e.what() << "\n";
+    return 2;
+  }
 }
 
 int RunReference(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
@@ -98,7 +112,7 @@ int RunFixtures(std::span<const std::string> args, std::ostream& out, std::ostre
   }
   const std::span<const std::string> rest = args.subspan(1);
   if (args[0] == "generate") return Generate(rest, out, err);
-  if (args[0] == "verify") return Verify(rest, out);
+  if (args[0] == "verify") return Verify(rest, out, err);
   if (args[0] == "run-reference") return RunReference(rest, out, err);
   throw MakeError("unknown fixtures subcommand '", args[0], "' (generate, verify, run-reference)");
 }

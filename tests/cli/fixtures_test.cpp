@@ -1,6 +1,7 @@
 // plumb fixtures generate / run-reference / verify as a user runs them (build/plumb, a real process): the op
 // suite without a model, plumb's own results PASS with exit 0, a wrong or missing result FAILs with exit 1,
-// and bad input is one clear error line.
+// and bad input is one clear error line (verify: exit 2, so a script tells a broken invocation from a failing
+// engine).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("case"), std::string::npos);
   EXPECT_NE(ok.output.find("threshold"), std::string::npos);
+  EXPECT_NE(ok.output.find("margin"), std::string::npos);
+  EXPECT_NE(ok.output.find("; the closest PASS used "), std::string::npos) << ok.output;
   EXPECT_EQ(ok.output.find("FAIL"), std::string::npos) << ok.output;
 
   // The fast family's op results, judged with the int8_activations allowance; an unknown one is an error.
@@ -44,7 +47,7 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   EXPECT_NE(allowed.output.find("[int8_activations]"), std::string::npos) << allowed.output;
   const auto bogus =
       RunPlumb("fixtures verify --allow fp4 --suite " + Path("suite") + " --results " + Path("fast"));
-  EXPECT_EQ(bogus.exit_code, 1) << bogus.output;
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
   EXPECT_NE(bogus.output.find("--allow fp4: unknown allowance (known: int8_activations, fp16_accumulation)"),
             std::string::npos)
       << bogus.output;
@@ -68,8 +71,11 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
 
   const auto none =
       RunPlumb("fixtures verify --cases '^nothing' --suite " + Path("suite") + " --results " + Path("res"));
-  EXPECT_NE(none.exit_code, 0);
+  EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.output.find("matches no case"), std::string::npos) << none.output;
+  const auto nowhere = RunPlumb("fixtures verify --suite " + Path("suite") + " --results " + Path("nowhere"));
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_NE(nowhere.output.find("nowhere: not a directory"), std::string::npos) << nowhere.output;
 }
 
 TEST_F(FixturesCli, BadInputIsOneClearError) {
@@ -83,11 +89,13 @@ TEST_F(FixturesCli, BadInputIsOneClearError) {
   EXPECT_NE(sub.exit_code, 0);
   EXPECT_NE(sub.output.find("generate, verify, run-reference"), std::string::npos) << sub.output;
   const auto nosuite = RunPlumb("fixtures verify --suite " + Path("nowhere") + " --results " + Path("r"));
-  EXPECT_NE(nosuite.exit_code, 0);
+  EXPECT_EQ(nosuite.exit_code, 2);
   EXPECT_NE(nosuite.output.find("manifest.json"), std::string::npos) << nosuite.output;
   const auto regex =
       RunPlumb("fixtures verify --cases '(' --suite " + Path("nowhere") + " --results " + Path("r"));
-  EXPECT_NE(regex.exit_code, 0);
+  EXPECT_EQ(regex.exit_code, 2);
+  const auto flag = RunPlumb("fixtures verify --suite " + Path("nowhere") + " --frobnicate");
+  EXPECT_EQ(flag.exit_code, 2) << flag.output;
   const auto help = RunPlumb("fixtures --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.output.find("run-reference"), std::string::npos);
