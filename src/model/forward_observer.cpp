@@ -63,6 +63,10 @@ std::string_view ActivationPointName(ActivationPoint point) {
       return "after_mlp";
     case ActivationPoint::kFinalNorm:
       return "final_norm";
+    case ActivationPoint::kNewKeys:
+      return "new_keys";
+    case ActivationPoint::kNewValues:
+      return "new_values";
   }
   return "unknown";
 }

@@ -232,6 +232,11 @@ void ForwardPass::Rope(int layer) {
 
 void ForwardPass::WriteKv(int layer) {
   const std::size_t kv_dim = c_.KvDim();
+  if (observer_) {
+    observer_->OnActivation(ActivationPoint::kNewKeys, layer, a_.k.data(), rows_, static_cast<int>(kv_dim));
+    observer_->OnActivation(ActivationPoint::kNewValues, layer, a_.v.data(), rows_, static_cast<int>(kv_dim));
+    last_ = Clock::now();  // the observer's own time is left out of the cache write's
+  }
   std::size_t row = 0;
   for (const SequenceChunk& chunk : chunks_) {
     const int first_pos = chunk.kv->length();

@@ -35,7 +35,8 @@ struct Recorder : ForwardObserver {
   ForwardPhase phase = ForwardPhase::kDecode;
   int pass_rows = 0;
   std::vector<Kernel> kernels;
-  std::vector<Activation> activations;
+  std::vector<Activation> activations;  // the residual stream's points, in order
+  std::vector<Activation> new_kv;       // kNewKeys and kNewValues, in order
 
   void OnPassBegin(ForwardPhase p, int rows) override {
     ++passes_begun;
@@ -44,7 +45,9 @@ struct Recorder : ForwardObserver {
   }
   void OnKernel(const KernelTiming& t) override { kernels.push_back({t.kernel, t.layer, t.rows, t.seconds}); }
   void OnActivation(ActivationPoint point, int layer, const float* data, int rows, int cols) override {
-    activations.push_back({point, layer, rows, cols, std::vector<float>(data, data + rows * cols)});
+    const bool kv = point == ActivationPoint::kNewKeys || point == ActivationPoint::kNewValues;
+    (kv ? new_kv : activations)
+        .push_back({point, layer, rows, cols, std::vector<float>(data, data + rows * cols)});
   }
   void OnPassEnd() override { ++passes_ended; }
 };
@@ -147,6 +150,35 @@ TEST_F(ForwardObserverTest, PrefillReportsEveryKernelAndMatchesTheTrace) {
   EXPECT_EQ(std::memcmp(observed.data(), plain.data(), plain.size() * sizeof(float)), 0);
 }
 
+// The new keys and values reported are what the cache holds: an F32 cache stores them unrounded.
+TEST_F(ForwardObserverTest, NewKeysAndValuesAreWhatAnF32CacheStores) {
+  const std::vector<int>& prompt = golden_.prompt_ids();
+  const int P = static_cast<int>(prompt.size());
+  const ModelConfig& c = model_.config();
+  Recorder r;
+  model_.set_observer(&r);
+  ContiguousKvCache cache = model_.NewKvCache(64, KvDtype::kF32);
+  model_.Prefill(prompt, cache);
+  model_.set_observer(nullptr);
+  ASSERT_EQ(r.new_kv.size(), static_cast<std::size_t>(2 * c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Recorder::Activation& k = r.new_kv[2 * l];
+    const Recorder::Activation& v = r.new_kv[2 * l + 1];
+    EXPECT_EQ(k.point, ActivationPoint::kNewKeys);
+    EXPECT_EQ(v.point, ActivationPoint::kNewValues);
+    ASSERT_EQ(k.layer, l);
+    ASSERT_EQ(k.rows, P);
+    ASSERT_EQ(k.cols, c.num_kv_heads * c.head_dim);
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < c.num_kv_heads; ++h)
+        for (int j = 0; j < c.head_dim; ++j) {
+          const std::size_t at = static_cast<std::size_t>((p * c.num_kv_heads + h) * c.head_dim + j);
+          ASSERT_EQ(k.data[at], cache.Key(l, h, p)[j]) << "layer " << l << " position " << p;
+          ASSERT_EQ(v.data[at], cache.Value(l, h, p)[j]) << "layer " << l << " position " << p;
+        }
+  }
+}
+
 TEST_F(ForwardObserverTest, DecodeAndStepReportTheSameActivations) {
   const std::vector<int>& prompt = golden_.prompt_ids();
   ContiguousKvCache decode_cache = model_.NewKvCache(64);
@@ -229,6 +261,7 @@ TEST(ForwardKernelNames, EveryKernelHasItsOwnName) {
   }
   EXPECT_EQ(ForwardKernelName(ForwardKernel::kQProj), "q_proj");
   EXPECT_EQ(ActivationPointName(ActivationPoint::kAfterMlp), "after_mlp");
+  EXPECT_EQ(ActivationPointName(ActivationPoint::kNewValues), "new_values");
 }
 
 }  // namespace

@@ -51,6 +51,11 @@ enum class ActivationPoint : std::uint8_t {
   kAfterAttention,  // x + o_proj(attention(...)) of layer `layer`
   kAfterMlp,        // x after the MLP block of layer `layer` (the input of layer + 1)
   kFinalNorm,       // the final RMSNorm of every row (layer = -1), before the LM head
+  // Not the residual stream: the pass's new keys and values of layer `layer`, [rows][n_kv_heads · head_dim]
+  // after RoPE (and Gemma 3's QK norm), as they go into the cache, before its dtype rounds them. Reported
+  // before kAfterAttention of the same layer.
+  kNewKeys,
+  kNewValues,
 };
 std::string_view ActivationPointName(ActivationPoint point);  // "layer_input", "after_attention", ...
 
