@@ -61,7 +61,9 @@ int VerifyOrThrow(std::span<const std::string> args, std::ostream& out) {
   f.AddValue("allow", "A,..",
              "what the engine does that some checks allow for, comma-separated: int8_activations "
              "(activations rounded to 8 bits per block of 32, as ggml's Q8_1 and plumb's --kernels fast), "
-             "fp16_accumulation (FP16 weights' dot products summed in FP16, cuBLAS's 16F compute type); "
+             "fp16_accumulation (FP16 weights' dot products summed in FP16, cuBLAS's 16F compute type), "
+             "bf16_activations, fp16_activations, tf32 (a matmul's weights and inputs rounded to BF16, "
+             "FP16 or TF32, FP32 sums), bf16_outputs, fp16_outputs (outputs rounded); several add up; "
              "docs/fixtures.md \"Allowances\"");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));

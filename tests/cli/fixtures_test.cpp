@@ -48,8 +48,10 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   const auto bogus =
       RunPlumb("fixtures verify --allow fp4 --suite " + Path("suite") + " --results " + Path("fast"));
   EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
-  EXPECT_NE(bogus.output.find("--allow fp4: unknown allowance (known: int8_activations, fp16_accumulation)"),
-            std::string::npos)
+  EXPECT_NE(
+      bogus.output.find(
+          "--allow fp4: unknown allowance (known: int8_activations, fp16_accumulation, bf16_activations"),
+      std::string::npos)
       << bogus.output;
 
   // --cases selects: only the rope cases' rows.
