@@ -62,8 +62,10 @@ int VerifyOrThrow(std::span<const std::string> args, std::ostream& out) {
              "what the engine does that some checks allow for, comma-separated: int8_activations "
              "(activations rounded to 8 bits per block of 32, as ggml's Q8_1 and plumb's --kernels fast), "
              "fp16_accumulation (FP16 weights' dot products summed in FP16, cuBLAS's 16F compute type), "
-             "bf16_activations, fp16_activations, tf32 (a matmul's weights and inputs rounded to BF16, "
-             "FP16 or TF32, FP32 sums), bf16_outputs, fp16_outputs (outputs rounded); several add up; "
+             "bf16_activations, fp16_activations, tf32 (the inputs of matmuls, attention, norms, RoPE and "
+             "SwiGLU rounded to BF16, FP16 or TF32, FP32 sums), bf16_outputs, fp16_outputs (outputs "
+             "rounded), fp8_activations (a matmul's x in FP8 E4M3, dynamic per-token or per-tensor scale); "
+             "several add up; "
              "docs/fixtures.md \"Allowances\"");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
