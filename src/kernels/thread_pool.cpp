@@ -2,6 +2,8 @@
 // spinning, then yielding, then sleeping.
 #include "plumb/kernels/thread_pool.h"
 
+#include "plumb/kernels/stall_backoff.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -30,15 +32,9 @@ constexpr double kIdleSleepMicros = 2000;
 // twice its own share's time was held up by a thread that lost its core (on an idle host equal shares
 // finish close together; a preempted thread is gone for a scheduler time slice, milliseconds). The next
 // regions at the default thread count then run on the caller alone, which on a busy host is faster than
-// waiting for a thread that is not running, and then the pool tries all its threads again. A stall within
-// kMinShrunkRegions full-width regions of the last one doubles the shrink, up to kMaxShrunkRegions (a host
-// that stays busy stays on one thread, retrying now and then); any later stall is an idle host's rare
-// hiccup and shrinks for kMinShrunkRegions only. (The first rule doubled on every stall and forgot only
-// after 4096 clean regions: at 1B sizes an idle 2-vCPU host stalls every thousand regions or so, so the
-// shrink grew to 4096 and 2 threads ran 60% of their regions on one: docs/performance.md.) The thread count
-// never changes a result's bits.
+// waiting for a thread that is not running, and then the pool tries all its threads again, for how long
+// StallBackoff decides. The thread count never changes a result's bits.
 constexpr double kStallMicros = 500;
-constexpr std::uint64_t kMinShrunkRegions = 64, kMaxShrunkRegions = 4096;
 
 using Clock = std::chrono::steady_clock;
 
@@ -96,8 +92,8 @@ class Pool {
       return;
     }
     std::lock_guard<std::mutex> dispatch(dispatch_);
-    ++regions_;
-    if (adaptive && regions_ < shrunk_until_) {
+    const bool shrunk = backoff_.NextRegionShrunk();  // explicit counts run at width but count as regions
+    if (adaptive && shrunk) {
       t_in_region = true;
       body(context, 0, 1);
       t_in_region = false;
@@ -119,18 +115,7 @@ class Pool {
     SpinThenYield([&] { return pending_.load(std::memory_order_acquire) == 0; }, 0);
     const double waited = MicrosSince(waiting);
     const double own_share = std::chrono::duration<double, std::micro>(waiting - start).count();
-    if (!adaptive) return;
-    if (waited > kStallMicros && waited > 2 * own_share) {
-      // A stall soon after the last shrink ended says the host is still busy: shrink for twice as long. One
-      // after many clean regions is an idle host's rare hiccup (a preempted vCPU, a page fault): the
-      // shortest shrink again.
-      shrink_length_ = clean_regions_ < kMinShrunkRegions ? std::min(2 * shrink_length_, kMaxShrunkRegions)
-                                                          : kMinShrunkRegions;
-      shrunk_until_ = regions_ + shrink_length_;
-      clean_regions_ = 0;
-    } else {
-      ++clean_regions_;
-    }
+    if (adaptive) backoff_.Finished(waited > kStallMicros && waited > 2 * own_share);
   }
 
  private:
@@ -180,9 +165,7 @@ class Pool {
   }
 
   std::mutex dispatch_;  // one region at a time
-  // Under dispatch_: the regions run, the end of the current shrink, the next shrink's length and the
-  // regions run at full width since the last stall.
-  std::uint64_t regions_ = 0, shrunk_until_ = 0, shrink_length_ = kMinShrunkRegions, clean_regions_ = 0;
+  StallBackoff backoff_;  // under dispatch_
   int threads_;
   std::vector<std::thread> workers_;
   Job job_;

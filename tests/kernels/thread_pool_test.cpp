@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "plumb/kernels/kernels.h"
+#include "plumb/kernels/stall_backoff.h"
 
 namespace plumb::kernels {
 namespace {
@@ -142,42 +143,38 @@ TEST_F(ThreadPoolTest, AStalledRegionShrinksTheNextOnesForAWhile) {
   EXPECT_GE(regions, 32);
 }
 
-// Regions run on the caller alone after a stall (thread 1 held up 5 ms), counted up to the first one at full
-// width again.
-int ShrunkRegionsAfterAStall() {
-  RunParallel([](int t, int) {
-    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  });
-  int threads = 1, regions = 0;
-  for (; threads == 1 && regions < 100000; ++regions)
-    RunParallel([&](int t, int n) {
-      if (t == 0) threads = n;
-    });
-  return regions - 1;
+// StallBackoff, region by region: how many regions after a stall run on the caller alone.
+int ShrunkAfterStall(StallBackoff& b) {
+  b.NextRegionShrunk();
+  b.Finished(true);
+  int shrunk = 0;
+  while (b.NextRegionShrunk()) ++shrunk;
+  b.Finished(false);  // the first full-width region again
+  return shrunk;
+}
+void CleanRegions(StallBackoff& b, int n) {
+  for (int i = 0; i < n; ++i) {
+    EXPECT_FALSE(b.NextRegionShrunk());
+    b.Finished(false);
+  }
 }
 
-// A stall right after a shrink ended (the host is still busy) doubles the next shrink; one after many clean
-// regions (an idle host's rare hiccup) shrinks for the shortest time again, however long the last shrink
-// was. A busy CI host may add stalls of its own, so the pattern needs to show once in a few tries.
-TEST_F(ThreadPoolTest, AStallSoonAfterAShrinkDoublesItAndARareOneDoesNot) {
-  SetPoolThreads(2);
-  const auto clean_regions = [] {
-    for (int i = 0; i < 500; ++i) RunParallel([](int, int) {});
-  };
-  bool seen = false;
-  std::string tries;
-  for (int attempt = 0; attempt < 5 && !seen; ++attempt) {
-    clean_regions();
-    const int rare = ShrunkRegionsAfterAStall();
-    const int soon = ShrunkRegionsAfterAStall();
-    const int sooner = ShrunkRegionsAfterAStall();
-    clean_regions();
-    const int rare_again = ShrunkRegionsAfterAStall();
-    tries += " [" + std::to_string(rare) + " " + std::to_string(soon) + " " + std::to_string(sooner) + " " +
-             std::to_string(rare_again) + "]";
-    seen = rare > 0 && soon >= 2 * rare - 1 && sooner >= 2 * soon - 1 && rare_again == rare;
-  }
-  EXPECT_TRUE(seen) << "shrunk regions (rare, soon, sooner, rare again) per try:" << tries;
+// A stall right after a shrink ended (the host is still busy) doubles the next shrink, up to the maximum;
+// one after many clean regions (an idle host's rare hiccup) shrinks for the shortest time again, however
+// long the last shrink was. (The pool's own timing is AStalledRegionShrinksTheNextOnesForAWhile's.)
+TEST(StallBackoffTest, AStallSoonAfterAShrinkDoublesItAndARareOneDoesNot) {
+  StallBackoff b;
+  const int shortest = static_cast<int>(StallBackoff::kMinShrunkRegions);
+  CleanRegions(b, 500);
+  EXPECT_EQ(ShrunkAfterStall(b), shortest - 1);  // the stalled region's own count is the first
+  EXPECT_EQ(ShrunkAfterStall(b), 2 * shortest - 1);
+  EXPECT_EQ(ShrunkAfterStall(b), 4 * shortest - 1);
+  for (int i = 0; i < 8; ++i) ShrunkAfterStall(b);
+  EXPECT_EQ(ShrunkAfterStall(b), static_cast<int>(StallBackoff::kMaxShrunkRegions) - 1);
+  CleanRegions(b, shortest - 2);  // still soon: the stall counts as the host staying busy
+  EXPECT_EQ(ShrunkAfterStall(b), static_cast<int>(StallBackoff::kMaxShrunkRegions) - 1);
+  CleanRegions(b, shortest);
+  EXPECT_EQ(ShrunkAfterStall(b), shortest - 1);
 }
 
 TEST_F(ThreadPoolTest, SetNumThreadsIsThePools) {
