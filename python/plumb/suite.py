@@ -2,9 +2,11 @@
 bounds-checked, and a bad file raises ValueError naming the file and field."""
 import json
 import os
+import re
 
 from . import _plumb
 from ._tensors import dict_from_wire
+from ._torch import to_torch
 
 
 class Case:
@@ -36,13 +38,36 @@ class Case:
         self.load()
         return self._dtypes[name]
 
-    def inputs(self):
-        t = self.load()
-        return {name: t[name] for name in self.input_names}
+    def inputs(self, framework="numpy", device=None):
+        """The case's inputs by name: numpy arrays, or with framework="torch" torch tensors on `device`
+        (BF16 tensors as torch.bfloat16, FP8 codes and packed weights as uint8, as stored)."""
+        return self._as(framework, device, self.input_names)
 
-    def expected(self):
+    def expected(self, framework="numpy", device=None):
+        """The expected outputs by name, as inputs() gives tensors."""
+        return self._as(framework, device, self.output_names)
+
+    def check(self, outputs, allow=()):
+        """Judges this case's outputs ({name: numpy array or torch tensor}) as `plumb fixtures verify` does,
+        declaring the allowances in `allow`. Returns the rows; raises AssertionError showing every row when
+        one fails, so a pytest test is `case.check(engine(case.inputs("torch")))`."""
+        from .verify import format_rows, verify
+        rows, ok = verify(self._suite, {self.name: outputs}, allow=allow)
+        if not ok:
+            raise AssertionError(f"{self.name} fails"
+                                 + (f" with {', '.join(allow)} declared" if allow else "")
+                                 + ":\n" + format_rows(rows))
+        return rows
+
+    def _as(self, framework, device, names):
         t = self.load()
-        return {name: t[name] for name in self.output_names}
+        if framework == "numpy":
+            if device is not None:
+                raise ValueError(f"{self.name}: device={device!r} needs framework='torch'")
+            return {name: t[name] for name in names}
+        if framework != "torch":
+            raise ValueError(f"{self.name}: framework must be 'numpy' or 'torch', not {framework!r}")
+        return {name: to_torch(t[name], self._dtypes[name] == "BF16", device) for name in names}
 
     def __repr__(self):
         return f"Case({self.name!r}, op={self.op!r})"
@@ -69,3 +94,21 @@ class Suite:
 
     def __len__(self):
         return len(self.cases)
+
+    def select(self, pattern=None, ops=None, exclude_ops=()):
+        """The cases whose name `pattern` (a Python regex) matches, searched as verify's --cases is; `ops`
+        keeps those ops only, `exclude_ops` leaves ops out."""
+        regex = re.compile(pattern) if pattern is not None else None
+        return [c for c in self.cases
+                if (regex is None or regex.search(c.name)) and (ops is None or c.op in ops)
+                and c.op not in exclude_ops]
+
+    def parametrize(self, pattern=None, ops=None, exclude_ops=(), argname="case"):
+        """A pytest.mark.parametrize over select(...)'s cases, each test id the case name:
+
+            @plumb.Suite("fixtures/suite").parametrize(r"^attention_")
+            def test_my_kernel(case):
+                case.check(my_kernel(case.inputs("torch", device="cuda")))"""
+        import pytest
+        cases = self.select(pattern, ops, exclude_ops)
+        return pytest.mark.parametrize(argname, cases, ids=[c.name for c in cases])

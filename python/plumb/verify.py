@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 from . import _plumb
 from ._tensors import to_wire
+from ._torch import to_numpy
 
 
 class Row(NamedTuple):
@@ -29,8 +30,9 @@ def verify(suite, results, cases=None, allow=()):
 
     cases=None judges exactly the cases in `results`; a string is verify's --cases regex (POSIX extended,
     searched in the name), and every matching case without results fails. allow lists the allowances the
-    engine declares ("int8_activations", "fp16_accumulation"). Returns (rows, ok): a Row per output and
-    per bound, and whether every row passed. A BF16 output may be given as a uint16 array of its bits."""
+    engine declares ("int8_activations", "bf16_activations", ...). Returns (rows, ok): a Row per output
+    and per bound, and whether every row passed. Outputs are numpy arrays or torch tensors on any device; a
+    BF16 output may be given as torch.bfloat16 or as a uint16 array of its bits."""
     if cases is None:
         unknown = [name for name in results if name not in suite._by_name]
         if unknown:
@@ -43,6 +45,7 @@ def verify(suite, results, cases=None, allow=()):
         case = suite._by_name.get(name)
         wire[name] = {}
         for output, array in outputs.items():
+            array = to_numpy(array)
             bf16 = case is not None and output in case.output_names and case.dtype(output) == "BF16"
             wire[name][output] = to_wire(f"{name}/{output}", array, "BF16" if bf16 and str(array.dtype) == "uint16" else None)
     rows = [Row(*r) for r in _plumb.verify(suite._native, wire, cases, list(allow))]

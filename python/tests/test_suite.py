@@ -42,3 +42,33 @@ def test_a_missing_suite_or_case_names_itself(tmp_path, suite):
     (tmp_path / "manifest.json").write_text('{"format": "plumb-fixtures", "version": 2, "cases": []}')
     with pytest.raises(plumb.PlumbError, match="version"):
         plumb.Suite(tmp_path)
+
+
+def test_torch_front_end_hands_tensors_as_stored_and_checks_them(suite):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (python/requirements.txt pins it)")
+    case = suite.case("gemv.bf16.n37_k333")
+    t = case.inputs(framework="torch", device="cpu")
+    assert t["w"].dtype == torch.bfloat16 and t["x"].dtype == torch.float32
+    # The BF16 bits, unchanged: viewed back as uint16 they are the file's.
+    assert (t["w"].view(torch.int16).numpy().view(np.uint16) == case.inputs()["w"]).all()
+    y = torch.nn.functional.linear(t["x"].double(), t["w"].double()).float()
+    rows = case.check({"y": y})
+    assert all(r.passed for r in rows) and {r.metric for r in rows} == {"nmse", "bound"}
+    with pytest.raises(AssertionError, match=r"gemv.bf16.n37_k333 fails:\n.*FAIL"):
+        case.check({"y": y * 1.01})
+    # A BF16 output goes back as its bits; rounding y to BF16 needs the allowance that says so.
+    with pytest.raises(AssertionError, match="fails"):
+        case.check({"y": y.bfloat16().float()})
+    rows = case.check({"y": y.bfloat16().float()}, allow=["bf16_outputs"])
+    assert all(r.allowance == "bf16_outputs" for r in rows)
+    with pytest.raises(ValueError, match="framework"):
+        case.inputs(framework="jax")
+
+
+def test_select_and_parametrize_pick_cases_by_name_and_op(suite):
+    attention = suite.select(r"^attention_", exclude_ops=("attention_prefill",))
+    assert attention and all(c.op == "attention_decode" for c in attention)
+    assert [c.name for c in suite.select(ops=("swiglu",))] == ["swiglu.n1000"]
+    mark = suite.parametrize(r"^rope\.", argname="rope_case")
+    assert mark.name == "parametrize" and mark.args[0] == "rope_case"
+    assert [c.name for c in mark.args[1]] == [c.name for c in suite.select(r"^rope\.")]
