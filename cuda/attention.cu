@@ -29,7 +29,8 @@ __device__ std::int64_t PhysicalBlock(const PagedKv& kv, const PageTable& pages,
 // the sequence's end never is. The scores live in global scratch [batch][n_heads][max_seq_len], indexed by
 // t, so a sequence may be as long as memory allows.
 __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* q, float* out, float* scores,
-                                      int n_heads, int max_seq_len, float softmax_scale, int window) {
+                                      int n_heads, int max_seq_len, float softmax_scale, int window,
+                                      Precision p) {
   extern __shared__ float q_shared[];  // [head_dim]
   __shared__ float scratch[kThreads / 32];
   const int h = blockIdx.x, b = blockIdx.y, d = kv.head_dim;
@@ -39,7 +40,7 @@ __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* 
   const std::int64_t qo = (static_cast<std::int64_t>(b) * n_heads + h) * d;
   float* s = scores + (static_cast<std::int64_t>(b) * n_heads + h) * max_seq_len;
   const float k_scale = kv.k_scale[kv_head], v_scale = kv.v_scale[kv_head];
-  for (int j = threadIdx.x; j < d; j += kThreads) q_shared[j] = q[qo + j];
+  for (int j = threadIdx.x; j < d; j += kThreads) q_shared[j] = Rounded(q[qo + j], p);
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -47,8 +48,10 @@ __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* 
     const std::int64_t block = PhysicalBlock(kv, pages, b, t / kv.block_size);
     float partial = 0.0f;
     for (int j = lane; j < d; j += 32)
-      partial += q_shared[j] *
-                 LoadKv(kv.k, kv.dtype, KvIndex(kv, true, block, t % kv.block_size, kv_head, j), k_scale);
+      partial +=
+          q_shared[j] *
+          Rounded(LoadKv(kv.k, kv.dtype, KvIndex(kv, true, block, t % kv.block_size, kv_head, j), k_scale),
+                  p);
     partial = WarpSum(partial);
     if (lane == 0) s[t] = partial * softmax_scale;
   }
@@ -70,9 +73,12 @@ __global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* 
     float acc = 0.0f;
     for (int t = begin; t < len; ++t) {
       const std::int64_t block = PhysicalBlock(kv, pages, b, t / kv.block_size);
-      acc += s[t] * LoadKv(kv.v, kv.dtype, KvIndex(kv, false, block, t % kv.block_size, kv_head, j), v_scale);
+      acc +=
+          Rounded(s[t], p) *
+          Rounded(LoadKv(kv.v, kv.dtype, KvIndex(kv, false, block, t % kv.block_size, kv_head, j), v_scale),
+                  p);
     }
-    out[qo + j] = acc;
+    out[qo + j] = Rounded(acc, p);
   }
 }
 
@@ -100,11 +106,13 @@ int KvElementBytes(KvDtype dtype) {
 }
 
 void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
-                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window) {
+                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window,
+                     Precision precision) {
   if (batch <= 0 || n_heads <= 0) return;
   const std::size_t shared = static_cast<std::size_t>(kv.head_dim) * sizeof(float);
   AttentionDecodeKernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(batch)), kThreads,
-                          shared>>>(kv, pages, q, out, scores, n_heads, max_seq_len, softmax_scale, window);
+                          shared>>>(kv, pages, q, out, scores, n_heads, max_seq_len, softmax_scale, window,
+                                    precision);
   CheckLaunch("AttentionDecode");
 }
 

@@ -8,6 +8,8 @@
 # Then, in order, each step's log in OUT_DIR:
 #   device.txt      nvidia-smi's name, driver and clocks
 #   runner.log      the runner on the committed suite (its table of checks; exit 0 = every check passed)
+#   runner-bf16.log the runner with --precision bf16 (a BF16 engine's roundings, judged with
+#                   bf16_activations,bf16_outputs)
 #   results.tar.gz  the result files, for `plumb fixtures verify --results` on any machine
 #   memcheck.log    the same run under compute-sanitizer memcheck (out-of-bounds and misaligned accesses)
 #   racecheck.log   the same run under compute-sanitizer racecheck (shared-memory hazards)
@@ -38,6 +40,12 @@ fi
 results=$(mktemp -d)
 "$runner" --suite "$suite" --results "$results" 2>&1 | tee "$out/runner.log"
 status=$?
+bf16_results=$(mktemp -d)
+"$runner" --suite "$suite" --results "$bf16_results" --precision bf16 >"$out/runner-bf16.log" 2>&1
+bf16_status=$?
+echo "runner --precision bf16: exit $bf16_status ($(tail -n 1 "$out/runner-bf16.log"))"
+rm -rf "$bf16_results"
+[[ $status == 0 ]] && status=$bf16_status
 if [[ ${PLUMB_KEEP_RESULTS:-1} != 0 ]]; then
   tar -C "$results" -czf "$out/results.tar.gz" .
 fi

@@ -24,6 +24,11 @@ inline void CheckLaunch(const char* kernel) {
   if (status != cudaSuccess) throw MakeError("CUDA kernel ", kernel, ": ", cudaGetErrorString(status));
 }
 
+// v rounded to BF16 (nearest even) and back under Precision::kBf16, as it is under kFp32.
+__device__ inline float Rounded(float v, Precision precision) {
+  return precision == Precision::kBf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+}
+
 __device__ inline float WarpSum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

@@ -91,25 +91,27 @@ __device__ float WeightAt(const GemvWeights& w, int n, int k, int row, int c) {
 }
 
 // grid (n, m): block (row, r) computes y[r][row] = Σ_c W[row][c] · x[r][c], times the FP8 scale.
-__global__ void GemvKernel(GemvWeights w, const float* x, float* y, int n, int k) {
+__global__ void GemvKernel(GemvWeights w, const float* x, float* y, int n, int k, Precision p) {
   __shared__ float scratch[kThreads / 32];
   const int row = blockIdx.x, r = blockIdx.y;
   const float* xr = x + static_cast<std::int64_t>(r) * k;
   float acc = 0.0f;
-  for (int c = threadIdx.x; c < k; c += kThreads) acc += WeightAt(w, n, k, row, c) * xr[c];
+  for (int c = threadIdx.x; c < k; c += kThreads)
+    acc += Rounded(WeightAt(w, n, k, row, c), p) * Rounded(xr[c], p);
   const float dot = BlockSum(acc, scratch);
   if (threadIdx.x != 0) return;
   float out = dot;
   if (w.dtype == WeightDtype::kFp8E4m3 || w.dtype == WeightDtype::kFp8E5m2)
     out = w.fp8_scale[w.fp8_per_row ? row : 0] * dot;  // docs/formats.md "FP8", Scales: after the dot
-  y[static_cast<std::int64_t>(r) * n + row] = out;
+  y[static_cast<std::int64_t>(r) * n + row] = Rounded(out, p);
 }
 
 }  // namespace
 
-void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k) {
+void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k, Precision precision) {
   if (m <= 0 || n <= 0 || k <= 0) return;
-  GemvKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(m)), kThreads>>>(w, x, y, n, k);
+  GemvKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(m)), kThreads>>>(w, x, y, n, k,
+                                                                                     precision);
   CheckLaunch("Gemv");
 }
 

@@ -11,6 +11,12 @@
 
 namespace plumb::cuda {
 
+// What the kernels round beyond FP32 arithmetic: nothing, or (kBf16) what a BF16 engine rounds, each input of
+// a matmul, attention (q, k, v and P), RMSNorm (x, weight, x·r), RoPE (x, cos, sin, the products) and each
+// output, to BF16, FP32 sums throughout; judged with the allowances bf16_activations and bf16_outputs
+// (docs/fixtures.md "Allowances").
+enum class Precision { kFp32, kBf16 };
+
 // ---- GEMV / GEMM: y[m][n] = Σ_k W[n][k] · x[m][k] ---------------------------------------------------
 enum class WeightDtype {
   kF32,
@@ -44,18 +50,21 @@ struct GemvWeights {
 };
 
 // y: [m][n]; x: [m][k]. m = 1 is a GEMV.
-void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k);
+void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k,
+          Precision precision = Precision::kFp32);
 
 // ---- RMSNorm: out[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ weight --------------------------------------
 // x, out: [rows][n]; weight: [n].
-void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps);
+void RmsNorm(const float* x, const float* weight, float* out, int rows, int n, float eps,
+             Precision precision = Precision::kFp32);
 
 // ---- RoPE --------------------------------------------------------------------------------------------
 enum class RopePairing { kRotateHalf, kInterleaved };  // docs/formats.md "RoPE pairing"
 // x, out: [rows][n_heads][head_dim]; positions: [rows]; freq_factors: [head_dim/2] per-pair frequency
 // divisors (RoPE scaling: angle = pos · θ^(−2i/head_dim) / freq_factors[i]), or null for none.
 void Rope(const float* x, const std::int32_t* positions, float* out, int rows, int n_heads, int head_dim,
-          float theta, RopePairing pairing, const float* freq_factors = nullptr);
+          float theta, RopePairing pairing, const float* freq_factors = nullptr,
+          Precision precision = Precision::kFp32);
 
 // ---- the paged KV cache (docs/kv-cache.md "Layout", docs/fixtures.md "attention_decode") ---------------
 enum class KvDtype { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2 };
@@ -93,7 +102,8 @@ struct PageTable {
 // q, out: [batch][n_heads][head_dim]; scores: scratch [batch][n_heads][max_seq_len] (max_seq_len ≥ every
 // sequence's length).
 void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
-                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window = 0);
+                     int batch, int n_heads, int max_seq_len, float softmax_scale, int window = 0,
+                     Precision precision = Precision::kFp32);
 
 // Writes token t's keys and values ([tokens][n_kv_heads][head_dim] FP32) into slot slot_mapping[t] of the
 // cache, encoded as docs/kv-cache.md "Element types" says; a negative slot (vLLM's padding) writes nothing.

@@ -32,6 +32,11 @@ std::string ThresholdText(const Check& check) {
   return text;
 }
 
+// What --precision asks the kernels to round.
+plumb::cuda::Precision Precision(const plumb::cuda::RunnerOptions& options) {
+  return options.precision == "bf16" ? plumb::cuda::Precision::kBf16 : plumb::cuda::Precision::kFp32;
+}
+
 // --check-only: every selected case read and checked as a run would, and the outputs the runner would write
 // held against the suite's (names, dtypes, shapes); no kernel runs, so no GPU is needed. This is what CI can
 // check of the harness on a machine without one: that it and the generator read docs/fixtures.md alike.
@@ -44,7 +49,7 @@ int CheckOnly(const plumb::cuda::RunnerOptions& options) {
   for (const Case* c : selection.run) {
     try {
       const plumb::fixtures::TensorFile in = suite.Load(*c);
-      const auto outputs = plumb::cuda::RunCase(*c, in, /*check_only=*/true);
+      const auto outputs = plumb::cuda::RunCase(*c, in, /*check_only=*/true, Precision(options));
       std::string problem;
       for (const plumb::fixtures::Output& o : c->outputs) {
         const auto it = outputs.find(o.name);
@@ -85,13 +90,18 @@ int Run(const plumb::cuda::RunnerOptions& options) {
     std::printf("device %d: %s (compute capability %d.%d)\n", device, props.name, props.major, props.minor);
   for (const auto& [c, reason] : selection.skipped)
     std::printf("skip  %s: %s\n", c->name.c_str(), reason.c_str());
+  const std::vector<std::string> allow = options.Allowances();
+  if (!allow.empty())
+    std::printf("precision %s: judged with the allowances %s, %s\n", options.precision.c_str(),
+                allow[0].c_str(), allow[1].c_str());
 
   int errors = 0;
   std::vector<const Case*> ran;
   for (const Case* c : selection.run) {
     try {
       const plumb::fixtures::TensorFile in = suite.Load(*c);
-      plumb::fixtures::WriteTensorFile(results / c->file, plumb::cuda::RunCase(*c, in));
+      plumb::fixtures::WriteTensorFile(
+          results / c->file, plumb::cuda::RunCase(*c, in, /*check_only=*/false, Precision(options)));
       std::printf("ran   %s\n", c->name.c_str());
       ran.push_back(c);
     } catch (const std::exception& e) {
@@ -108,24 +118,24 @@ int Run(const plumb::cuda::RunnerOptions& options) {
     const plumb::fixtures::TensorFile expected = suite.Load(*c);
     const plumb::fixtures::TensorFile actual = plumb::fixtures::TensorFile::Read(results / c->file);
     for (const plumb::fixtures::Output& o : c->outputs) {
+      const plumb::fixtures::Check check = plumb::fixtures::CheckFor(o, allow);
       // The check's metric, then its per-element bound where it has one (PASS: worst error / bound <= 1).
       for (const bool bound : {false, true}) {
-        if (bound && !o.check.bound) continue;
+        if (bound && !check.bound) continue;
         ++checks;
         plumb::fixtures::Comparison r;
         if (!actual.Has(o.name)) {
           r.detail = "missing from the results";
         } else if (bound) {
-          r = plumb::fixtures::CompareBound(*o.check.bound, expected.Get(o.name), actual.Get(o.name),
-                                            expected);
+          r = plumb::fixtures::CompareBound(*check.bound, expected.Get(o.name), actual.Get(o.name), expected);
         } else {
-          r = plumb::fixtures::Compare(o.check, expected.Get(o.name), actual.Get(o.name));
+          r = plumb::fixtures::Compare(check, expected.Get(o.name), actual.Get(o.name));
         }
         if (!r.pass) ++failed;
         std::printf("%-48s %-8s %-11s %-12.4g %-34s %s%s%s\n", c->name.c_str(), o.name.c_str(),
-                    bound ? "bound" : o.check.metric.c_str(), r.value,
-                    bound ? "1" : ThresholdText(o.check).c_str(), r.pass ? "PASS" : "FAIL",
-                    r.pass ? "" : "  ", r.pass ? "" : r.detail.c_str());
+                    bound ? "bound" : check.metric.c_str(), r.value,
+                    bound ? "1" : ThresholdText(check).c_str(), r.pass ? "PASS" : "FAIL", r.pass ? "" : "  ",
+                    r.pass ? "" : r.detail.c_str());
       }
     }
   }

@@ -26,6 +26,8 @@ using Shape = std::vector<std::int64_t>;
 // Set by RunCase for a --check-only pass: buffers hold no device memory, kernels are not launched, and
 // downloads are zeros of the right shape (the runner is single-threaded).
 bool check_only_pass = false;
+// Set by RunCase: what the kernels round (kernels.h Precision).
+Precision run_precision = Precision::kFp32;
 
 void CheckCuda(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw MakeError("CUDA ", what, ": ", cudaGetErrorString(status));
@@ -176,7 +178,8 @@ std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
   }
   DeviceBuffer y(static_cast<std::size_t>(m * n) * sizeof(float));
   if (!check_only_pass)
-    Gemv(w, x.as<float>(), y.as<float>(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+    Gemv(w, x.as<float>(), y.as<float>(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+         run_precision);
   return {{"y", y.Download("F32", gemm ? Shape{m, n} : Shape{n})}};
 }
 
@@ -188,7 +191,7 @@ std::map<std::string, Tensor> RunRmsNorm(const CaseIo& io) {
   DeviceBuffer out(static_cast<std::size_t>(rows * n) * sizeof(float));
   if (!check_only_pass)
     RmsNorm(x.as<float>(), weight.as<float>(), out.as<float>(), static_cast<int>(rows), static_cast<int>(n),
-            static_cast<float>(io.Number("eps")));
+            static_cast<float>(io.Number("eps")), run_precision);
   return {{"out", out.Download("F32", {rows, n})}};
 }
 
@@ -215,7 +218,7 @@ std::map<std::string, Tensor> RunRope(const CaseIo& io) {
     Rope(x.as<float>(), pos.as<std::int32_t>(), out.as<float>(), static_cast<int>(rows),
          static_cast<int>(heads), static_cast<int>(head_dim), static_cast<float>(io.Number("theta")),
          pairing == "rotate_half" ? RopePairing::kRotateHalf : RopePairing::kInterleaved,
-         factors ? factors->as<float>() : nullptr);
+         factors ? factors->as<float>() : nullptr, run_precision);
   return {{"out", out.Download("F32", {rows, heads, head_dim})}};
 }
 
@@ -353,7 +356,7 @@ std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
     AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
                     scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
                     static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")),
-                    io.HasParam("window") ? io.Int32("window", 0) : 0);
+                    io.HasParam("window") ? io.Int32("window", 0) : 0, run_precision);
   return {{"out", out.Download("F32", {batch, heads, spec.head_dim})}};
 }
 
@@ -377,8 +380,10 @@ std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
 
 }  // namespace
 
-std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only) {
+std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only,
+                                      Precision precision) {
   check_only_pass = check_only;
+  run_precision = precision;
   const CaseIo io(c, in);
   if (c.op == "gemv" || c.op == "gemm") return RunGemv(c, io);
   if (c.op == "rmsnorm") return RunRmsNorm(io);

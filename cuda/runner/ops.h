@@ -5,16 +5,19 @@
 #include <map>
 #include <string>
 
+#include "../kernels.h"
 #include "plumb/fixtures/suite_reader.h"
 
 namespace plumb::cuda {
 
 // Runs case c (whose op UnsupportedReason accepts) on the current GPU. With check_only, it does everything
 // but touch the GPU: the case's tensors are read and checked as for a run, and the outputs come back with
-// their names, dtypes and shapes, filled with zeros. Throws plumb::Error naming the case
-// and the tensor or parameter for a fixture that does not match docs/fixtures.md (wrong dtype or shape, an
-// index out of range), and for a CUDA failure.
+// their names, dtypes and shapes, filled with zeros. `precision` is what the kernels round (kBf16: what a
+// BF16 engine rounds; reshape_and_cache writes the cache's own dtype either way). Throws plumb::Error naming
+// the case and the tensor or parameter for a fixture that does not match docs/fixtures.md (wrong dtype or
+// shape, an index out of range), and for a CUDA failure.
 std::map<std::string, fixtures::Tensor> RunCase(const fixtures::Case& c, const fixtures::TensorFile& in,
-                                                bool check_only = false);
+                                                bool check_only = false,
+                                                Precision precision = Precision::kFp32);
 
 }  // namespace plumb::cuda

@@ -16,14 +16,18 @@ namespace plumb::cuda {
 using fixtures::CasePattern;
 
 inline constexpr const char* kRunnerUsage =
-    "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX]\n"
-    "       plumb_cuda_runner --suite DIR --check-only [--cases REGEX]\n"
+    "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX] [--precision fp32|bf16]\n"
+    "       plumb_cuda_runner --suite DIR --check-only [--cases REGEX] [--precision fp32|bf16]\n"
     "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name the POSIX\n"
     "  extended regular expression REGEX matches, anywhere in it), writes DIR/<case>.safetensors, then\n"
     "  checks them against the suite.\n"
     "  --check-only: no GPU needed; reads every selected case as the runner would (each tensor's dtype and\n"
     "  shape against its params, every index), checks the outputs it would write against the suite's, and\n"
     "  runs no kernel: the harness's reading of docs/fixtures.md held against the suite itself.\n"
+    "  --precision bf16: the kernels round what a BF16 engine rounds (every matmul's, attention's, "
+    "RMSNorm's\n"
+    "  and RoPE's inputs and outputs; FP32 sums) and are judged with the allowances bf16_activations and\n"
+    "  bf16_outputs (docs/fixtures.md \"Allowances\"); fp32 (the default) declares nothing.\n"
     "  exit status: 0 every check passed; 1 a check failed or a case could not run; 2 no CUDA GPU;\n"
     "  3 bad arguments or an unreadable suite.";
 
@@ -32,6 +36,13 @@ struct RunnerOptions {
   std::string results;
   std::string cases;        // a POSIX extended regex searched in each case name; empty selects every case
   bool check_only = false;  // read and check the cases, run nothing (no GPU needed)
+  std::string precision = "fp32";  // "fp32" or "bf16" (kernels.h Precision)
+
+  // The allowances the runner declares when it judges: what --precision rounds.
+  std::vector<std::string> Allowances() const {
+    if (precision == "bf16") return {"bf16_activations", "bf16_outputs"};
+    return {};
+  }
 };
 
 // Parses argv[1..argc). Throws plumb::Error naming the offending argument.
@@ -45,10 +56,11 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
       options.check_only = true;
       continue;
     }
-    std::string* target = arg == "--suite"     ? &options.suite
-                          : arg == "--results" ? &options.results
-                          : arg == "--cases"   ? &options.cases
-                                               : nullptr;
+    std::string* target = arg == "--suite"       ? &options.suite
+                          : arg == "--results"   ? &options.results
+                          : arg == "--cases"     ? &options.cases
+                          : arg == "--precision" ? &options.precision
+                                                 : nullptr;
     if (target == nullptr) throw MakeError("unknown argument \"", arg, "\"");
     if (i + 1 >= argc) throw MakeError(arg, " needs a value");
     if (!seen.insert(arg).second) throw MakeError(arg, " given twice");
@@ -57,6 +69,8 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
   if (options.suite.empty()) throw MakeError("--suite DIR is required (and must not be empty)");
   if (options.results.empty() && !options.check_only)
     throw MakeError("--results DIR is required (and must not be empty)");
+  if (options.precision != "fp32" && options.precision != "bf16")
+    throw MakeError("--precision must be fp32 or bf16, not \"", options.precision, "\"");
   (void)CasePattern(options.cases);  // a bad pattern is an argument error, before anything runs
   return options;
 }

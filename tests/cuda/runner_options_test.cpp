@@ -31,6 +31,11 @@ TEST(RunnerOptions, ParsesEveryFlagInAnyOrder) {
   EXPECT_EQ(o.results, "out");
   EXPECT_EQ(o.cases, "^gemv\\.");
   EXPECT_EQ(Parse({"--suite", "s", "--results", "r"}).cases, "");
+  // --precision: what the kernels round, and the allowances the judgement declares for it.
+  EXPECT_TRUE(Parse({"--suite", "s", "--results", "r"}).Allowances().empty());
+  const RunnerOptions bf16 = Parse({"--suite", "s", "--results", "r", "--precision", "bf16"});
+  EXPECT_EQ(bf16.Allowances(), (std::vector<std::string>{"bf16_activations", "bf16_outputs"}));
+  for (const std::string& a : bf16.Allowances()) EXPECT_TRUE(fixtures::IsAllowance(a)) << a;
 }
 
 TEST(RunnerOptions, RejectsBadCommandLinesNamingTheArgument) {
@@ -44,6 +49,9 @@ TEST(RunnerOptions, RejectsBadCommandLinesNamingTheArgument) {
   EXPECT_NE(ErrorOf({"--suite", "", "--results", "r"}).find("--suite DIR is required"), std::string::npos);
   EXPECT_NE(ErrorOf({"--suite", "s", "--results", "r", "--cases", "gemv("}).find("not a valid regular"),
             std::string::npos);
+  EXPECT_NE(
+      ErrorOf({"--suite", "s", "--results", "r", "--precision", "fp8"}).find("fp32 or bf16, not \"fp8\""),
+      std::string::npos);
 }
 
 fixtures::Case MakeCase(std::string name, std::string op, nlohmann::json params = nlohmann::json::object()) {
