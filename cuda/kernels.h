@@ -66,6 +66,12 @@ void Rope(const float* x, const std::int32_t* positions, float* out, int rows, i
           float theta, RopePairing pairing, const float* freq_factors = nullptr,
           Precision precision = Precision::kFp32);
 
+// ---- softmax, SwiGLU ---------------------------------------------------------------------------------
+// x, out: [rows][n], each row's softmax (the input FP32 under either precision; kBf16 rounds the output).
+void Softmax(const float* x, float* out, int rows, int n, Precision precision = Precision::kFp32);
+// out[i] = silu(gate[i]) · up[i]; gate, up, out: [n].
+void Swiglu(const float* gate, const float* up, float* out, int n, Precision precision = Precision::kFp32);
+
 // ---- the paged KV cache (docs/kv-cache.md "Layout", docs/fixtures.md "attention_decode") ---------------
 enum class KvDtype { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2 };
 enum class KvLayout {
@@ -109,5 +115,9 @@ void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, 
 // cache, encoded as docs/kv-cache.md "Element types" says; a negative slot (vLLM's padding) writes nothing.
 void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
                      const std::int64_t* slot_mapping, int tokens);
+
+// FP8 KV quantization (docs/fixtures.md "kv_quant"): codes[i] = the `dtype` (kFp8E4m3 or kFp8E5m2) code of
+// x[i] / *scale, encoded as ReshapeAndCache encodes a cache element. x: [count]; scale: one float.
+void KvQuant(const float* x, std::uint8_t* codes, std::int64_t count, KvDtype dtype, const float* scale);
 
 }  // namespace plumb::cuda

@@ -183,6 +183,40 @@ std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
   return {{"y", y.Download("F32", gemm ? Shape{m, n} : Shape{n})}};
 }
 
+// ---- softmax, swiglu, kv_quant (docs/fixtures.md "swiglu, softmax", "kv_quant")
+// -----------------------------
+
+std::map<std::string, Tensor> RunSoftmax(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), n = io.Int("n");
+  const DeviceBuffer x(io.Get("x", "F32", {rows, n}));
+  DeviceBuffer out(static_cast<std::size_t>(rows * n) * sizeof(float));
+  if (!check_only_pass)
+    Softmax(x.as<float>(), out.as<float>(), static_cast<int>(rows), static_cast<int>(n), run_precision);
+  return {{"out", out.Download("F32", {rows, n})}};
+}
+
+std::map<std::string, Tensor> RunSwiglu(const CaseIo& io) {
+  const std::int64_t n = io.Int("n");
+  const DeviceBuffer gate(io.Get("gate", "F32", {n})), up(io.Get("up", "F32", {n}));
+  DeviceBuffer out(static_cast<std::size_t>(n) * sizeof(float));
+  if (!check_only_pass)
+    Swiglu(gate.as<float>(), up.as<float>(), out.as<float>(), static_cast<int>(n), run_precision);
+  return {{"out", out.Download("F32", {n})}};
+}
+
+std::map<std::string, Tensor> RunKvQuant(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), n = io.Int("n");
+  const KvDtype dtype = io.String("format") == "fp8_e4m3" ? KvDtype::kFp8E4m3 : KvDtype::kFp8E5m2;
+  const Tensor& scale_t = io.Get("scale", "F32", {1});
+  const float scale = scale_t.As<float>()[0];
+  if (!std::isfinite(scale) || !(scale > 0.0f)) io.Fail("scale ", scale, " must be finite and > 0");
+  const DeviceBuffer x(io.Get("x", "F32", {rows, n})), scale_d(scale_t);
+  DeviceBuffer codes(static_cast<std::size_t>(rows * n));
+  if (!check_only_pass)
+    KvQuant(x.as<float>(), codes.as<std::uint8_t>(), rows * n, dtype, scale_d.as<float>());
+  return {{"codes", codes.Download("U8", {rows, n})}};
+}
+
 // ---- rmsnorm, rope ---------------------------------------------------------------------------------------
 
 std::map<std::string, Tensor> RunRmsNorm(const CaseIo& io) {
@@ -387,6 +421,9 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   const CaseIo io(c, in);
   if (c.op == "gemv" || c.op == "gemm") return RunGemv(c, io);
   if (c.op == "rmsnorm") return RunRmsNorm(io);
+  if (c.op == "softmax") return RunSoftmax(io);
+  if (c.op == "swiglu") return RunSwiglu(io);
+  if (c.op == "kv_quant") return RunKvQuant(io);
   if (c.op == "rope") return RunRope(io);
   if (c.op == "attention_decode") return RunAttentionDecode(io);
   if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);

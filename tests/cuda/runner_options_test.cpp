@@ -76,13 +76,14 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
       MakeCase("attention_decode.hnd.f16", "attention_decode", {{"layout", "hnd"}, {"kv_dtype", "f16"}}),
       MakeCase("reshape_and_cache.nhd.i8", "reshape_and_cache", {{"layout", "nhd"}, {"kv_dtype", "int8"}}),
       MakeCase("softmax.r4", "softmax"),
+      MakeCase("kv_quant.int8", "kv_quant", {{"format", "int8"}}),
       MakeCase("layer.smollm2.0", "layer"),
   };
   const CaseSelection all = SelectCases(cases, "");
   std::vector<std::string> run;
   for (const fixtures::Case* c : all.run) run.push_back(c->name);
   EXPECT_EQ(run, (std::vector<std::string>{"gemv.q4_0.n37_k320", "gemm.awq.m3", "rmsnorm.r3",
-                                           "rope.interleaved", "attention_decode.vllm.fp8"}));
+                                           "rope.interleaved", "attention_decode.vllm.fp8", "softmax.r4"}));
   std::vector<std::string> skipped;
   for (const auto& [c, reason] : all.skipped) skipped.push_back(c->name + ": " + reason);
   EXPECT_EQ(skipped, (std::vector<std::string>{
@@ -90,17 +91,17 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
                          "rope.yarn: pairing \"yarn\" not implemented",
                          "attention_decode.hnd.f16: layout \"hnd\" not implemented",
                          "reshape_and_cache.nhd.i8: kv_dtype \"int8\" not implemented",
-                         "softmax.r4: op softmax not implemented",
+                         "kv_quant.int8: format \"int8\" not implemented",
                          "layer.smollm2.0: op layer not implemented",
                      }));
   EXPECT_EQ(all.not_matched, 0);
 
   // --cases searches anywhere in the name; what it leaves out is neither run nor skipped, only counted.
-  const CaseSelection some = SelectCases(cases, "^(gemv|softmax)\\.");
+  const CaseSelection some = SelectCases(cases, "^(gemv|layer)\\.");
   ASSERT_EQ(some.run.size(), 1u);
   EXPECT_EQ(some.run[0]->name, "gemv.q4_0.n37_k320");
   ASSERT_EQ(some.skipped.size(), 2u);
-  EXPECT_EQ(some.not_matched, 8);
+  EXPECT_EQ(some.not_matched, 9);
   EXPECT_EQ(SelectCases(cases, "fp8").run.size(), 1u);
 }
 
