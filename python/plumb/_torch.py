@@ -19,7 +19,7 @@ def to_torch(array, bf16, device):
     a = np.ascontiguousarray(array)
     if bf16:
         t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    elif a.dtype == np.uint16:  # torch's uint16 has few ops; its bits travel as int16 and widen losslessly
+    elif a.dtype == np.uint16:  # torch's uint16 has few ops: the values widen to int32, losslessly
         t = torch.from_numpy(a.astype(np.int32))
     else:
         t = torch.from_numpy(a)
