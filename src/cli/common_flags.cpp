@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "plumb/core/error.h"
+#include "plumb/kernels/blas_core.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
@@ -79,7 +80,8 @@ std::string KernelsDescription() {
   std::string text = kernels::FamilyName(family);
   if (family == kernels::KernelFamily::kFast)
     text += " (int8 activations for " + kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() + ")";
-  return text + ", " + kernels::IsaName(kernels::ActiveIsa());
+  return text + ", " + kernels::IsaName(kernels::ActiveIsa()) +
+         "; prefill GEMM: " + kernels::BlasDescription();
 }
 
 int ApplyThreadsFlag(const Flags& flags) {

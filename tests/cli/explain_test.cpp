@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
+#include "plumb/kernels/blas_core.h"
 #include "support/golden.h"
 #include "support/process.h"
 
@@ -50,6 +52,18 @@ TEST(ExplainCliTest, NarratesPrefillDecodeAndTheCache) {
   EXPECT_NE(r.output.find("-bound"), std::string::npos);
   std::istringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(Columns(line), 100u) << line;
+}
+
+// Which of OpenBLAS's kernels prefill ran on is named, and whether OPENBLAS_CORETYPE chose them: on a
+// Zen 5 core the AVX2 ones run prefill at half the speed of the AVX-512 ones (kernels/blas_core.h).
+TEST(ExplainCliTest, NamesTheBlasKernelsPrefillRunsOn) {
+  const ProcessResult r = RunPlumb("explain --model " + kModel + " --prompt-ids 5,6 --steps 1" + kFast);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string flat = r.output;
+  std::replace(flat.begin(), flat.end(), '\n', ' ');
+  EXPECT_NE(flat.find("prefill GEMM: " + kernels::BlasDescription()), std::string::npos) << r.output;
+  const bool set = std::getenv("OPENBLAS_CORETYPE") != nullptr && *std::getenv("OPENBLAS_CORETYPE") != '\0';
+  EXPECT_EQ(flat.find("(set by OPENBLAS_CORETYPE)") != std::string::npos, set) << r.output;
 }
 
 TEST(ExplainCliTest, BadInputGivesOneClearLine) {

@@ -13,6 +13,7 @@
 #include <limits>
 #include <tuple>
 
+#include "plumb/kernels/blas_core.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/row_dot.h"
 #include "plumb/kernels/scalar.h"
@@ -402,6 +403,13 @@ INSTANTIATE_TEST_SUITE_P(Awkward, AttentionShapes,
                          ::testing::Values(AttentionCase{1, 1, 2, 1, 0}, AttentionCase{3, 3, 6, 5, 0},
                                            AttentionCase{6, 2, 10, 4, 3}, AttentionCase{8, 1, 16, 1, 40},
                                            AttentionCase{4, 1, 18, 7, 9}, AttentionCase{9, 3, 64, 3, 17}));
+
+// The kernels prefill runs on are named as the library reports them (kernels/blas_core.h).
+TEST(BlasCoreTest, DescribesTheLoadedLibrary) {
+  const std::string text = kernels::BlasDescription();
+  EXPECT_EQ(text.rfind("OpenBLAS ", 0), 0u) << text;
+  EXPECT_NE(text.find(" kernels"), std::string::npos) << text;
+}
 
 }  // namespace
 }  // namespace plumb
