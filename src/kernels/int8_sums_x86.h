@@ -31,18 +31,6 @@ PLUMB_INT8_AVX2 inline __m256i Avx2Pair(__m256i u1, __m256i q1, __m256i u2, __m2
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// hadd_epi32(Avx2(0, u1, q1), Avx2(0, u2, q2)): each lane a sum of 8 products, [1 1 2 2 | 1 1 2 2], with
-// the int16 pairs added horizontally before one madd, which needs 4·max u·127 < 2^15 (u ≤ 64).
-PLUMB_INT8_AVX2 inline __m256i Avx2Hadd(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
-  const __m256i fours = _mm256_hadd_epi16(_mm256_maddubs_epi16(u1, q1), _mm256_maddubs_epi16(u2, q2));
-  return _mm256_madd_epi16(fours, _mm256_set1_epi16(1));
-}
-
-PLUMB_INT8_VNNI inline __m256i VnniHadd(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
-  return _mm256_hadd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u1, q1),
-                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), u2, q2));
-}
-
 PLUMB_INT8_VNNI inline __m256i VnniPair(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
   return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u1, q1), u2, q2);
 }

@@ -38,11 +38,6 @@ PLUMB_INT8_AVX2 inline __m256i AddPairPartials(__m256i u1, __m256i q1, __m256i u
   return int8_sums::Avx2Pair(u1, q1, u2, q2);
 }
 
-// hadd_epi32 of two such sums, for unsigned codes ≤ 31 (int8_sums_x86.h).
-PLUMB_INT8_AVX2 inline __m256i HaddPartials(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
-  return int8_sums::Avx2Hadd(u1, q1, u2, q2);
-}
-
 #define PLUMB_I8_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

@@ -41,10 +41,6 @@ PLUMB_INT8_VNNI inline __m256i AddPairPartials(__m256i u1, __m256i q1, __m256i u
   return int8_sums::VnniPair(u1, q1, u2, q2);
 }
 
-PLUMB_INT8_VNNI inline __m256i HaddPartials(__m256i u1, __m256i q1, __m256i u2, __m256i q2) {
-  return int8_sums::VnniHadd(u1, q1, u2, q2);
-}
-
 #define PLUMB_I8_TARGET PLUMB_INT8_VNNI
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

@@ -4,8 +4,8 @@
 // defines PLUMB_I8_TARGET (the function target, so that the sums inline into the loop) and, in the
 // namespace it includes this in, kRows and AddPartials(acc, u, q): acc + (lane j = Σ u_i·q_i over
 // i = 4j .. 4j + 3) for unsigned codes u and x's codes q; AddPairPartials(u1, q1, u2, q2), the sums of two
-// such code registers (each u ≤ 31) lane by lane; HaddPartials(u1, q1, u2, q2), hadd_epi32 of the two
-// (int8_sums_x86.h). R rows at a time share each block's load of x and its factors.
+// such code registers (each u ≤ 31) lane by lane (int8_sums_x86.h). R rows at a time share each block's
+// load of x and its factors.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
 #endif
@@ -118,18 +118,13 @@ PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::in
                          _mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 32)));
 }
 
-// Lane t: the sum of vector t's 8 int32 lanes, from h[k] = hadd_epi32(vector 2k, vector 2k + 1).
-PLUMB_I8_TARGET inline __m256i Totals8FromPairs(const __m256i h[4]) {
-  const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its vector
-  const __m256i g1 = _mm256_hadd_epi32(h[2], h[3]);  // [4 5 6 7 | 4 5 6 7]
-  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
-}
-
 // Lane t: the sum of p[t]'s 8 int32 lanes, for t = 0..7.
 PLUMB_I8_TARGET inline __m256i Totals8(const __m256i p[8]) {
   const __m256i h[4] = {_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]),
                         _mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7])};  // [0 0 1 1 | 0 0 1 1]
-  return Totals8FromPairs(h);
+  const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its vector
+  const __m256i g1 = _mm256_hadd_epi32(h[2], h[3]);  // [4 5 6 7 | 4 5 6 7]
+  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
 }
 
 // The integer sums s of the 8 blocks of a group (the first at `group`), in kGroupOrder: Σ u·q, u as PairSums
@@ -399,9 +394,71 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
   }
 }
 
+// Q4_K's and Q5_K's x blocks are paired as the 32-element types pair theirs (PairSums), blocks t and t + 2:
+// the 32 bytes of qs at 32c hold x block 2c in their low nibbles and 2c + 1 in their high ones, so one load
+// of half h (elements 16h .. 16h + 15) from chunk c and from chunk c + 1 gives [2c | 2c + 2] in its low
+// nibbles and [2c + 1 | 2c + 3] in its high ones. kKPairs lists the pairs in the order KPairSums makes
+// them, and KPairedCodes lays x's codes out to meet them: for each pair (a, b), [q_a[0..16) | q_b[0..16)]
+// then [q_a[16..32) | q_b[16..32)].
+constexpr int kKPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+
+PLUMB_I8_TARGET inline void KPairedCodes(const std::int8_t* q, std::int8_t* out) {
+  for (int p = 0; p < 4; ++p) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * kKPairs[p][0]));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * kKPairs[p][1]));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * p), _mm256_permute2x128_si256(a, b, 0x20));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * p + 32), _mm256_permute2x128_si256(a, b, 0x31));
+  }
+}
+
+// The unsigned codes of half h of the x blocks of chunks c and c + 1 (c = 0 or 2): lo = [2c | 2c + 2],
+// hi = [2c + 1 | 2c + 3]. Q5_K's fifth bit of element l of x block t is bit t of qh[l]: each 32-bit lane
+// of qh shifted right by its half's block index leaves that bit at bit 0 of every byte (a shift below 8
+// moves no bit into a byte's bit 0 from its neighbour).
+template <GgmlType kType>
+PLUMB_I8_TARGET inline void KPairCodes(const std::uint8_t* sb, int c, int h, __m256i* lo, __m256i* hi) {
+  constexpr int kQs = kType == GgmlType::Q4_K ? 16 : 48;
+  const __m256i bytes =
+      _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(sb + kQs + 32 * (c + 1) + 16 * h),
+                          reinterpret_cast<const __m128i*>(sb + kQs + 32 * c + 16 * h));
+  *lo = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+  *hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F));
+  if constexpr (kType == GgmlType::Q5_K) {
+    const __m256i qh =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 + 16 * h)));
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i lo_shift =
+        _mm256_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 2 * c + 2, 2 * c + 2, 2 * c + 2, 2 * c + 2);
+    const __m256i hi_shift = _mm256_add_epi32(lo_shift, _mm256_set1_epi32(1));
+    *lo = _mm256_or_si256(*lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi32(qh, lo_shift), one), 4));
+    *hi = _mm256_or_si256(*hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi32(qh, hi_shift), one), 4));
+  }
+}
+
+// The 8 x blocks' integer sums Σ u·q of a Q4_K or Q5_K super-block, lane t = x block t, from x's codes as
+// KPairedCodes lays them out (xp). Each pair's register holds block a's 4 partial sums in its low half and
+// b's in its high one; three horizontal adds leave [0 1 4 5 | 2 3 6 7], and one permute puts them in order.
+template <GgmlType kType>
+PLUMB_I8_TARGET inline __m256i KPairSums(const std::uint8_t* sb, const std::int8_t* xp) {
+  __m256i p[4];
+  for (int c = 0; c < 4; c += 2) {
+    __m256i lo0, hi0, lo1, hi1;
+    KPairCodes<kType>(sb, c, 0, &lo0, &hi0);
+    KPairCodes<kType>(sb, c, 1, &lo1, &hi1);
+    const std::int8_t* x_lo = xp + 64 * c;  // pair (2c, 2c + 2): kKPairs[c]
+    const std::int8_t* x_hi = x_lo + 64;    // pair (2c + 1, 2c + 3): kKPairs[c + 1]
+    p[c] = AddPairPartials(lo0, _mm256_load_si256(reinterpret_cast<const __m256i*>(x_lo)), lo1,
+                           _mm256_load_si256(reinterpret_cast<const __m256i*>(x_lo + 32)));
+    p[c + 1] = AddPairPartials(hi0, _mm256_load_si256(reinterpret_cast<const __m256i*>(x_hi)), hi1,
+                               _mm256_load_si256(reinterpret_cast<const __m256i*>(x_hi + 32)));
+  }
+  const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  return _mm256_permutevar8x32_epi32(sums, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
 // Q4_K and Q5_K: one scale per 32-element sub-block, so one factor f per x block, one integer sum per x
-// block (Totals8 of its 8 partial sums) and one FMA per super-block and row into the 8 lanes (x block t of
-// the super-block in lane t).
+// block (KPairSums) and one FMA per super-block and row into the 8 lanes (x block t of the super-block in
+// lane t).
 template <GgmlType kType, int R>
 PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
@@ -413,20 +470,15 @@ PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activation
     lane[r] = _mm256_setzero_ps();
     m_lane[r] = _mm256_setzero_ps();
   }
+  alignas(32) std::int8_t paired[256];
   for (int B = 0; B < supers; ++B) {
     const __m256 d_x = _mm256_loadu_ps(x.d.data() + Extent(B, 8));
     const __m256 s_x = _mm256_loadu_ps(x.s.data() + Extent(B, 8));
-    const std::int8_t* q = x.q.data() + Extent(B, 256);
+    KPairedCodes(x.q.data() + Extent(B, 256), paired);
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
       for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
-      __m256i h[4];  // x blocks t and t + 1: [t t t+1 t+1 | t t t+1 t+1], as Totals8's first step
-      for (int t = 0; t < 8; t += 2) {
-        h[t / 2] = HaddPartials(
-            KCodes<kType>(sb, t), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t)),
-            KCodes<kType>(sb, t + 1), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1))));
-      }
-      const __m256i sums = Totals8FromPairs(h);
+      const __m256i sums = KPairSums<kType>(sb, paired);
       __m256 scale, min;
       ScalesMinsK4(sb + 4, &scale, &min);
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
