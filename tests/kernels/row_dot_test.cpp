@@ -161,7 +161,7 @@ TEST_P(RowDotTest, IsBitwiseTheDefinitionForEveryLength) {
 
 TEST_P(RowDotTest, RowDotsIsRowDotOfEachRowWithAnyStrideAndAlignment) {
   std::mt19937 rng(99u + static_cast<std::uint32_t>(type()));
-  const int n_rows = 11;  // groups of four and a remainder of three
+  const int n_rows = 15;  // groups of eight and of four (AVX-512 Q8_0 takes both) and a remainder of three
   for (std::int64_t n : {Lengths(type()).front(), Lengths(type()).back()}) {
     const std::size_t row_bytes = GgmlRowBytes(type(), n);
     for (std::size_t padding : {std::size_t{0}, std::size_t{5}}) {
