@@ -10,8 +10,9 @@
 //   Gemm/<type>/<rows>x<cols>/P:512/threads:<n>   Y = X·Wᵀ for 512 tokens (prefill). Counters: GFLOP/s
 //       (2·P·rows·cols per call; mean), best_GFLOP/s (fastest call) and vs_sgemm, best_GFLOP/s over FP32's
 //       (cblas_sgemm on the same shape, measured first in the same run).
-// Shapes: 4096 × 14336 and 14336 × 4096 (a Llama-3-8B MLP projection and its transpose): 58.7 M weights,
-// 29 MB at INT4 and 235 MB at FP32, ≫ the last-level cache, so every call reads W from DRAM. And 128 × 4096,
+// Shapes (rows × cols): 4096 × 14336 and 14336 × 4096 (a Llama-3-8B MLP projection and its transpose):
+// 58.7 M weights, 29 MB at INT4 and 235 MB at FP32, ≫ the last-level cache, so every call reads W from DRAM.
+// 8192 × 2048 and 2048 × 8192, Llama-3.2-1B's (short rows: 8 K-quant super-blocks each). And 128 × 4096,
 // which stays in cache (0.25 MB at INT4 to 2 MB at FP32): the kernel's own speed, with memory out of the way.
 // <isa> is the RowDot / PackedRowDots variant (kernels/row_dot.h): avx512 (skipped with an error on a CPU
 // without it), avx2, and scalar (the definition) for a side-by-side; FP32 GEMV is OpenMP over
@@ -297,7 +298,7 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
-  const int shapes[][2] = {{4096, 14336}, {14336, 4096}, {128, 4096}};
+  const int shapes[][2] = {{4096, 14336}, {14336, 4096}, {8192, 2048}, {2048, 8192}, {128, 4096}};
   for (const auto& shape : shapes) {
     for (const Kind& kind : kinds) {
       for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kScalar}) {
