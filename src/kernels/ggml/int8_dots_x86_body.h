@@ -167,6 +167,7 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
   constexpr const int* kOrder = kGroupOrder<kType>;
   const int blocks = W.cols / 32;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 lane[R], m_lane[R];  // lane k: the definition's lane kOrder[k]
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
@@ -189,7 +190,7 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
     }
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* group = row[r] + Extent(b, kB);
-      for (int o = 0; o < 8 * kB; o += 64) avx2_common::Prefetch(group + o, R * W.row_bytes);
+      for (int o = 0; o < 8 * kB; o += 64) avx2_common::Prefetch(group + o, ahead);
       const __m256i sums = _mm256_sub_epi32(GroupSums<kType>(group, paired, q), offsets);
       // Each block's first 4 bytes: its d, and for Q4_1 and Q5_1 its m.
       const __m256i words = _mm256_setr_epi32(static_cast<int>(ReadU32(group + kOrder[0] * kB)),
@@ -341,6 +342,7 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
   constexpr int kShift = kKOffsetShift<kType>;
   const int supers = W.cols / 256;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 lane[R], m_lane[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
@@ -353,7 +355,7 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
     __m256 g_lane[R][8];  // Q2_K: the minimum's factors
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
-      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, ahead);
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
       __m128i min16 = _mm_setzero_si128();
       const __m128i scale16 = Scales16<kType>(sb, &min16);
@@ -464,6 +466,7 @@ PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activation
   constexpr KLayout kLayout = KLayoutOf(kType);
   const int supers = W.cols / 256;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 lane[R], m_lane[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
@@ -477,7 +480,7 @@ PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activation
     KPairedCodes(x.q.data() + Extent(B, 256), paired);
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
-      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, ahead);
       const __m256i sums = KPairSums<kType>(sb, paired);
       __m256 scale, min;
       ScalesMinsK4(sb + 4, &scale, &min);
@@ -505,6 +508,7 @@ PLUMB_I8_TARGET void KDots16(const WeightMatrix& W, int r0, const Int8Activation
   constexpr int kShift = kKOffsetShift<kType>;
   const int supers = W.cols / 256;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 lane[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
@@ -525,7 +529,7 @@ PLUMB_I8_TARGET void KDots16(const WeightMatrix& W, int r0, const Int8Activation
     const __m256 d_x[2] = {_mm256_set_m128(d_x_lo, d_x_lo), _mm256_set_m128(d_x_hi, d_x_hi)};
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* sb = row[r] + Extent(B, kLayout.block_bytes);
-      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, R * W.row_bytes);
+      for (int o = 0; o < kLayout.block_bytes; o += 64) avx2_common::Prefetch(sb + o, ahead);
       __m128i unused_min;
       const __m128i c = Scales16<kType>(sb, &unused_min);  // sub-block k = 2t + half
       const __m256 d = _mm256_set1_ps(_cvtsh_ss(avx2_common::ReadU16(sb + kLayout.d)));
