@@ -58,6 +58,7 @@ PLUMB_FMA void FmaRows(const WeightMatrix& W, int r0, const float* x, float* y) 
   const int cols = W.cols;
   const int full = cols - cols % kFmaLanes;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   typename Decoder::State state[R];
   __m256 acc[R][4];
   for (int r = 0; r < R; ++r) {
@@ -70,8 +71,7 @@ PLUMB_FMA void FmaRows(const WeightMatrix& W, int r0, const float* x, float* y) 
     for (int v = 0; v < 4; ++v) xv[v] = Decoder::X(x + c + 8 * v);
     for (int r = 0; r < R; ++r) {
       // The rows the next pass reads, at this column (avx2_common::Prefetch says why).
-      avx2_common::Prefetch(row[r],
-                            R * W.row_bytes + static_cast<std::size_t>(c / kFmaLanes) * Decoder::kBytesPer32);
+      avx2_common::Prefetch(row[r], ahead + static_cast<std::size_t>(c / kFmaLanes) * Decoder::kBytesPer32);
       __m256 w[4];
       Decoder::Load32(row[r], c, w, state[r]);
       for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_fmadd_ps(w[v], xv[v], acc[r][v]);

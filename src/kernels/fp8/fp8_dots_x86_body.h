@@ -25,6 +25,7 @@ PLUMB_FP8_TARGET void Fp8Dots(const WeightMatrix& W, int r0, const float* x, flo
   const int cols = W.cols;
   const __m256 two8 = _mm256_set1_ps(256.0f);
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 acc[R];
   avx2_shared::E4M3NanTracker nan[R];
   for (int r = 0; r < R; ++r) {
@@ -40,7 +41,7 @@ PLUMB_FP8_TARGET void Fp8Dots(const WeightMatrix& W, int r0, const float* x, flo
       if constexpr (kE4M3 && kScaleX) xv[v] = _mm256_mul_ps(xv[v], two8);
     }
     for (int r = 0; r < R; ++r) {
-      if (c % 64 == 0) avx2_common::Prefetch(row[r], R * W.row_bytes + c);
+      if (c % 64 == 0) avx2_common::Prefetch(row[r], ahead + c);
       __m256 w[4];
       Fp8Weights32<F>(row[r] + c, nan[r], w);
       for (int v = 0; v < 4; ++v) {

@@ -16,6 +16,7 @@ template <class Block, int R>
 PLUMB_RD_TARGET void BlockDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
                                float* y) {
   __m256 acc[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * stride);
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const std::int64_t n_blocks = n / 32;
   for (std::int64_t b = 0; b < n_blocks; ++b) {
@@ -23,7 +24,7 @@ PLUMB_RD_TARGET void BlockDots(const std::uint8_t* rows, std::size_t stride, con
     const __m256 xv[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
                           _mm256_loadu_ps(xb + 24)};
     for (int r = 0; r < R; ++r) {
-      if (b % 2 == 0) avx2_common::Prefetch(rows, (r + R) * stride + b * Block::kBytes);  // 18-34 B blocks
+      if (b % 2 == 0) avx2_common::Prefetch(rows, ahead + r * stride + b * Block::kBytes);  // 18-34 B blocks
       __m256 w[4];
       Block::Decode(rows + r * stride + b * Block::kBytes, w);
       for (int v = 0; v < 4; ++v) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w[v], xv[v]));

@@ -72,12 +72,13 @@ template <class Plain, int R>
 PLUMB_AVX2 void PlainDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
                           float* y) {
   __m256 acc[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * stride);
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const std::int64_t full = n - n % 8;
   for (std::int64_t i = 0; i < full; i += 8) {
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < R; ++r) {
-      if ((i * Plain::kBytes) % 64 == 0) Prefetch(rows, (r + R) * stride + i * Plain::kBytes);
+      if ((i * Plain::kBytes) % 64 == 0) Prefetch(rows, ahead + r * stride + i * Plain::kBytes);
       const __m256 w = Plain::Load8(rows + r * stride + i * Plain::kBytes);
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w, xv));
     }

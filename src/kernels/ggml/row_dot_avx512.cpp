@@ -89,13 +89,14 @@ PLUMB_AVX512 void Q8_0Dots(const std::uint8_t* rows, std::size_t stride, const f
                            float* y) {
   constexpr int kBytes = 34;
   __m256 acc[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * stride);
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const std::int64_t n_blocks = n / 32;
   for (std::int64_t b = 0; b < n_blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(x + b * 32);
     const __m512 x1 = _mm512_loadu_ps(x + b * 32 + 16);
     for (int r = 0; r < R; ++r) {
-      if (b % 2 == 0) avx2_common::Prefetch(rows, (r + R) * stride + b * kBytes);
+      if (b % 2 == 0) avx2_common::Prefetch(rows, ahead + r * stride + b * kBytes);
       const std::uint8_t* block = rows + r * stride + b * kBytes;
       const __m512 d = _mm512_set1_ps(_cvtsh_ss(avx2_common::ReadU16(block)));
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));

@@ -18,6 +18,7 @@ PLUMB_PD_TARGET void Int4Dots(const WeightMatrix& W, int r0, const float* x, flo
   const std::size_t zero_row = Int4ZeroRowBytes(W.int4, cols);
   const int full = cols - cols % 8;
   const std::uint8_t* row[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   __m256 acc[R];
   for (int r = 0; r < R; ++r) {
     row[r] = W.Row(r0 + r);
@@ -31,7 +32,7 @@ PLUMB_PD_TARGET void Int4Dots(const WeightMatrix& W, int r0, const float* x, flo
       const int begin = (g8 + j) * G;
       for (int r = 0; r < R; ++r) {
         group[r] = params[r].Group(j);
-        Prefetch(row[r], R * W.row_bytes + begin / 2);
+        Prefetch(row[r], ahead + begin / 2);
       }
       const int end = begin + G < full ? begin + G : full;
       for (int c = begin; c < end; c += 8) {

@@ -25,6 +25,7 @@ PLUMB_I8_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activati
   const int blocks = W.cols / 32;
   const std::size_t zero_row = Int4ZeroRowBytes(W.int4, W.cols);
   const std::uint8_t* codes[RW];
+  const std::size_t ahead = avx2_common::PrefetchAhead(RW * W.row_bytes);
   const std::uint16_t* scales[RW];
   const std::uint8_t* zeros[RW];
   __m256 lane[RW][RX];
@@ -72,7 +73,7 @@ PLUMB_I8_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activati
       }
       for (int r = 0; r < RW; ++r) {
         const std::uint8_t* block = codes[r] + Extent(b, 16);
-        if (b % 4 == 0) avx2_common::Prefetch(block, RW * W.row_bytes);
+        if (b % 4 == 0) avx2_common::Prefetch(block, ahead);
         __m256i u = Nibbles(block);
         if constexpr (S == Int4Scheme::kSymmetric) u = _mm256_xor_si256(u, _mm256_set1_epi8(8));
         for (int i = 0; i < RX; ++i) {

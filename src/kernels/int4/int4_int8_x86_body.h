@@ -32,6 +32,7 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
   const int blocks = W.cols / 32;
   const std::size_t zero_row = Int4ZeroRowBytes(W.int4, W.cols);
   const std::uint8_t* codes[R];
+  const std::size_t ahead = avx2_common::PrefetchAhead(R * W.row_bytes);
   const std::uint16_t* scales[R];
   const std::uint8_t* zeros[R];
   __m256 lane[R];
@@ -66,7 +67,7 @@ PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& 
       }
       for (int r = 0; r < R; ++r) {
         const std::uint8_t* block = codes[r] + Extent(b, 16);
-        if (b % 4 == 0) avx2_common::Prefetch(block, R * W.row_bytes);
+        if (b % 4 == 0) avx2_common::Prefetch(block, ahead);
         const __m256i nibbles = Nibbles(block);
         __m256i p;
         if constexpr (S == Int4Scheme::kSymmetric) {
