@@ -25,7 +25,9 @@ namespace plumb::kernels::avx2_common {
 // on DRAM latency. One thread, FP8 E5M2 at 14336 x 4096: 9.2 GB/s with no prefetch, 9.5 with one 1 KiB
 // ahead in the same row, 14.5 with this one (15.9 with W in cache). A prefetch past the matrix never
 // faults; the address is computed as an integer because a pointer past the end of the matrix would be
-// undefined.
+// undefined. A kernel prefetches at steps of at most 64 bytes along a row, so that no cache line is left to
+// a demand miss: at 68-byte steps (every other Q8_0 block) Gemma 3 270M's exact Q8_0 head read 7.4 GB/s,
+// 24 of a token's 28 ms, and 3.2x faster at 34-byte ones.
 inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(base) + offset), _MM_HINT_T0);
 }

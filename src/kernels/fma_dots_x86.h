@@ -71,7 +71,8 @@ PLUMB_FMA void FmaRows(const WeightMatrix& W, int r0, const float* x, float* y) 
     for (int v = 0; v < 4; ++v) xv[v] = Decoder::X(x + c + 8 * v);
     for (int r = 0; r < R; ++r) {
       // The rows the next pass reads, at this column (avx2_common::Prefetch says why).
-      avx2_common::Prefetch(row[r], ahead + static_cast<std::size_t>(c / kFmaLanes) * Decoder::kBytesPer32);
+      const std::size_t at = ahead + static_cast<std::size_t>(c / kFmaLanes) * Decoder::kBytesPer32;
+      for (std::size_t o = 0; o < Decoder::kBytesPer32; o += 64) avx2_common::Prefetch(row[r], at + o);
       __m256 w[4];
       Decoder::Load32(row[r], c, w, state[r]);
       for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_fmadd_ps(w[v], xv[v], acc[r][v]);

@@ -24,7 +24,9 @@ PLUMB_RD_TARGET void BlockDots(const std::uint8_t* rows, std::size_t stride, con
     const __m256 xv[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
                           _mm256_loadu_ps(xb + 24)};
     for (int r = 0; r < R; ++r) {
-      if (b % 2 == 0) avx2_common::Prefetch(rows, ahead + r * stride + b * Block::kBytes);  // 18-34 B blocks
+      // Every other block where two are at most a cache line (Q4_0 .. Q5_1), every block for Q8_0's 34 B.
+      if (Block::kBytes > 32 || b % 2 == 0)
+        avx2_common::Prefetch(rows, ahead + r * stride + b * Block::kBytes);
       __m256 w[4];
       Block::Decode(rows + r * stride + b * Block::kBytes, w);
       for (int v = 0; v < 4; ++v) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(w[v], xv[v]));

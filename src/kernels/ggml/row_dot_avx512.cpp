@@ -96,7 +96,7 @@ PLUMB_AVX512 void Q8_0Dots(const std::uint8_t* rows, std::size_t stride, const f
     const __m512 x0 = _mm512_loadu_ps(x + b * 32);
     const __m512 x1 = _mm512_loadu_ps(x + b * 32 + 16);
     for (int r = 0; r < R; ++r) {
-      if (b % 2 == 0) avx2_common::Prefetch(rows, ahead + r * stride + b * kBytes);
+      avx2_common::Prefetch(rows, ahead + r * stride + b * kBytes);  // every block: no line skipped
       const std::uint8_t* block = rows + r * stride + b * kBytes;
       const __m512 d = _mm512_set1_ps(_cvtsh_ss(avx2_common::ReadU16(block)));
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
