@@ -89,6 +89,8 @@ std::vector<Kind> Kinds() {
           Ggml("Q8_0", GgmlType::Q8_0),
           Ggml("Q4_0", GgmlType::Q4_0),
           Ggml("Q4_1", GgmlType::Q4_1),
+          Ggml("Q5_0", GgmlType::Q5_0),  // Gemma 3's Q4_K_M files: rows 640 or 1152 wide, no K-quant fits
+          Ggml("Q5_1", GgmlType::Q5_1),
           Ggml("Q4_K", GgmlType::Q4_K),
           Ggml("Q5_K", GgmlType::Q5_K),
           Ggml("Q6_K", GgmlType::Q6_K),

@@ -38,6 +38,17 @@ PLUMB_INT8_AVX2 inline __m256i AddPairPartials(__m256i u1, __m256i q1, __m256i u
   return int8_sums::Avx2Pair(u1, q1, u2, q2);
 }
 
+// Each byte gets the bits' byte i / 8, and OR-ing every bit but i % 8 leaves 0xFF exactly when bit i % 8 is
+// set; the and keeps 0x10 of it.
+PLUMB_INT8_AVX2 inline __m256i FifthBits(std::uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+  const __m256i others = _mm256_set1_epi64x(static_cast<long long>(0x7FBFDFEFF7FBFDFEULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 #define PLUMB_I8_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

@@ -32,6 +32,11 @@ PLUMB_INT8_VNNI inline __m256i AddPairPartials(__m256i u1, __m256i q1, __m256i u
   return int8_sums::VnniPair(u1, q1, u2, q2);
 }
 
+// The 32 bits as a byte mask (AVX-512BW/VL), 0x10 where set: one instruction where AVX2 takes four.
+PLUMB_INT8_VNNI inline __m256i FifthBits(std::uint32_t bits) {
+  return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), _mm256_set1_epi8(0x10));
+}
+
 #define PLUMB_I8_TARGET PLUMB_INT8_VNNI
 #include "int8_dots_x86_body.h"
 #undef PLUMB_I8_TARGET

@@ -4,8 +4,9 @@
 // defines PLUMB_I8_TARGET (the function target, so that the sums inline into the loop) and, in the
 // namespace it includes this in, kRows and AddPartials(acc, u, q): acc + (lane j = Σ u_i·q_i over
 // i = 4j .. 4j + 3) for unsigned codes u and x's codes q; AddPairPartials(u1, q1, u2, q2), the sums of two
-// such code registers (each u ≤ 31) lane by lane (int8_sums_x86.h). R rows at a time share each block's
-// load of x and its factors.
+// such code registers (each u ≤ 31) lane by lane (int8_sums_x86.h); and FifthBits(bits): byte i = 0x10
+// where bit i of the 32 bits is set, else 0 (Q5_0's and Q5_1's fifth bits). R rows at a time share each
+// block's load of x and its factors.
 #if !defined(PLUMB_I8_TARGET)
 #error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
 #endif
@@ -23,16 +24,6 @@ PLUMB_I8_TARGET inline __m256i Partials(__m256i w, __m256i q) {
   }
 }
 
-// Byte i = 0xFF where bit i of the 32 bits is set, else 0 (element i's fifth bit in Q5_0 / Q5_1): each
-// byte gets the bits' byte i / 8, and OR-ing every bit but i % 8 leaves 0xFF exactly when bit i % 8 is set.
-PLUMB_I8_TARGET inline __m256i BitsToBytes(std::uint32_t bits) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
-  const __m256i others = _mm256_set1_epi64x(static_cast<long long>(0x7FBFDFEFF7FBFDFEULL));
-  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
-}
-
 // The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned).
 template <GgmlType kType>
 PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
@@ -45,8 +36,7 @@ PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
     const __m128i high = _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F));
     __m256i codes = _mm256_set_m128i(high, low);
     if constexpr (kLayout.five_bits) {
-      const __m256i fifth = BitsToBytes(ReadU32(block + kLayout.qs - 4));
-      codes = _mm256_or_si256(codes, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+      codes = _mm256_or_si256(codes, FifthBits(ReadU32(block + kLayout.qs - 4)));
     }
     if constexpr (kLayout.offset != 0) {
       return _mm256_sub_epi8(codes, _mm256_set1_epi8(kLayout.offset));
@@ -110,9 +100,8 @@ PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::in
   if constexpr (kLayout.five_bits) {
     const std::uint32_t h0 = ReadU32(block + kLayout.qs - 4);
     const std::uint32_t h1 = ReadU32(block + kLayout.block_bytes + kLayout.qs - 4);
-    const __m256i bit = _mm256_set1_epi8(0x10);
-    low = _mm256_or_si256(low, _mm256_and_si256(BitsToBytes((h0 & 0xFFFF) | h1 << 16), bit));
-    high = _mm256_or_si256(high, _mm256_and_si256(BitsToBytes(h0 >> 16 | (h1 & 0xFFFF0000u)), bit));
+    low = _mm256_or_si256(low, FifthBits((h0 & 0xFFFF) | h1 << 16));
+    high = _mm256_or_si256(high, FifthBits(h0 >> 16 | (h1 & 0xFFFF0000u)));
   }
   return AddPairPartials(low, _mm256_load_si256(reinterpret_cast<const __m256i*>(xp)), high,
                          _mm256_load_si256(reinterpret_cast<const __m256i*>(xp + 32)));
