@@ -37,7 +37,7 @@ inline void Prefetch(const std::uint8_t* base, std::size_t offset) {
 // kPrefetchAheadBytes ahead. One group of 4 short rows (Llama-3.2-1B's 2048-wide Q4_K rows, 4.6 KiB) is
 // read in about DRAM's latency, so data prefetched for it arrived late: the 1B Q4_K_M decode's Q4_K
 // projections read 17-21 GB/s where the same kernel reads 30 from cache, 20-25 % faster with two groups
-// (docs/performance.md, "Prefetching far enough ahead").
+// (docs/performance.md, "An AVX-512 host").
 constexpr std::size_t kPrefetchAheadBytes = 8192;
 inline std::size_t PrefetchAhead(std::size_t group_bytes) {
   if (group_bytes == 0) return 0;

@@ -287,17 +287,13 @@ PLUMB_I8_TARGET inline __m256i ByteBits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
 }
 
-// The unsigned codes u of x block t (elements 32t .. 32t + 31) of a K-quant super-block, in element order
-// (docs/formats.md "GGUF blocks"). The bits moved up to join a code (slli_epi16) stay within their byte.
+// The unsigned codes u of x block t (elements 32t .. 32t + 31) of a Q2_K, Q3_K or Q6_K super-block, in
+// element order (docs/formats.md "GGUF blocks"); Q4_K and Q5_K take theirs two blocks at a time
+// (KPairCodes). The bits moved up to join a code (slli_epi16) stay within their byte.
 template <GgmlType kType>
 PLUMB_I8_TARGET inline __m256i KCodes(const std::uint8_t* sb, int t) {
-  const int h = t / 4, k = t % 4;  // Q2_K, Q3_K, Q6_K: element 32t + l = 128h + 32k + l
-  if constexpr (kType == GgmlType::Q4_K) {
-    return ByteBits(Load32(sb + 16 + 32 * (t / 2)), 4 * (t % 2), 0x0F);
-  } else if constexpr (kType == GgmlType::Q5_K) {
-    const __m256i fifth = _mm256_slli_epi16(ByteBits(Load32(sb + 16), t, 1), 4);
-    return _mm256_or_si256(ByteBits(Load32(sb + 48 + 32 * (t / 2)), 4 * (t % 2), 0x0F), fifth);
-  } else if constexpr (kType == GgmlType::Q6_K) {
+  const int h = t / 4, k = t % 4;  // element 32t + l = 128h + 32k + l
+  if constexpr (kType == GgmlType::Q6_K) {
     const __m256i high = _mm256_slli_epi16(ByteBits(Load32(sb + 128 + 32 * h), 2 * k, 3), 4);
     return _mm256_or_si256(ByteBits(Load32(sb + 64 * h + 32 * (k % 2)), 4 * (k / 2), 0x0F), high);
   } else if constexpr (kType == GgmlType::Q3_K) {

@@ -78,8 +78,8 @@ struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
 // time: each weight d·q and each product w·x is rounded once, as the definition rounds it, 16 lanes at a
 // time, and the products are then added to the 8-lane accumulator half by half (elements 0-7, then 8-15,
 // 16-23, 24-31), the same adds in the same order as BlockDots. The conversions and multiplies were most of
-// AVX2's loop; on Zen 5 a 512-bit op costs what a 256-bit one does (docs/performance.md, "The exact Q8_0
-// head on AVX-512").
+// AVX2's loop; on Zen 5 a 512-bit op costs what a 256-bit one does (docs/performance.md, "An AVX-512
+// host").
 PLUMB_AVX512 inline __m256 HighHalf(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
