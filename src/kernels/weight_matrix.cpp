@@ -1,5 +1,7 @@
 #include "plumb/kernels/weight_matrix.h"
 
+#include <cmath>
+
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
@@ -88,6 +90,35 @@ WeightMatrix WeightMatrix::Int4View(Int4Params params, int rows, int cols, const
   w.int4_scales = scales;
   w.int4_zeros = zeros;
   return w;
+}
+
+WeightMatrix WeightMatrix::MicroscaledView(MicroscalingScheme scheme, int rows, int cols,
+                                           const std::uint8_t* codes, const std::uint8_t* scales,
+                                           float tensor_scale, std::shared_ptr<const void> owner) {
+  const bool nvfp4 = scheme == MicroscalingScheme::kNvfp4;
+  if (nvfp4 ? !(std::isfinite(tensor_scale) && tensor_scale > 0.0f) : tensor_scale != 1.0f) {
+    throw MakeError("a ", rows, " x ", cols, " ", MicroscalingSchemeName(scheme),
+                    " matrix with tensor scale ", tensor_scale,
+                    nvfp4 ? ": expected a positive finite number" : ": MX schemes have none (1)");
+  }
+  WeightMatrix w;
+  w.format = &kernels::kMicroscaledFormat;
+  w.type = GgmlType::I8;  // not a ggml matrix; a type no kernel accepts, so a mix-up fails loudly
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = MicroscaledRowBytes(scheme, cols);
+  w.data = codes;
+  w.owner = std::move(owner);
+  w.mx_scheme = scheme;
+  w.mx_scales = scales;
+  w.mx_tensor_scale = tensor_scale;
+  return w;
+}
+
+WeightMatrix WeightMatrix::FromMicroscaled(MicroscaledMatrix matrix) {
+  auto storage = std::make_shared<MicroscaledMatrix>(std::move(matrix));
+  return MicroscaledView(storage->scheme, storage->rows, storage->cols, storage->codes.data(),
+                         storage->scales.data(), storage->tensor_scale, storage);
 }
 
 }  // namespace plumb

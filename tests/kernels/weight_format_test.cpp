@@ -66,6 +66,13 @@ std::vector<Sample> Samples(const WeightFormat& format) {
         for (int cols : {9, 45, 200}) add(testing::RandomInt4(Int4Params{scheme, g}, 7, cols, seed++));
       }
     }
+  } else if (&format == &kernels::kMicroscaledFormat) {
+    for (MicroscalingScheme scheme : kMicroscalingSchemes) {
+      // Partial last blocks, an odd FP4 row, rows past one 256-element decode chunk, NaN scales and elements.
+      for (int cols : {1, 45, 300})
+        add(testing::RandomMicroscaled(scheme, 7, cols, seed++, /*specials=*/true));
+      add(testing::RandomMicroscaled(scheme, 5, 64, seed++));
+    }
   }
   return out;
 }
@@ -131,6 +138,11 @@ TEST(WeightFormats, BytesAreTheRowsPlusTheSideArrays) {
   // 100 columns in groups of 32: 4 groups, 50 bytes of codes, 4 FP16 scales and 2 bytes of zero nibbles.
   const WeightMatrix int4 = testing::RandomInt4(Int4Params{Int4Scheme::kAsymmetric, 32}, 3, 100, 1);
   EXPECT_EQ(int4.Bytes(), 3u * (50 + 4 * 2 + 2));
+  // 45 FP4 columns: 23 bytes of codes; 2 E8M0 scales (MXFP4, blocks of 32) or 3 E4M3 ones and the FP32
+  // tensor scale (NVFP4, blocks of 16); MXFP8: 45 bytes and 2 scales.
+  EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kMxfp4, 3, 45, 1).Bytes(), 3u * (23 + 2));
+  EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kNvfp4, 3, 45, 1).Bytes(), 3u * (23 + 3) + 4);
+  EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kMxfp8E4M3, 3, 45, 1).Bytes(), 3u * (45 + 2));
 }
 
 TEST(WeightFormats, DescribeSpellsTheDtypeAsPlumbPackDoes) {
@@ -139,6 +151,9 @@ TEST(WeightFormats, DescribeSpellsTheDtypeAsPlumbPackDoes) {
   EXPECT_EQ(kernels::kInt4Format.describe(
                 testing::RandomInt4(Int4Params{Int4Scheme::kAsymmetricF16Zero, 64}, 1, 64, 1)),
             "int4-asym-f16zero-g64");
+  EXPECT_EQ(
+      kernels::kMicroscaledFormat.describe(testing::RandomMicroscaled(MicroscalingScheme::kNvfp4, 1, 16, 1)),
+      "nvfp4");
 }
 
 TEST(WeightFormats, RowsOutsideTheMatrixAreAnErrorNamingTheFormat) {

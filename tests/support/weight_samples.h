@@ -14,6 +14,7 @@
 
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/gguf_blocks.h"
+#include "plumb/formats/microscaling.h"
 #include "plumb/kernels/weight_matrix.h"
 
 namespace plumb::testing {
@@ -50,6 +51,7 @@ struct Storage {
   std::vector<float> fp8_scales;
   std::vector<std::uint16_t> scales;
   std::vector<std::uint8_t> zeros;
+  std::vector<std::uint8_t> block_scales;  // microscaled matrices' scale codes
 };
 
 // `misalign` bytes of padding before the codes (and an FP16 zero array), so rows start at odd addresses.
@@ -99,6 +101,44 @@ inline WeightMatrix RandomInt4(Int4Params params, int rows, int cols, std::uint3
     zeros = s->zeros.data() + misalign;
   }
   return WeightMatrix::Int4View(params, rows, cols, s->codes.data() + misalign, s->scales.data(), zeros, s);
+}
+
+// A microscaled matrix of random codes and scales. E8M0 scales are drawn from 2^−20 .. 2^20 (codes 107 ..
+// 147), so MXFP8's products stay finite, and E4M3 block scales from the positive finite codes; with
+// `specials`, one scale in each row is NaN (0xFF in E8M0, 0x7F in E4M3) and FP8 elements may be NaN or inf.
+// An odd FP4 row's unused last high nibble is 0, as the layout has it.
+inline WeightMatrix RandomMicroscaled(MicroscalingScheme scheme, int rows, int cols, std::uint32_t seed,
+                                      bool specials = false) {
+  std::mt19937 rng(seed);
+  auto s = std::make_shared<Storage>();
+  const std::size_t row_bytes = MicroscaledRowBytes(scheme, cols);
+  const int blocks = MicroscaledBlocks(scheme, cols);
+  const bool fp4 = MicroscalingElementIsFp4(scheme);
+  const Fp8Format fp8 = scheme == MicroscalingScheme::kMxfp8E5M2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
+  s->codes.resize(static_cast<std::size_t>(rows) * row_bytes);
+  for (auto& c : s->codes) {
+    do {
+      c = static_cast<std::uint8_t>(rng());
+    } while (!fp4 && !specials && Fp8IsSpecial(c, fp8));
+  }
+  if (fp4 && cols % 2 == 1) {
+    for (int r = 0; r < rows; ++r) s->codes[r * row_bytes + row_bytes - 1] &= 0x0F;
+  }
+  std::vector<std::uint8_t>& scales = s->block_scales;
+  scales.resize(static_cast<std::size_t>(rows) * blocks);
+  for (auto& c : scales) {
+    c = scheme == MicroscalingScheme::kNvfp4 ? static_cast<std::uint8_t>(1 + rng() % 0x7E)
+                                             : static_cast<std::uint8_t>(107 + rng() % 41);
+  }
+  if (specials) {
+    for (int r = 0; r < rows; ++r) {
+      scales[r * static_cast<std::size_t>(blocks) + rng() % blocks] =
+          scheme == MicroscalingScheme::kNvfp4 ? 0x7F : 0xFF;
+    }
+  }
+  const float tensor_scale =
+      scheme == MicroscalingScheme::kNvfp4 ? std::uniform_real_distribution<float>(0.001f, 4.0f)(rng) : 1.0f;
+  return WeightMatrix::MicroscaledView(scheme, rows, cols, s->codes.data(), scales.data(), tensor_scale, s);
 }
 
 // A GGUF-type matrix of random rows whose every element is finite (so a row's dot is finite where x is):

@@ -8,6 +8,8 @@
 //                src/kernels/ggml/.
 //   kFp8Format   one FP8 code per element and an FP32 scale per row or per matrix. src/kernels/fp8/.
 //   kInt4Format  4-bit codes in groups with FP16 scales (and zero points). src/kernels/int4/.
+//   kMicroscaledFormat  MXFP4, NVFP4, MXFP8: FP4/FP8 codes in blocks sharing an E8M0 or E4M3 scale.
+//                src/kernels/microscaled/.
 // WeightFormats() lists them; a new format is a folder of its own and one line there
 // (docs/architecture.md, "How to add a weight format").
 //
@@ -92,9 +94,9 @@ struct FormatKernels {
 constexpr int kIsaCount = 4;  // the values of Isa
 
 struct WeightFormat {
-  const char* name;  // the family: "ggml", "fp8", "int4"
+  const char* name;  // the family: "ggml", "fp8", "int4", "microscaled"
   // This matrix's element format as `plumb pack --dtype` and the roofline spell it: "Q4_1", "F16",
-  // "fp8-e4m3", "int4-asym-g128".
+  // "fp8-e4m3", "int4-asym-g128", "mxfp4".
   std::string (*describe)(const WeightMatrix& W);
   // Bytes the matrix keeps besides its rows (rows × row_bytes): scales and zero points.
   std::size_t (*side_bytes)(const WeightMatrix& W);
@@ -118,6 +120,7 @@ struct WeightFormat {
 extern const WeightFormat kGgmlFormat;
 extern const WeightFormat kFp8Format;
 extern const WeightFormat kInt4Format;
+extern const WeightFormat kMicroscaledFormat;
 std::span<const WeightFormat* const> WeightFormats();
 
 // The kernels `format` runs with on `isa`: each member the ISA's own, or the next one down that has it

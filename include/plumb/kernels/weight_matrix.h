@@ -9,6 +9,8 @@
 //                the whole matrix (`fp8_scales`, `fp8_per_row`). The scale is applied to the dot product, as
 //                GPU epilogues do: y[r] = scale_r · Dot(decoded row r, x) (docs/formats.md "FP8").
 //   kInt4Format  4-bit codes with FP16 group scales (and zero points), `int4` says which (formats/int4.h).
+//   kMicroscaledFormat  FP4 or FP8 element codes in blocks of 32 or 16 that share an E8M0 or E4M3 scale, and
+//                NVFP4's FP32 tensor scale, applied to the dot product as FP8's is (formats/microscaling.h).
 // `type` and the fields below `owner` are the parameters and side arrays of one format each; the others
 // leave them at their defaults. Model code hands these matrices to kernels::Gemv / kernels::Gemm and never
 // decodes a row itself.
@@ -26,6 +28,7 @@
 #include "plumb/formats/fp8.h"
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/int4.h"
+#include "plumb/formats/microscaling.h"
 #include "plumb/kernels/matrix.h"
 #include "plumb/kernels/weight_format.h"
 
@@ -49,6 +52,11 @@ struct WeightMatrix {
   Int4Params int4;
   const std::uint16_t* int4_scales = nullptr;  // [rows][Int4Groups(cols, group_size)] FP16
   const std::uint8_t* int4_zeros = nullptr;    // [rows][Int4ZeroRowBytes(int4, cols)]; null for kSymmetric
+
+  // kMicroscaledFormat only (formats/microscaling.h): data holds the element codes.
+  MicroscalingScheme mx_scheme = MicroscalingScheme::kMxfp4;
+  const std::uint8_t* mx_scales = nullptr;  // [rows][MicroscaledBlocks(mx_scheme, cols)] block scale codes
+  float mx_tensor_scale = 1.0f;             // NVFP4's; 1 for the MX schemes
 
   // Runs the exact kernels in either family (kernels/int8_activations.h): for a caller that needs the
   // definition whatever family the process runs (fixtures/ops.cpp's threaded definition rows).
@@ -78,6 +86,13 @@ struct WeightMatrix {
   static WeightMatrix Int4View(Int4Params params, int rows, int cols, const std::uint8_t* codes,
                                const std::uint16_t* scales, const std::uint8_t* zeros,
                                std::shared_ptr<const void> owner);
+  // A view of a microscaled matrix laid out as formats/microscaling.h defines. Throws plumb::Error for a
+  // tensor scale that is not a positive finite number, or other than 1 for an MX scheme (they have none).
+  static WeightMatrix MicroscaledView(MicroscalingScheme scheme, int rows, int cols,
+                                      const std::uint8_t* codes, const std::uint8_t* scales,
+                                      float tensor_scale, std::shared_ptr<const void> owner);
+  // Takes ownership of a quantized microscaled matrix.
+  static WeightMatrix FromMicroscaled(MicroscaledMatrix matrix);
 };
 
 }  // namespace plumb
