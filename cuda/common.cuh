@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp4.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -75,6 +76,17 @@ __device__ inline float Bf16Bits(std::uint16_t bits) {
 __device__ inline float Fp8Bits(std::uint8_t code, bool e4m3) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(code, e4m3 ? __NV_E4M3 : __NV_E5M2);
   return __half2float(__half(h));
+}
+
+// docs/formats.md "FP4 E2M1" and "E8M0", decoded by the toolkit's own conversions (every FP4 value is an
+// FP16 value, every E8M0 value a BF16 value; E8M0's 0xFF gives NaN), so that a difference between them and
+// the suite's definitions is a finding about one or the other.
+__device__ inline float Fp4Bits(std::uint8_t code) {
+  const __half_raw h = __nv_cvt_fp4_to_halfraw(code, __NV_E2M1);
+  return __half2float(__half(h));
+}
+__device__ inline float E8m0Bits(std::uint8_t code) {
+  return __bfloat162float(__nv_bfloat16(__nv_cvt_e8m0_to_bf16raw(code)));
 }
 
 // A 16-bit little-endian field at any byte address (GGUF blocks have no alignment).

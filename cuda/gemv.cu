@@ -86,6 +86,22 @@ __device__ float WeightAt(const GemvWeights& w, int n, int k, int row, int c) {
       if (w.dtype == WeightDtype::kQ4_0) return d * static_cast<float>(q - 8);
       return d * static_cast<float>(q) + HalfBits(LoadU16(block + 2));
     }
+    case WeightDtype::kMxfp4:
+    case WeightDtype::kNvfp4:
+    case WeightDtype::kMxfp8E4m3:
+    case WeightDtype::kMxfp8E5m2: {
+      // docs/formats.md "Microscaled formats": element × its block's scale (one exact FP32 product); the
+      // last block of a row may be partial; NVFP4's tensor scale is applied after the dot.
+      const bool fp4 = w.dtype == WeightDtype::kMxfp4 || w.dtype == WeightDtype::kNvfp4;
+      const int block = w.dtype == WeightDtype::kNvfp4 ? 16 : 32, blocks = (k + block - 1) / block;
+      const std::uint8_t* codes = static_cast<const std::uint8_t*>(w.w);
+      const std::int64_t row_bytes = fp4 ? (k + 1) / 2 : k;
+      const float element =
+          fp4 ? Fp4Bits(static_cast<std::uint8_t>(Nibble(codes + row * row_bytes, c)))
+              : Fp8Bits(codes[row * row_bytes + c], w.dtype == WeightDtype::kMxfp8E4m3);
+      const std::uint8_t scale = w.block_scales[static_cast<std::int64_t>(row) * blocks + c / block];
+      return element * (w.dtype == WeightDtype::kNvfp4 ? Fp8Bits(scale, true) : E8m0Bits(scale));
+    }
   }
   return 0.0f;
 }
@@ -103,6 +119,7 @@ __global__ void GemvKernel(GemvWeights w, const float* x, float* y, int n, int k
   float out = dot;
   if (w.dtype == WeightDtype::kFp8E4m3 || w.dtype == WeightDtype::kFp8E5m2)
     out = w.fp8_scale[w.fp8_per_row ? row : 0] * dot;  // docs/formats.md "FP8", Scales: after the dot
+  if (w.dtype == WeightDtype::kNvfp4) out = w.tensor_scale[0] * dot;
   y[static_cast<std::int64_t>(r) * n + row] = Rounded(out, p);
 }
 

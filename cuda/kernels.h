@@ -30,7 +30,11 @@ enum class WeightDtype {
   kAwq,
   kQ4_0,
   kQ4_1,
-  kQ8_0
+  kQ8_0,
+  kMxfp4,
+  kNvfp4,
+  kMxfp8E4m3,
+  kMxfp8E5m2
 };
 
 // The weight exactly as stored (device pointers; which are used depends on dtype). n, k as in GemvShape.
@@ -38,7 +42,7 @@ struct GemvWeights {
   WeightDtype dtype = WeightDtype::kF32;
   // f32 / f16 / bf16: [n][k] floats or FP16 / BF16 bits; fp8: [n][k] codes; int4_*: [n][ceil(k/2)] bytes,
   // two columns per byte; q4_0 / q4_1 / q8_0: [n][row_bytes] GGUF blocks; gptq: qweight I32 [k/8][n];
-  // awq: qweight I32 [k][n/8].
+  // awq: qweight I32 [k][n/8]; the microscaled dtypes below.
   const void* w = nullptr;
   const float* fp8_scale = nullptr;  // fp8: [n] (per row) or [1] (per tensor)
   bool fp8_per_row = false;
@@ -47,6 +51,10 @@ struct GemvWeights {
   const std::uint8_t* int4_zeros = nullptr;  // int4_asym: [n][ceil(groups/2)] nibbles
   const std::int32_t* qzeros = nullptr;      // gptq / awq: [k/G][n/8] words
   int group_size = 0;                        // G for int4_* / gptq / awq
+  // mxfp4 / nvfp4 / mxfp8_*: w is [n][ceil(k/2)] FP4 or [n][k] FP8 codes; these the block scale codes
+  // [n][ceil(k/block)] (E8M0, NVFP4's E4M3) and NVFP4's tensor scale [1].
+  const std::uint8_t* block_scales = nullptr;
+  const float* tensor_scale = nullptr;
 };
 
 // y: [m][n]; x: [m][k]. m = 1 is a GEMV.

@@ -168,6 +168,16 @@ std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
     w.w = upload("qweight", "I32", dtype == "gptq" ? Shape{k / 8, n} : Shape{k, n / 8});
     w.qzeros = static_cast<const std::int32_t*>(upload("qzeros", "I32", {k / g, n / 8}));
     w.scales = static_cast<const std::uint16_t*>(upload("scales", "F16", {k / g, n}));
+  } else if (dtype == "mxfp4" || dtype == "nvfp4" || dtype == "mxfp8_e4m3" || dtype == "mxfp8_e5m2") {
+    w.dtype = dtype == "mxfp4"        ? WeightDtype::kMxfp4
+              : dtype == "nvfp4"      ? WeightDtype::kNvfp4
+              : dtype == "mxfp8_e4m3" ? WeightDtype::kMxfp8E4m3
+                                      : WeightDtype::kMxfp8E5m2;
+    const bool fp4 = dtype == "mxfp4" || dtype == "nvfp4";
+    const std::int64_t block = dtype == "nvfp4" ? 16 : 32;
+    w.w = upload("w", "U8", {n, fp4 ? CeilDiv(k, 2) : k});
+    w.block_scales = static_cast<const std::uint8_t*>(upload("w_scales", "U8", {n, CeilDiv(k, block)}));
+    if (dtype == "nvfp4") w.tensor_scale = static_cast<const float*>(upload("w_tensor_scale", "F32", {1}));
   } else {  // q4_0, q4_1, q8_0 (UnsupportedReason let nothing else through)
     w.dtype = dtype == "q4_0"   ? WeightDtype::kQ4_0
               : dtype == "q4_1" ? WeightDtype::kQ4_1

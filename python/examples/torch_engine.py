@@ -121,6 +121,18 @@ BUGS = {
     "fp8_scale_applied_twice": Bug(
         ("gemv", "gemm"), ("gemv.fp8_e4m3.n37_k333", "gemm.fp8_e5m2.m5_n37_k333"),
         "the FP8 weight scale applied to the decoded weight and again after the dot"),
+    "fp4_nibbles_swapped": Bug(
+        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemm.nvfp4.m5_n37_k333"),
+        "FP4 element 2i read from the high nibble of byte i and 2i + 1 from the low one"),
+    "e8m0_bias_128": Bug(
+        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemv.mxfp8_e4m3.n37_k333", "gemm.mxfp8_e5m2.m5_n37_k333"),
+        "E8M0 scales decoded as 2^(e − 128), the exponent off by one"),
+    "nvfp4_tensor_scale_twice": Bug(
+        ("gemv", "gemm"), ("gemv.nvfp4.n37_k333", "gemm.nvfp4.m5_n37_k333"),
+        "NVFP4's tensor scale applied to every block scale and again after the dot"),
+    "mx_partial_block_dropped": Bug(
+        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemv.nvfp4.n37_k333", "gemm.mxfp8_e4m3.m5_n37_k333"),
+        "the last, partial block of a microscaled row (k mod 32, or 16) is left out"),
     # rmsnorm
     "rmsnorm_eps_dropped": Bug(NORM, ("rmsnorm.rows4_n64.near_eps",), "1/sqrt(mean(x²)), no eps"),
     "rmsnorm_eps_outside_sqrt": Bug(NORM, ("rmsnorm.rows4_n64.near_eps",), "1/(sqrt(mean(x²)) + eps)"),
@@ -267,6 +279,13 @@ def fp8_values(fmt):
         mag = torch.where(e == 31, torch.where(m == 0, math.inf, math.nan), mag)
     return torch.where(c >= 128, -mag, mag).float()  # code 0x80 is −0
 
+
+# FP4 E2M1 (docs/formats.md "FP4 E2M1"): codes 0..7 are these magnitudes, 8..15 their negatives (8 is −0).
+FP4_MAGNITUDES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+FP4_VALUES = torch.tensor(FP4_MAGNITUDES + [-v for v in FP4_MAGNITUDES])
+# The microscaled weight dtypes: element format, block size, block scale format.
+MICROSCALED = {"mxfp4": ("fp4", 32, "e8m0"), "nvfp4": ("fp4", 16, "e4m3"),
+               "mxfp8_e4m3": ("fp8_e4m3", 32, "e8m0"), "mxfp8_e5m2": ("fp8_e5m2", 32, "e8m0")}
 
 FP8_LARGEST = {"fp8_e4m3": 0x7E, "fp8_e5m2": 0x7B}  # the largest finite code: 448, 57344
 
@@ -550,11 +569,40 @@ class Engine:
             return w, scale  # [n] per row, or [1] per tensor
         if dtype.startswith("int4"):
             return self.int4_weight(p, t), None
+        if dtype in MICROSCALED:
+            return self.microscaled_weight(p, t)
         if dtype == "gptq":
             return self.gptq_weight(p, t), None
         if dtype == "awq":
             return self.awq_weight(p, t), None
         return self.gguf_weight(t["w"], dtype, k), None
+
+    def microscaled_weight(self, p, t):
+        """docs/formats.md "Microscaled formats": FP4 two a byte (element 2i in the low nibble of byte i) or
+        FP8 one a byte, times the scale of its block (E8M0 2^(e − 127), 0xFF NaN; NVFP4's E4M3), the last
+        block maybe partial; NVFP4's tensor scale multiplies the dot (returned as the row scale)."""
+        k, dtype = p["k"], p["weight_dtype"]
+        element, block, scale_format = MICROSCALED[dtype]
+        if element == "fp4":
+            q = nibbles(t["w"])
+            if self.bug == "fp4_nibbles_swapped":
+                q = q.view(*q.shape[:-1], -1, 2).flip(-1).flatten(-2)
+            w = FP4_VALUES[q[:, :k].long()]
+        else:
+            w = fp8_values(element)[t["w"].long()]
+        codes = t["w_scales"].long()
+        if scale_format == "e8m0":
+            exponent = codes - (128 if self.bug == "e8m0_bias_128" else 127)
+            scale = torch.where(codes == 0xFF, math.nan, torch.pow(2.0, exponent.double())).float()
+        else:
+            scale = fp8_values("fp8_e4m3")[codes]
+        tensor_scale = t["w_tensor_scale"] if dtype == "nvfp4" else None
+        if self.bug == "nvfp4_tensor_scale_twice" and tensor_scale is not None:
+            scale = scale * tensor_scale
+        w = w * scale[:, torch.arange(k) // block]
+        if self.bug == "mx_partial_block_dropped" and k % block:
+            w[:, k - k % block:] = 0
+        return w, tensor_scale
 
     def int4_weight(self, p, t):
         """docs/formats.md "INT4": byte j of a row holds columns 2j (low nibble) and 2j+1; group g = columns

@@ -21,6 +21,8 @@ _WEIGHT_TENSORS = {
     "gptq": {"qweight": "I32", "qzeros": "I32", "scales": "F16"},
     "awq": {"qweight": "I32", "qzeros": "I32", "scales": "F16"},
     "q4_0": {"w": "U8"}, "q4_1": {"w": "U8"}, "q8_0": {"w": "U8"},
+    "mxfp4": {"w": "U8", "w_scales": "U8"}, "nvfp4": {"w": "U8", "w_scales": "U8", "w_tensor_scale": "F32"},
+    "mxfp8_e4m3": {"w": "U8", "w_scales": "U8"}, "mxfp8_e5m2": {"w": "U8", "w_scales": "U8"},
 }
 
 
@@ -68,7 +70,7 @@ def _weight(weight_dtype, k, weights, group_size, fp8_scale):
 
 def gemv(weight_dtype, x, group_size=None, fp8_scale=None, impl="definition", **weights):
     """y [n] = W·x for x [k] and W as stored (weights by their tensor names: w, w_scale, w_scales, w_zeros,
-    qweight, qzeros, scales); FP8's scale multiplies each finished dot."""
+    w_tensor_scale, qweight, qzeros, scales); FP8's scale and NVFP4's tensor scale multiply each finished dot."""
     (k,) = _shape("x", x, 1)
     params, inputs, dtypes = _weight(weight_dtype, k, weights, group_size, fp8_scale)
     inputs["x"] = np.asarray(x, dtype=np.float32)

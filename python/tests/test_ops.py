@@ -7,7 +7,7 @@ import pytest
 from plumb import ops
 from conftest import op_cases
 
-WEIGHT_NAMES = ("w", "w_scale", "w_scales", "w_zeros", "qweight", "qzeros", "scales")
+WEIGHT_NAMES = ("w", "w_scale", "w_scales", "w_zeros", "w_tensor_scale", "qweight", "qzeros", "scales")
 
 
 def cases_of(*op_names):
