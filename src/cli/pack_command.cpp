@@ -33,7 +33,8 @@ Flags PackFlags() {
   f.AddValue("out", "DIR", "the directory to write (created; must be empty unless --force)");
   f.AddValue("fp8-scale", "S", "fp8 scales: channel (one per output row) or tensor (one per matrix)",
              "channel");
-  f.AddSwitch("keep-embedding", "fp8/int4: store the token embedding and LM head as f16, not packed");
+  f.AddSwitch("keep-embedding",
+              "fp8/int4/microscaled: store the token embedding and LM head as f16, not packed");
   f.AddValue("threads", "N", "threads for quantizing; 0 = all cores", "0");
   f.AddSwitch("force", "write into a non-empty --out, replacing what plumb pack writes there");
   return f;

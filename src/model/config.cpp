@@ -59,7 +59,7 @@ WeightPacking ParseQuantizationConfig(const json& q, const std::string& source) 
     }
     packing.format.fp8_per_row = scale == "channel";
     known.push_back("weight_scale");
-  } else {
+  } else if (format->kind == PackKind::kInt4) {
     // Said again in the keys other tools look for; they must agree with "format".
     if (RequireInt(q, "group_size", where) != format->int4.group_size) {
       throw MakeError(where, ".group_size = ", q["group_size"].dump(), " contradicts format \"", name, "\"");

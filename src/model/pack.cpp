@@ -102,6 +102,9 @@ class Packer {
       case PackKind::kInt4:
         Int4(prefix, values, w.rows, w.cols, format.int4);
         break;
+      case PackKind::kMicroscaled:
+        Microscaled(prefix, values, w.rows, w.cols, format.mx);
+        break;
     }
     Done(prefix);
   }
@@ -155,6 +158,39 @@ class Packer {
     }
   }
 
+  // docs/formats.md "Packed checkpoints": `prefix`.weight U8 [rows][row bytes] (the element codes),
+  // .weight_scale [rows][blocks] (E8M0 codes as U8; NVFP4's as F8_E4M3), and NVFP4's tensor scale as
+  // .weight_scale_2 F32 [] (NVIDIA Model Optimizer's names). The MX schemes' rows are independent, so blocks
+  // of rows are quantized side by side; NVFP4's tensor scale needs the whole matrix's amax.
+  void Microscaled(const std::string& prefix, const std::vector<float>& values, int rows, int cols,
+                   MicroscalingScheme scheme) {
+    const std::size_t row_bytes = MicroscaledRowBytes(scheme, cols);
+    const int blocks = MicroscaledBlocks(scheme, cols);
+    MicroscaledMatrix q;
+    if (scheme == MicroscalingScheme::kNvfp4) {
+      q = QuantizeMicroscaled(values.data(), rows, cols, scheme);
+    } else {
+      q = {scheme,
+           rows,
+           cols,
+           std::vector<std::uint8_t>(Extent(rows, row_bytes)),
+           std::vector<std::uint8_t>(Extent(rows, blocks)),
+           1.0f};
+      ForRowBlocks(rows, options_.threads, [&](int begin, int end) {
+        const MicroscaledMatrix part =
+            QuantizeMicroscaled(values.data() + Extent(begin, cols), end - begin, cols, scheme);
+        std::copy(part.codes.begin(), part.codes.end(), q.codes.begin() + Extent(begin, row_bytes));
+        std::copy(part.scales.begin(), part.scales.end(), q.scales.begin() + Extent(begin, blocks));
+      });
+    }
+    Add(prefix + ".weight", DType::U8, {rows, static_cast<std::int64_t>(row_bytes)}, std::move(q.codes));
+    Add(prefix + ".weight_scale", scheme == MicroscalingScheme::kNvfp4 ? DType::F8_E4M3 : DType::U8,
+        {rows, blocks}, std::move(q.scales));
+    if (scheme == MicroscalingScheme::kNvfp4) {
+      Add(prefix + ".weight_scale_2", DType::F32, {}, AsBytes(std::vector<float>{q.tensor_scale}));
+    }
+  }
+
   void Add(std::string name, DType dtype, std::vector<std::int64_t> shape, std::vector<std::uint8_t> bytes) {
     bytes_ += bytes.size();
     tensors_.push_back({std::move(name), dtype, std::move(shape), std::move(bytes)});
@@ -179,7 +215,7 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
                            const std::function<void(const PackProgress&)>& progress) {
   const PackFormat& format = options.format;
   if (options.keep_embedding && !format.IsQuantized()) {
-    throw MakeError("--keep-embedding applies to the FP8 and INT4 formats only (", format.Name(),
+    throw MakeError("--keep-embedding applies to the FP8, INT4 and microscaled formats only (", format.Name(),
                     " stores the embedding as ", format.Name(), " already)");
   }
   if (config.model_type == "gemma3") {
@@ -191,7 +227,7 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
   if (format.IsQuantized()) out.config.packing = WeightPacking{format, !options.keep_embedding};
   PackFormat embedding = format;
   if (options.keep_embedding)
-    embedding = PackFormat{.kind = PackKind::kF16, .fp8 = {}, .fp8_per_row = true, .int4 = {}};
+    embedding = PackFormat{.kind = PackKind::kF16, .fp8 = {}, .fp8_per_row = true, .int4 = {}, .mx = {}};
 
   const bool untied_head = weights.lm_head.rows > 0;
   int count = 2 + (untied_head ? 1 : 0);

@@ -21,6 +21,11 @@ std::vector<PackFormat> AllFormats() {
       p.int4 = {s, g};
     }
   }
+  for (MicroscalingScheme scheme : kMicroscalingSchemes) {
+    PackFormat& p = all.emplace_back();
+    p.kind = PackKind::kMicroscaled;
+    p.mx = scheme;
+  }
   return all;
 }
 
@@ -38,6 +43,8 @@ std::string PackFormat::Name() const {
       return std::string("fp8-") + Fp8FormatName(fp8);
     case PackKind::kInt4:
       return std::string("int4-") + Int4SchemeName(int4.scheme) + "-g" + std::to_string(int4.group_size);
+    case PackKind::kMicroscaled:
+      return MicroscalingSchemeName(mx);
   }
   return "?";
 }

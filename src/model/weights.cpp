@@ -2,6 +2,7 @@
 // plumb pack writes (FP8, INT4; docs/formats.md "Packed checkpoints").
 #include "plumb/model/weights.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -140,11 +141,50 @@ class ShardSet {
                                   zero_data, owner);
   }
 
+  // `prefix`.weight (U8 [rows, row bytes]: the element codes), .weight_scale ([rows, blocks], U8 E8M0 codes,
+  // or F8_E4M3 for NVFP4) and NVFP4's .weight_scale_2 (F32 [] or [1]); formats/microscaling.h's layout.
+  WeightMatrix Microscaled(const std::string& prefix, int rows, int cols, MicroscalingScheme scheme) const {
+    const bool nvfp4 = scheme == MicroscalingScheme::kNvfp4;
+    const DType u8 = DType::U8, scale_dtype = nvfp4 ? DType::F8_E4M3 : DType::U8;
+    const std::string codes_name = prefix + ".weight", scales_name = prefix + ".weight_scale",
+                      tensor_scale_name = prefix + ".weight_scale_2";
+    Checked(codes_name, {rows, static_cast<std::int64_t>(MicroscaledRowBytes(scheme, cols))}, &u8);
+    Checked(scales_name, {rows, MicroscaledBlocks(scheme, cols)}, &scale_dtype);
+    float tensor_scale = 1.0f;
+    if (nvfp4) {
+      const DType f32 = DType::F32;
+      const TensorInfo& info = Checked(tensor_scale_name, {}, &f32);
+      if (!info.shape.empty() && info.shape != std::vector<std::int64_t>{1}) {
+        throw Fail(tensor_scale_name, "has shape ", ShapeText(info.shape), ", expected [] or [1]");
+      }
+      std::memcpy(&tensor_scale, Shard(tensor_scale_name).Bytes(tensor_scale_name).data(),
+                  sizeof tensor_scale);
+      if (!(std::isfinite(tensor_scale) && tensor_scale > 0.0f)) {
+        throw Fail(tensor_scale_name, "is ", tensor_scale, ", expected a positive finite number");
+      }
+    } else if (Contains(tensor_scale_name)) {
+      throw Fail(tensor_scale_name, "is present, but ", MicroscalingSchemeName(scheme),
+                 " has no tensor scale");
+    }
+    auto owner =
+        std::make_shared<const Owners>(Owners{ShardOwner(codes_name), ShardOwner(scales_name), nullptr});
+    return WeightMatrix::MicroscaledView(scheme, rows, cols, Shard(codes_name).Bytes(codes_name).data(),
+                                         Shard(scales_name).Bytes(scales_name).data(), tensor_scale, owner);
+  }
+
   // A matrix stored as `packing` says (plain when it is null).
   WeightMatrix Matrix(const std::string& prefix, int rows, int cols, const WeightPacking* packing) const {
     if (packing == nullptr) return Plain(prefix, rows, cols);
-    if (packing->format.kind == PackKind::kFp8) return Fp8(prefix, rows, cols, packing->format);
-    return Int4(prefix, rows, cols, packing->format.int4);
+    switch (packing->format.kind) {
+      case PackKind::kFp8:
+        return Fp8(prefix, rows, cols, packing->format);
+      case PackKind::kMicroscaled:
+        return Microscaled(prefix, rows, cols, packing->format.mx);
+      case PackKind::kInt4:
+        return Int4(prefix, rows, cols, packing->format.int4);
+      default:
+        throw MakeError(prefix, ": ", packing->format.Name(), " is not a packed format");
+    }
   }
 
  private:

@@ -89,6 +89,8 @@ double WeightDtype::MatrixBytes(int rows, int cols) const {
       return r * (static_cast<double>(Int4RowBytes(cols)) + groups * 2.0 +
                   static_cast<double>(Int4ZeroRowBytes(int4, cols)));
     }
+    case Kind::kMicroscaled:  // the codes and a one-byte scale per block (NVFP4's FP32 tensor scale vanishes)
+      return r * (static_cast<double>(MicroscaledRowBytes(mx, cols)) + MicroscaledBlocks(mx, cols));
   }
   return 0;
 }
@@ -121,6 +123,14 @@ WeightDtype ParseWeightDtype(std::string_view text) {
     d.int4 = pack->int4;
     return d;
   }
+  if (const std::optional<PackFormat> pack = ParsePackFormat(name);
+      pack && pack->kind == PackKind::kMicroscaled) {
+    WeightDtype d;
+    d.name = name;
+    d.kind = WeightDtype::Kind::kMicroscaled;
+    d.mx = pack->mx;
+    return d;
+  }
   for (std::uint32_t id = 0; id < 64; ++id) {
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
     if (!traits || !IsWeightGgmlType(static_cast<GgmlType>(id)) || Lower(traits->name) != name) continue;
@@ -137,6 +147,9 @@ std::string WeightDtypeChoices() {
   std::string out = "f32, f16, bf16, fp8-e4m3, fp8-e5m2, int8, int4";
   for (const std::string& name : PackFormatNames()) {
     if (name.rfind("int4-", 0) == 0) out += ", " + name;
+  }
+  for (const MicroscalingScheme scheme : kMicroscalingSchemes) {
+    if (scheme != MicroscalingScheme::kMxfp4) out += ", " + std::string(MicroscalingSchemeName(scheme));
   }
   for (std::uint32_t id = 0; id < 64; ++id) {
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);

@@ -19,6 +19,7 @@
 #include <functional>
 
 #include "plumb/formats/dtype.h"
+#include "plumb/formats/microscaling.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/model/model.h"
 #include "plumb/model/pack.h"
@@ -152,13 +153,14 @@ Model DequantizedTwin(const Model& packed) {
 
 TEST(PackFormats, NamesRoundTrip) {
   const std::vector<std::string>& names = PackFormatNames();
-  EXPECT_EQ(names.size(), 14u);  // f32, f16, bf16, 2 fp8, 3 int4 schemes x 3 group sizes
+  EXPECT_EQ(names.size(), 18u);  // f32, f16, bf16, 2 fp8, 3 int4 schemes x 3 group sizes, 4 microscaled
   for (const std::string& name : names) {
     const std::optional<PackFormat> format = ParsePackFormat(name);
     ASSERT_TRUE(format) << name;
     EXPECT_EQ(format->Name(), name);
   }
-  for (const char* bad : {"", "F16", "fp8", "int4-sym-g16", "int4-asym-g128 ", "q4_0"}) {
+  for (const char* bad :
+       {"", "F16", "fp8", "int4-sym-g16", "int4-asym-g128 ", "q4_0", "mxfp8", "nvfp4-g32"}) {
     EXPECT_FALSE(ParsePackFormat(bad)) << bad;
   }
 }
@@ -345,6 +347,23 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
             const std::size_t row = i / static_cast<std::size_t>(o.cols);
             expected[i] = Fp8ToF32(ref.codes[i], format.fp8) * ref.scales[format.fp8_per_row ? row : 0];
           }
+        } else if (format.kind == PackKind::kMicroscaled) {
+          ASSERT_TRUE(p.Is(kernels::kMicroscaledFormat));
+          const MicroscaledMatrix ref = QuantizeMicroscaled(values.data(), o.rows, o.cols, format.mx);
+          ASSERT_EQ(p.mx_scheme, format.mx);
+          ASSERT_EQ(p.mx_tensor_scale, ref.tensor_scale);
+          ASSERT_EQ(0, std::memcmp(p.data, ref.codes.data(), ref.codes.size()));
+          ASSERT_EQ(0, std::memcmp(p.mx_scales, ref.scales.data(), ref.scales.size()));
+          // The definition (docs/formats.md "Microscaled formats"): element = code's value · block scale,
+          // exact; the row's value as a vector multiplies that by NVFP4's tensor scale, one rounding.
+          const std::size_t row_bytes = MicroscaledRowBytes(format.mx, o.cols);
+          const std::size_t blocks = static_cast<std::size_t>(MicroscaledBlocks(format.mx, o.cols));
+          for (int r = 0; r < o.rows; ++r) {
+            float* row = expected.data() + static_cast<std::size_t>(r) * o.cols;
+            DecodeMicroscaledRow(format.mx, ref.codes.data() + r * row_bytes, ref.scales.data() + r * blocks,
+                                 0, o.cols, row);
+            for (int c = 0; c < o.cols; ++c) row[c] = row[c] * ref.tensor_scale;
+          }
         } else {
           ASSERT_TRUE(p.Is(kernels::kInt4Format));
           const Int4Matrix ref = QuantizeInt4(values.data(), o.rows, o.cols, format.int4);
@@ -371,7 +390,9 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
   // formats' own steps are 2^-4 relative and more).
   Model twin = DequantizedTwin(packed);
   const Logits expected = RunLogits(twin), actual = RunLogits(packed);
-  if (format.kind == PackKind::kInt4) {
+  const bool scaled_dot = format.kind == PackKind::kFp8 ||
+                          (format.kind == PackKind::kMicroscaled && format.mx == MicroscalingScheme::kNvfp4);
+  if (!scaled_dot) {
     EXPECT_TRUE(BitwiseEqual(actual.decode, expected.decode));
   } else {
     EXPECT_LE(MaxAbsErrOverMaxAbsRef(actual.decode, expected.decode), 1e-5);
@@ -401,7 +422,12 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
   const Logits reference = RunLogits(original);
   const double error = RelativeRmsError(actual.prefill, reference.prefill);
   EXPECT_LE(error, 5 * eps) << "eps = " << eps;
-  EXPECT_LE(eps, format.kind == PackKind::kInt4 ? 0.2 : format.fp8 == Fp8Format::kE4M3 ? 0.05 : 0.1);
+  // FP4 (MXFP4, NVFP4): 1 mantissa bit, a relative step up to 2^-1 below the block's largest values, which
+  // the OCP scale rule can also saturate: eps ≈ 0.1 on these weights, like INT4's. MXFP8: FP8's.
+  const bool fp4 = format.kind == PackKind::kMicroscaled && MicroscalingElementIsFp4(format.mx);
+  const bool e5m2 = format.kind == PackKind::kMicroscaled ? format.mx == MicroscalingScheme::kMxfp8E5M2
+                                                          : format.fp8 == Fp8Format::kE5M2;
+  EXPECT_LE(eps, format.kind == PackKind::kInt4 || fp4 ? 0.2 : e5m2 ? 0.1 : 0.05);
   RecordProperty("weight_eps", std::to_string(eps));
   RecordProperty("logit_rms_error", std::to_string(error));
 }
@@ -416,6 +442,7 @@ std::vector<QuantCase> QuantCases() {
   }
   cases.push_back({"fp8-e4m3", true, true});
   cases.push_back({"int4-sym-g32", true, true});
+  cases.push_back({"nvfp4", true, true});
   return cases;
 }
 
@@ -518,6 +545,33 @@ TEST_F(PackedLoadErrors, Int4) {
       {p + ".qzeros", "symmetric"});
   ExpectMessageHas(LoadError("int4-sym-g128", [&](auto& t) { Erase(t, "model.embed_tokens.scales"); }),
                    {"missing tensor", "model.embed_tokens.scales"});
+}
+
+TEST_F(PackedLoadErrors, Microscaled) {
+  const std::string w = "model.layers.0.self_attn.o_proj.weight";
+  ExpectMessageHas(LoadError("mxfp4", [&](auto& t) { Find(t, w + "_scale").dtype = DType::F8_E4M3; }),
+                   {"model.safetensors", w + "_scale", "F8_E4M3", "U8"});
+  ExpectMessageHas(LoadError("mxfp8-e4m3",
+                             [&](auto& t) {
+                               TensorToWrite& codes = Find(t, w);
+                               codes.shape[1] -= 1;
+                               codes.bytes.resize(static_cast<std::size_t>(codes.shape[0] * codes.shape[1]));
+                             }),
+                   {w, "shape"});
+  ExpectMessageHas(LoadError("nvfp4", [&](auto& t) { Erase(t, w + "_scale_2"); }),
+                   {"missing tensor", w + "_scale_2"});
+  ExpectMessageHas(LoadError("nvfp4",
+                             [&](auto& t) {
+                               TensorToWrite& s = Find(t, w + "_scale_2");
+                               const float zero = 0.0f;
+                               std::memcpy(s.bytes.data(), &zero, sizeof zero);
+                             }),
+                   {w + "_scale_2", "positive finite"});
+  ExpectMessageHas(LoadError("mxfp4",
+                             [&](auto& t) {
+                               t.push_back({w + "_scale_2", DType::F32, {}, std::vector<std::uint8_t>(4)});
+                             }),
+                   {w + "_scale_2", "mxfp4 has no tensor scale"});
 }
 
 TEST_F(PackedLoadErrors, PackedTensorsWithoutQuantizationConfig) {

@@ -318,6 +318,12 @@ TEST(CostModelTest, BytesPerParameterOfEveryFamily) {
   // A row that is not a whole number of blocks still stores whole blocks; FP8 adds a scale per row.
   EXPECT_DOUBLE_EQ(ParseWeightDtype("q4_0").MatrixBytes(3, 40), 3 * 2 * 18.0);
   EXPECT_DOUBLE_EQ(ParseWeightDtype("fp8-e5m2").MatrixBytes(3, 40), 3 * (40 + 4.0));
+  // Microscaled: 4 or 8 bits an element and a one-byte scale per block of 32 (NVFP4: 16); a partial block
+  // still has its scale, an odd FP4 row its last byte.
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("mxfp4").BytesPerParameter(), 0.5 + 1.0 / 32);
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("nvfp4").BytesPerParameter(), 0.5 + 1.0 / 16);
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("mxfp8-e4m3").BytesPerParameter(), 1.0 + 1.0 / 32);
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("nvfp4").MatrixBytes(3, 45), 3 * (23 + 3.0));
 }
 
 TEST(CostModelTest, ComputeBoundBatchIsWhereTheStepCrossesTheRidge) {

@@ -10,22 +10,28 @@
 
 #include "plumb/formats/fp8.h"
 #include "plumb/formats/int4.h"
+#include "plumb/formats/microscaling.h"
 
 namespace plumb {
 
-enum class PackKind : std::uint8_t { kF32, kF16, kBF16, kFp8, kInt4 };
+enum class PackKind : std::uint8_t { kF32, kF16, kBF16, kFp8, kInt4, kMicroscaled };
 
 struct PackFormat {
   PackKind kind = PackKind::kF32;
   Fp8Format fp8 = Fp8Format::kE4M3;  // kFp8 only
   bool fp8_per_row = true;           // kFp8: a scale per output channel, or one for the tensor
   Int4Params int4;                   // kInt4 only
+  MicroscalingScheme mx = MicroscalingScheme::kMxfp4;  // kMicroscaled only
 
   // The --dtype spelling: "f32", "f16", "bf16", "fp8-e4m3", "fp8-e5m2", "int4-sym-g32",
-  // "int4-asym-g128", "int4-asym-f16zero-g64", ... (fp8_per_row is not part of it).
+  // "int4-asym-g128", "int4-asym-f16zero-g64", ..., "mxfp4", "nvfp4", "mxfp8-e4m3", "mxfp8-e5m2"
+  // (fp8_per_row is not part of it).
   std::string Name() const;
-  // FP8 and INT4 need a quantization_config in config.json; F32/F16/BF16 are plain checkpoints.
-  bool IsQuantized() const { return kind == PackKind::kFp8 || kind == PackKind::kInt4; }
+  // FP8, INT4 and the microscaled formats need a quantization_config in config.json; F32/F16/BF16 are plain
+  // checkpoints.
+  bool IsQuantized() const {
+    return kind != PackKind::kF32 && kind != PackKind::kF16 && kind != PackKind::kBF16;
+  }
 };
 
 // Inverse of Name(); nullopt for anything else.

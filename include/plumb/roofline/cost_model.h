@@ -22,12 +22,13 @@ namespace plumb::roofline {
 // (GGUF block scales, INT4 group scales and zero points, FP8 per-row scales). docs/roofline.md "Weight
 // dtypes" lists every name and its bytes per parameter.
 struct WeightDtype {
-  enum class Kind { kPlain, kGgml, kFp8, kInt4 };
+  enum class Kind { kPlain, kGgml, kFp8, kInt4, kMicroscaled };
   std::string name;  // as given on the command line, canonical spelling ("f16", "q4_k", ...)
   Kind kind = Kind::kPlain;
   double element_bytes = 4;       // kPlain: bytes per element with no overhead (4, 2, 1, 0.5)
   GgmlType ggml = GgmlType::F32;  // kGgml
   Int4Params int4;                // kInt4
+  MicroscalingScheme mx = MicroscalingScheme::kMxfp4;  // kMicroscaled
 
   // Bytes of one stored [rows][cols] matrix (a GGUF row is whole blocks; INT4 and FP8 add their scales).
   double MatrixBytes(int rows, int cols) const;
@@ -37,8 +38,9 @@ struct WeightDtype {
 
 // "f32", "f16" (also "fp16"), "bf16", "fp8-e4m3" (also "fp8"), "fp8-e5m2" (a per-row FP32 scale each),
 // "int8" and "int4" (ideal: 1 and ½ byte, no scales: the textbook figures), the packed INT4 formats
-// ("int4-sym-g32", ..., formats/int4.h) and every GGUF block type by its lower-case name ("q4_0", "q4_k",
-// "iq4_xs", ...). Throws plumb::Error naming the value and the choices.
+// ("int4-sym-g32", ..., formats/int4.h), the microscaled ones ("mxfp4", "nvfp4", "mxfp8-e4m3", "mxfp8-e5m2":
+// formats/microscaling.h; "mxfp4" is also GGUF's type 39, the same bytes) and every GGUF block type by its
+// lower-case name ("q4_0", "q4_k", "iq4_xs", ...). Throws plumb::Error naming the value and the choices.
 WeightDtype ParseWeightDtype(std::string_view name);
 std::string WeightDtypeChoices();  // for --help and errors
 
