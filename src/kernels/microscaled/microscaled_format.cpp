@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../chunked_dot.h"
+#include "microscaled_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"
 #include "plumb/kernels/weight_matrix.h"
@@ -73,9 +74,13 @@ constexpr WeightFormat kMicroscaledFormat = {
     .kernels = {{
         /* kScalar */ {.row_dots = microscaled::scalar::RowDots,
                        .decode_rows = microscaled::scalar::DecodeRows},
-        {},
-        {},
-        {},
+#if defined(__x86_64__)
+        /* kAvx2 */ {.row_dots = microscaled::avx2::RowDots},
+#else
+        /* kAvx2 */ {},
+#endif
+        /* kNeon */ {},
+        /* kAvx512 */ {},
     }},
 };
 
