@@ -8,6 +8,8 @@
 // reference order anyway.
 #include "plumb/formats/gguf_blocks.h"
 
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -62,6 +64,21 @@ void BlockQ4_1(const std::uint8_t* b, float* y) {
   for (int j = 0; j < kQK / 2; ++j) {
     y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
     y[j + kQK / 2] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// [e u8][qs 16 B] (GGUF type 39, ggml's block_mxfp4): ggml's arithmetic, which defines the type: the E2M1
+// codes doubled to integers (kvalues_mxfp4) times d = 2^(e − 128) (ggml_e8m0_to_fp32_half: e = 0 and 1 give
+// the subnormals 2^−128 and 2^−127, and e = 255 gives 2^127, not the OCP scale's NaN). Each product is exact,
+// or ±inf past FP32's range (kvalue ≥ 2 at e = 255). Elements in Q4_0's order: j low nibble, j + 16 high.
+void BlockMxfp4(const std::uint8_t* b, float* y) {
+  constexpr std::int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const std::uint32_t e = b[0];
+  const float d = std::bit_cast<float>(e < 2 ? std::uint32_t{0x00200000} << e : (e - 1) << 23);
+  const std::uint8_t* qs = b + 1;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = static_cast<float>(kValues[qs[j] & 0x0F]) * d;
+    y[j + kQK / 2] = static_cast<float>(kValues[qs[j] >> 4]) * d;
   }
 }
 
@@ -239,7 +256,7 @@ constexpr Format kFormats[] = {
     {GgmlType::Q5_1, 32, 24, nullptr, BlockQ5_1},   {GgmlType::Q8_0, 32, 34, nullptr, BlockQ8_0},
     {GgmlType::Q2_K, 256, 84, nullptr, BlockQ2_K},  {GgmlType::Q3_K, 256, 110, nullptr, BlockQ3_K},
     {GgmlType::Q4_K, 256, 144, nullptr, BlockQ4_K}, {GgmlType::Q5_K, 256, 176, nullptr, BlockQ5_K},
-    {GgmlType::Q6_K, 256, 210, nullptr, BlockQ6_K},
+    {GgmlType::Q6_K, 256, 210, nullptr, BlockQ6_K}, {GgmlType::MXFP4, 32, 17, nullptr, BlockMxfp4},
 };
 
 // A linear search: DequantizeRow is called per chunk of a row by the scalar RowDot, so this stays cheap.

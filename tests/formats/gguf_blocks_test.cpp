@@ -68,7 +68,7 @@ TEST(CanDequantize, IsExactlyTheDocumentedSet) {
   const std::set<GgmlType> expected = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
                                        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                       GgmlType::Q6_K};
+                                       GgmlType::Q6_K, GgmlType::MXFP4};
   for (GgmlType type : AllKnownTypes())
     EXPECT_EQ(CanDequantize(type), expected.count(type) == 1) << Name(type);
   EXPECT_FALSE(CanDequantize(static_cast<GgmlType>(4)));    // a retired id (Q4_2)

@@ -13,7 +13,8 @@ For every type plumb dequantizes, blocks.safetensors holds
 The quant bytes are uniformly random, except for edge blocks whose quant bytes are all 0x00, 0xFF, 0x80,
 0x7F, 0x0F or 0xF0 (nibbles 0 and 15, int8 -128 and 127, 6-bit scales 0 and 63). The f16 scale fields
 (d, m, dmin) are always finite: random magnitudes 2^-12 .. 2^4 of either sign, plus 0, -0, the smallest and
-largest subnormals and +-65504 in some blocks. F32, F16 and BF16 rows are random bit patterns (NaNs with
+largest subnormals and +-65504 in some blocks. MXFP4's E8M0 scale byte is random, with chosen codes in some
+blocks (E8M0_SPECIALS). F32, F16 and BF16 rows are random bit patterns (NaNs with
 payloads, infinities and subnormals included), with the special codes listed in SPECIAL_* appended.
 """
 
@@ -47,6 +48,12 @@ SCALE_OFFSETS = {
     T.Q6_K: [208],
 }
 BLOCKS = {t: (64 if GGML_QUANT_SIZES[t][0] == 32 else 16) for t in SCALE_OFFSETS}
+# MXFP4 (type 39): its scale is one E8M0 byte (offset 0), every one of the 256 codes is valid, so its blocks
+# are random bytes with the edge fills and, in the blocks after them, the scale codes of E8M0_SPECIALS
+# (0 and 1: ggml's two subnormal scales; 127: 1/2; 254; 255: 2^127, not NaN). Drawn after every other type,
+# so that adding it changed none of their bytes.
+E8M0_SPECIALS = [0, 1, 2, 126, 127, 128, 253, 254, 255]
+BLOCKS[T.MXFP4] = 64
 EDGE_FILLS = [0x00, 0xFF, 0x80, 0x7F, 0x0F, 0xF0]
 # f16 codes for the scale fields of the blocks after the edge blocks: 0, -0, smallest and largest
 # subnormal (positive and negative), the largest finite value (both signs), 1.
@@ -84,6 +91,16 @@ def make_quant_row(rng, qtype):
     return blocks.reshape(-1)
 
 
+def make_mxfp4_row(rng):
+    block_bytes = GGML_QUANT_SIZES[T.MXFP4][1]
+    blocks = rng.integers(0, 256, size=(BLOCKS[T.MXFP4], block_bytes), dtype=np.uint8)
+    for i, fill in enumerate(EDGE_FILLS):
+        blocks[i, 1:] = fill
+    first = len(EDGE_FILLS)
+    blocks[first : first + len(E8M0_SPECIALS), 0] = E8M0_SPECIALS
+    return blocks.reshape(-1)
+
+
 def make_plain_row(rng, qtype):
     if qtype == T.F32:
         codes = np.concatenate([rng.integers(0, 2**32, size=PLAIN_ELEMENTS, dtype=np.uint32),
@@ -99,8 +116,13 @@ def build():
     """All fixture tensors, deterministically from SEED."""
     rng = np.random.default_rng(SEED)
     tensors = {}
-    for qtype in [T.F32, T.F16, T.BF16] + list(SCALE_OFFSETS):
-        raw = make_plain_row(rng, qtype) if qtype in (T.F32, T.F16, T.BF16) else make_quant_row(rng, qtype)
+    for qtype in [T.F32, T.F16, T.BF16] + list(SCALE_OFFSETS) + [T.MXFP4]:
+        if qtype in (T.F32, T.F16, T.BF16):
+            raw = make_plain_row(rng, qtype)
+        elif qtype == T.MXFP4:
+            raw = make_mxfp4_row(rng)
+        else:
+            raw = make_quant_row(rng, qtype)
         values = np.asarray(gguf.quants.dequantize(raw.copy(), qtype), dtype=np.float32).reshape(-1)
         block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
         assert values.size == raw.size // block_bytes * block_elements, qtype.name

@@ -25,6 +25,7 @@ int BlockElements(GgmlType type) {
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q8_0:
+    case GgmlType::MXFP4:
       return 32;
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
