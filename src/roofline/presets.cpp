@@ -50,6 +50,12 @@ constexpr Card kCards[] = {
      256,           8,    1,     2048, 3,   512, 1536, 64,     128,    128,   "deepseek_v3"},
     {"mixtral-8x7b", 4096, 14336, 32, 32, 8, 128, 32000,    32768, false, false, 1000000.0f, 0, 8, 2, 0,
      14336,          0,    0,     0,  0,  0, 0,   "mixtral"},
+    // Every layer as full attention: the card has no way to say that every other layer of gpt-oss sees a
+    // 128-token window (docs/roofline.md says what that overstates).
+    {"gpt-oss-20b", 2880, 2880, 24, 64, 8, 64, 201088,   131072, false, true, 150000.0f, 0, 32, 4, 0,
+     2880,          0,    0,    0,  0,  0, 0,  "gpt_oss"},
+    {"gpt-oss-120b", 2880, 2880, 36, 64, 8, 64, 201088,   131072, false, true, 150000.0f, 0, 128, 4, 0,
+     2880,           0,    0,    0,  0,  0, 0,  "gpt_oss"},
 };
 
 // The cards whose config.json stretches RoPE to 128K positions with Llama 3.1's rule (rope_scaling

@@ -247,6 +247,22 @@ TEST(CostModelTest, MoeComputeBoundBatchIsTheSmallestThatCrossesTheRidge) {
   }
 }
 
+// gpt-oss's cards against OpenAI's published counts (the model card: 116.8B total and 5.1B active for 120b,
+// 20.9B and 3.6B for 20b), within 1 %; MXFP4 weights are 4.25 bits each.
+TEST(CostModelTest, GptOssCardsHaveThePublishedParameterCounts) {
+  const struct {
+    const char* card;
+    double total, active;
+  } cards[] = {{"gpt-oss-120b", 116.8e9, 5.13e9}, {"gpt-oss-20b", 20.9e9, 3.61e9}};
+  for (const auto& c : cards) {
+    const ModelConfig config = ModelCard(c.card);
+    EXPECT_NEAR(ParameterCount(config) / c.total, 1.0, 0.01) << c.card;
+    EXPECT_NEAR(ActiveParameterCount(config) / c.active, 1.0, 0.01) << c.card;
+  }
+  const WeightBytes w = WeightBytesFor(ModelCard("gpt-oss-120b"), ParseWeightDtype("mxfp4"), 2);
+  EXPECT_NEAR(w.Stored() / ParameterCount(ModelCard("gpt-oss-120b")), 0.5 + 1.0 / 32, 0.01);
+}
+
 // A dense card is costed as before: the figures TextbookFigures and Llama3ShapesAndParameters pin, and no
 // expert or router bytes.
 TEST(CostModelTest, DenseCardsHaveNoExperts) {
