@@ -22,7 +22,8 @@ Modes (MODES below): each is how some GPU engine really computes.
         and output; RMSNorm's x, weight, x·r and output; RoPE's x, cos/sin (vLLM's cos_sin_cache), the
         products x·cos, x·sin and output; SwiGLU's gate, up, silu(gate) and output; softmax's output. The
         same points inside tp_layer and the model cases, whose residual stream stays FP32. Softmax inputs
-        (scores, logits), sampling and speculative_verify are not rounded (docs/fixtures.md "Allowances").
+        (scores, logits), sampling, speculative_verify and moe_route are not rounded (docs/fixtures.md
+        "Allowances"; routers run in FP32 in the engines we know).
         Declares bf16_activations, bf16_outputs.
   fp16  the same with float16; declares fp16_activations, fp16_outputs.
 
@@ -189,6 +190,25 @@ BUGS = {
     "fp8_truncation": Bug(
         FP8_ENCODE, ("kv_quant.fp8_e4m3", "reshape_and_cache.nhd.fp8_e4m3"),
         "FP8 encoding rounds toward zero instead of to nearest even"),
+    # moe_route
+    "moe_ties_to_higher_id": Bug(
+        ("moe_route",), ("moe_route.softmax_topk.e8_k2", "moe_route.sigmoid_group_topk.e256_k8_g8_tg4"),
+        "top-k ties broken toward the higher expert id (an unstable or reversed sort)"),
+    "moe_renormalize_ignored": Bug(
+        ("moe_route",), ("moe_route.softmax_topk.e8_k2", "moe_route.softmax_topk.e128_k8"),
+        "the selected probabilities not divided by their sum (Mixtral and Qwen3's norm_topk_prob)"),
+    "moe_softmax_after_topk": Bug(
+        ("moe_route",), ("moe_route.softmax_topk.e60_k4.no_renorm",),
+        "softmax over the selected logits (gpt-oss's order) where the model takes softmax over all experts"),
+    "moe_weights_with_bias": Bug(
+        ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
+        "DeepSeek-V3's weights taken from the biased scores s + bias instead of s"),
+    "moe_group_by_max": Bug(
+        ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
+        "a group scored by its largest expert score instead of the sum of its two largest"),
+    "moe_scaling_ignored": Bug(
+        ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
+        "routed_scaling_factor not applied to the weights"),
     # sampling, speculative_verify
     "top_p_exclusive": Bug(
         ("sampling",), ("sampling.top_k_top_p_min_p",),
@@ -781,6 +801,53 @@ class Engine:
                 keep = min(keep, max(kept, 1))
             tokens.append(self.sample_sorted(probs[:keep], ids[:keep], u))
         return {"tokens": torch.tensor(tokens, dtype=torch.int32)}
+
+    def top_ids(self, scores, candidates=None):
+        """Indices of scores (1-D) by descending score, equal scores by ascending index (docs/fixtures.md
+        "moe_route"); only those in `candidates` when given."""
+        ids = torch.arange(len(scores)) if candidates is None else candidates
+        order = torch.sort(scores[ids], descending=True, stable=True).indices
+        if self.bug == "moe_ties_to_higher_id":  # the same sort over the ids reversed
+            order = len(ids) - 1 - torch.sort(scores[ids].flip(0), descending=True, stable=True).indices
+        return ids[order]
+
+    def op_moe_route(self, p, t):
+        """docs/fixtures.md "moe_route": softmax_topk (Mixtral, Qwen-MoE), topk_softmax (gpt-oss),
+        sigmoid_group_topk (DeepSeek-V3), in FP32 in every mode."""
+        k, routing = p["top_k"], p["routing"]
+        all_ids, all_weights = [], []
+        for logits in t["logits"].float():
+            if routing == "softmax_topk":
+                probs = torch.softmax(logits, -1)
+                ids = self.top_ids(probs)[:k]
+                w = probs[ids]
+                if self.bug == "moe_softmax_after_topk":
+                    w = torch.softmax(logits[ids], -1)
+                if p["renormalize"] and self.bug != "moe_renormalize_ignored":
+                    w = w / w.sum()
+            elif routing == "topk_softmax":
+                ids = self.top_ids(logits)[:k]
+                w = torch.softmax(logits[ids], -1)
+            else:
+                s = torch.sigmoid(logits)
+                choice = s + t["bias"].float()
+                per = p["experts"] // p["groups"]
+                grouped = choice.view(p["groups"], per)
+                if self.bug == "moe_group_by_max":
+                    group_score = grouped.max(-1).values
+                else:
+                    group_score = torch.topk(grouped, 2, -1).values.sum(-1)
+                kept = torch.sort(self.top_ids(group_score)[:p["top_groups"]]).values
+                candidates = (kept[:, None] * per + torch.arange(per)).flatten()
+                ids = self.top_ids(choice, candidates)[:k]
+                w = (choice if self.bug == "moe_weights_with_bias" else s)[ids]
+                if p["renormalize"]:
+                    w = w / w.sum()
+                if self.bug != "moe_scaling_ignored":
+                    w = w * p["scaling"]
+            all_ids.append(ids.to(torch.int32))
+            all_weights.append(w.float())
+        return {"ids": torch.stack(all_ids), "weights": torch.stack(all_weights)}
 
     def op_speculative_verify(self, p, t):
         """docs/fixtures.md "speculative_verify": accept x_i while u_i·q_i(x_i) < p_i(x_i); then draw with u_k
