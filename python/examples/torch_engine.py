@@ -206,6 +206,15 @@ BUGS = {
     "moe_group_by_max": Bug(
         ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
         "a group scored by its largest expert score instead of the sum of its two largest"),
+    "moe_gate_up_swapped": Bug(
+        ("moe_experts",), ("moe_experts.f32.e8_k2_d64_f96", "moe_experts.mxfp4.e8_k2_d80_f96"),
+        "an expert's gate and up projections exchanged (the w13 halves read in the other order)"),
+    "moe_combine_unweighted": Bug(
+        ("moe_experts",), ("moe_experts.f32.e8_k2_d64_f96", "moe_experts.bf16.e8_k2_d64_f96"),
+        "the experts' outputs added without their routing weights"),
+    "moe_top1_only": Bug(
+        ("moe_experts",), ("moe_experts.f32.e8_k2_d64_f96",),
+        "only each token's first expert computed (its weight applied), the others dropped"),
     "moe_scaling_ignored": Bug(
         ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
         "routed_scaling_factor not applied to the weights"),
@@ -848,6 +857,32 @@ class Engine:
             all_ids.append(ids.to(torch.int32))
             all_weights.append(w.float())
         return {"ids": torch.stack(all_ids), "weights": torch.stack(all_weights)}
+
+    def op_moe_experts(self, p, t):
+        """docs/fixtures.md "moe_experts": y_t = Σ_j w_tj · down_e(silu(gate_e(x_t)) · up_e(x_t)), e = ids[t][j];
+        the expert weights f32, bf16 or MXFP4 (docs/formats.md "Microscaled formats"), in FP32 in every mode."""
+        dtype, d, f = p["weight_dtype"], p["d"], p["f"]
+
+        def matrix(name, e, cols):
+            if dtype == "mxfp4":
+                w, _ = self.microscaled_weight({"k": cols, "weight_dtype": "mxfp4"},
+                                               {"w": t[name][e], "w_scales": t[name + "_scales"][e]})
+                return w
+            return t[name][e].float()
+
+        y = torch.zeros(p["tokens"], d)
+        for token in range(p["tokens"]):
+            x = t["x"][token].float()
+            slots = range(1 if self.bug == "moe_top1_only" else p["top_k"])
+            for j in slots:
+                e = int(t["ids"][token][j])
+                gate, up = matrix("w_gate", e, d) @ x, matrix("w_up", e, d) @ x
+                if self.bug == "moe_gate_up_swapped":
+                    gate, up = up, gate
+                out = matrix("w_down", e, f) @ (F.silu(gate) * up)
+                weight = 1.0 if self.bug == "moe_combine_unweighted" else t["weights"][token][j].float()
+                y[token] += weight * out
+        return {"y": y}
 
     def op_speculative_verify(self, p, t):
         """docs/fixtures.md "speculative_verify": accept x_i while u_i·q_i(x_i) < p_i(x_i); then draw with u_k
