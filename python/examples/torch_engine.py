@@ -123,16 +123,18 @@ BUGS = {
         ("gemv", "gemm"), ("gemv.fp8_e4m3.n37_k333", "gemm.fp8_e5m2.m5_n37_k333"),
         "the FP8 weight scale applied to the decoded weight and again after the dot"),
     "fp4_nibbles_swapped": Bug(
-        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemm.nvfp4.m5_n37_k333"),
+        ("gemv", "gemm", "moe_experts"), ("gemv.mxfp4.n37_k333", "gemm.nvfp4.m5_n37_k333"),
         "FP4 element 2i read from the high nibble of byte i and 2i + 1 from the low one"),
     "e8m0_bias_128": Bug(
-        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemv.mxfp8_e4m3.n37_k333", "gemm.mxfp8_e5m2.m5_n37_k333"),
+        ("gemv", "gemm", "moe_experts"),
+        ("gemv.mxfp4.n37_k333", "gemv.mxfp8_e4m3.n37_k333", "gemm.mxfp8_e5m2.m5_n37_k333"),
         "E8M0 scales decoded as 2^(e − 128), the exponent off by one"),
     "nvfp4_tensor_scale_twice": Bug(
         ("gemv", "gemm"), ("gemv.nvfp4.n37_k333", "gemm.nvfp4.m5_n37_k333"),
         "NVFP4's tensor scale applied to every block scale and again after the dot"),
     "mx_partial_block_dropped": Bug(
-        ("gemv", "gemm"), ("gemv.mxfp4.n37_k333", "gemv.nvfp4.n37_k333", "gemm.mxfp8_e4m3.m5_n37_k333"),
+        ("gemv", "gemm", "moe_experts"),
+        ("gemv.mxfp4.n37_k333", "gemv.nvfp4.n37_k333", "gemm.mxfp8_e4m3.m5_n37_k333"),
         "the last, partial block of a microscaled row (k mod 32, or 16) is left out"),
     # rmsnorm
     "rmsnorm_eps_dropped": Bug(NORM, ("rmsnorm.rows4_n64.near_eps",), "1/sqrt(mean(x²)), no eps"),
