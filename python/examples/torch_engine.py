@@ -217,6 +217,13 @@ BUGS = {
     "moe_top1_only": Bug(
         ("moe_experts",), ("moe_experts.f32.e8_k2_d64_f96",),
         "only each token's first expert computed (its weight applied), the others dropped"),
+    "moe_shared_expert_dropped": Bug(
+        ("moe_experts",),
+        ("moe_experts.bf16.e8_k2_d64_f96.shared", "moe_experts.f32.e8_k2_d64_f96.shared_gated"),
+        "the shared expert left out of the sum"),
+    "moe_shared_gate_ignored": Bug(
+        ("moe_experts",), ("moe_experts.f32.e8_k2_d64_f96.shared_gated",),
+        "Qwen2-MoE's sigmoid gate on the shared expert not applied"),
     "moe_scaling_ignored": Bug(
         ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
         "routed_scaling_factor not applied to the weights"),
@@ -861,8 +868,9 @@ class Engine:
         return {"ids": torch.stack(all_ids), "weights": torch.stack(all_weights)}
 
     def op_moe_experts(self, p, t):
-        """docs/fixtures.md "moe_experts": y_t = Σ_j w_tj · down_e(silu(gate_e(x_t)) · up_e(x_t)), e = ids[t][j];
-        the expert weights f32, bf16 or MXFP4 (docs/formats.md "Microscaled formats"), in FP32 in every mode."""
+        """docs/fixtures.md "moe_experts": y_t = Σ_j w_tj · down_e(silu(gate_e(x_t)) · up_e(x_t)), e = ids[t][j],
+        plus the shared expert (times sigmoid(shared_gate · x_t) where given); the expert weights f32, bf16 or
+        MXFP4 (docs/formats.md "Microscaled formats"), in FP32 in every mode."""
         dtype, d, f = p["weight_dtype"], p["d"], p["f"]
 
         def matrix(name, e, cols):
@@ -872,16 +880,24 @@ class Engine:
                 return w
             return t[name][e].float()
 
+        def swiglu_expert(prefix, e, x, width):
+            gate, up = matrix(prefix + "gate", e, d) @ x, matrix(prefix + "up", e, d) @ x
+            if self.bug == "moe_gate_up_swapped":
+                gate, up = up, gate
+            return matrix(prefix + "down", e, width) @ (F.silu(gate) * up)
+
         y = torch.zeros(p["tokens"], d)
         for token in range(p["tokens"]):
             x = t["x"][token].float()
+            if p.get("shared_f") and self.bug != "moe_shared_expert_dropped":
+                shared = swiglu_expert("w_shared_", 0, x, p["shared_f"])
+                if "shared_gate" in t and self.bug != "moe_shared_gate_ignored":
+                    shared = torch.sigmoid(t["shared_gate"].float() @ x) * shared
+                y[token] += shared
             slots = range(1 if self.bug == "moe_top1_only" else p["top_k"])
             for j in slots:
                 e = int(t["ids"][token][j])
-                gate, up = matrix("w_gate", e, d) @ x, matrix("w_up", e, d) @ x
-                if self.bug == "moe_gate_up_swapped":
-                    gate, up = up, gate
-                out = matrix("w_down", e, f) @ (F.silu(gate) * up)
+                out = swiglu_expert("w_", e, x, f)
                 weight = 1.0 if self.bug == "moe_combine_unweighted" else t["weights"][token][j].float()
                 y[token] += weight * out
         return {"y": y}
