@@ -1,6 +1,7 @@
 // E8M0 decoding and encoding (include/plumb/formats/e8m0.h; docs/formats.md "E8M0").
 #include "plumb/formats/e8m0.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,15 @@ namespace plumb {
 float E8M0ToF32(std::uint8_t code) {
   if (code == kE8M0Nan) return std::numeric_limits<float>::quiet_NaN();
   return std::ldexp(1.0f, static_cast<int>(code) - 127);  // exact down to 2^−127, an FP32 subnormal
+}
+
+const float* E8M0DecodeTable() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int code = 0; code < 256; ++code) t[code] = E8M0ToF32(static_cast<std::uint8_t>(code));
+    return t;
+  }();
+  return table.data();
 }
 
 std::uint8_t F32ToE8M0(float value, E8M0Rounding rounding, Fp8Overflow overflow) {

@@ -68,13 +68,13 @@ int ElementMaxExponent(MicroscalingScheme scheme) {
   return scheme == MicroscalingScheme::kMxfp8E5M2 ? 15 : 8;
 }
 
-std::uint8_t ElementCode(const std::uint8_t* codes, bool fp4, std::int64_t c) {
-  if (!fp4) return codes[c];
+}  // namespace
+
+std::uint8_t MicroscaledElementCode(MicroscalingScheme scheme, const std::uint8_t* codes, std::int64_t c) {
+  if (!MicroscalingElementIsFp4(scheme)) return codes[c];
   const std::uint8_t byte = codes[c / 2];
   return static_cast<std::uint8_t>(c % 2 == 0 ? byte & 0x0F : byte >> 4);
 }
-
-}  // namespace
 
 float MicroscaledElement(MicroscalingScheme scheme, std::uint8_t code) {
   return MicroscalingElementIsFp4(scheme) ? Fp4ToF32(code) : Fp8ToF32(code, ElementFp8(scheme));
@@ -86,11 +86,10 @@ float MicroscaledBlockScale(MicroscalingScheme scheme, std::uint8_t code) {
 
 void DecodeMicroscaledRow(MicroscalingScheme scheme, const std::uint8_t* codes, const std::uint8_t* scales,
                           std::int64_t begin, std::int64_t count, float* out) {
-  const bool fp4 = MicroscalingElementIsFp4(scheme);
   const int block = MicroscalingBlockSize(scheme);
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t c = begin + i;
-    out[i] = MicroscaledElement(scheme, ElementCode(codes, fp4, c)) *
+    out[i] = MicroscaledElement(scheme, MicroscaledElementCode(scheme, codes, c)) *
              MicroscaledBlockScale(scheme, scales[c / block]);
   }
 }

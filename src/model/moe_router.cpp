@@ -31,6 +31,15 @@ std::vector<int> Range(int n) {
   return all;
 }
 
+// ids[i] = top[i] and weights[i] = value[top[i]] for the k selected experts.
+void TakeSelected(const std::vector<int>& top, const std::vector<float>& value, int k, std::int32_t* ids,
+                  float* weights) {
+  for (int i = 0; i < k; ++i) {
+    ids[i] = top[static_cast<std::size_t>(i)];
+    weights[i] = value[static_cast<std::size_t>(ids[i])];
+  }
+}
+
 // w[i] / Σ w, the sum left to right in selection order.
 void Renormalize(float* w, int k) {
   float sum = 0.0f;
@@ -87,20 +96,12 @@ void RouteToken(const MoeRouterParams& p, const float* logits, const float* bias
   switch (p.routing) {
     case MoeRouting::kSoftmaxTopK: {
       kernels::scalar::Softmax(score.data(), p.experts);
-      const std::vector<int> top = TopK(score, Range(p.experts), k);
-      for (int i = 0; i < k; ++i) {
-        ids[i] = top[static_cast<std::size_t>(i)];
-        weights[i] = score[static_cast<std::size_t>(ids[i])];
-      }
+      TakeSelected(TopK(score, Range(p.experts), k), score, k, ids, weights);
       if (p.renormalize) Renormalize(weights, k);
       return;
     }
     case MoeRouting::kTopKSoftmax: {
-      const std::vector<int> top = TopK(score, Range(p.experts), k);
-      for (int i = 0; i < k; ++i) {
-        ids[i] = top[static_cast<std::size_t>(i)];
-        weights[i] = score[static_cast<std::size_t>(ids[i])];
-      }
+      TakeSelected(TopK(score, Range(p.experts), k), score, k, ids, weights);
       kernels::scalar::Softmax(weights, k);
       return;
     }
@@ -124,11 +125,7 @@ void RouteToken(const MoeRouterParams& p, const float* logits, const float* bias
         for (int m = 0; m < per_group; ++m) candidates.push_back(g * per_group + m);
       }
       std::sort(candidates.begin(), candidates.end());  // ties by expert id, whatever the groups' order
-      const std::vector<int> top = TopK(choice, candidates, k);
-      for (int i = 0; i < k; ++i) {
-        ids[i] = top[static_cast<std::size_t>(i)];
-        weights[i] = score[static_cast<std::size_t>(ids[i])];  // the sigmoid, without the bias
-      }
+      TakeSelected(TopK(choice, candidates, k), score, k, ids, weights);  // s, without the bias
       if (p.renormalize) Renormalize(weights, k);
       for (int i = 0; i < k; ++i) weights[i] = weights[i] * p.scaling;
       return;

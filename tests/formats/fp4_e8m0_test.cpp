@@ -145,6 +145,12 @@ TEST(E8M0, DecodesEveryCode) {
   EXPECT_EQ(E8M0ToF32(0), std::ldexp(1.0f, -127));  // an FP32 subnormal, exact
   EXPECT_EQ(E8M0ToF32(254), std::ldexp(1.0f, 127));
   EXPECT_TRUE(std::isnan(E8M0ToF32(0xFF)));
+  const float* table = E8M0DecodeTable();
+  for (int code = 0; code < 256; ++code) {
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(table[code]),
+              std::bit_cast<std::uint32_t>(E8M0ToF32(static_cast<std::uint8_t>(code))))
+        << code;
+  }
 }
 
 TEST(E8M0, EncodesAsFrexp) {

@@ -21,6 +21,9 @@ inline constexpr std::uint8_t kE8M0Nan = 0xFF;
 // E8M0 code -> float: 2^(code − 127), exact (code 0 is 2^−127, an FP32 subnormal); 0xFF gives a quiet NaN.
 float E8M0ToF32(std::uint8_t code);
 
+// The 256 values E8M0ToF32 gives, indexed by code (built once; kernels decode scales with it).
+const float* E8M0DecodeTable();
+
 // float -> E8M0 code, exactly as CUDA 13's host-callable __nv_cvt_float_to_e8m0(x, saturation, rounding)
 // (cuda_fp8.hpp): the sign is dropped (a scale is a magnitude); zero and every |x| at or below 2^−127 give
 // code 0, the smallest scale; NaN gives 0xFF; a result past 2^127 (±inf, or kTowardPosInf above 2^127)

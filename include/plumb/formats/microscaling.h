@@ -37,7 +37,11 @@ int MicroscalingBlockSize(MicroscalingScheme scheme);  // 32, or 16 for NVFP4
 bool MicroscalingElementIsFp4(MicroscalingScheme scheme);
 int MicroscaledBlocks(MicroscalingScheme scheme, int cols);              // ⌈cols / block size⌉
 std::size_t MicroscaledRowBytes(MicroscalingScheme scheme, int cols);    // ⌈cols / 2⌉ for FP4, else cols
-float MicroscaledElement(MicroscalingScheme scheme, std::uint8_t code);  // the element's value, exact
+float MicroscaledElement(MicroscalingScheme scheme, std::uint8_t code);
+// Element c's code in a row's codes: byte c, or for FP4 the low (c even) or high (c odd) nibble of byte c
+// / 2.
+std::uint8_t MicroscaledElementCode(MicroscalingScheme scheme, const std::uint8_t* codes,
+                                    std::int64_t c);                        // the element's value, exact
 float MicroscaledBlockScale(MicroscalingScheme scheme, std::uint8_t code);  // the scale's value, exact
 
 // Elements [begin, begin + count) of a row, decoded: out[i] = Element(element begin + i) · BlockScale(its

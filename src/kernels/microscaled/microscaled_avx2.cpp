@@ -8,22 +8,22 @@
 // tail loop does (avx2_common::Finish), and the tensor scale multiplies the reduced dot. Each weight is the
 // definition's product, the element's value times its block's scale in one rounded (here exact) multiply:
 //   FP4: the 8 nibbles of 4 bytes (element 2i in the low nibble of byte i, so element j at bits 4j of the
-//   little-endian word) index the eight magnitudes with a permute; the code's bit 3 is the sign, xor-ed in.
+//   little-endian word) index the eight magnitudes (Fp4DecodeTable's first eight) with a permute; the code's
+//   bit 3 is the sign, xor-ed in.
 //   FP8: a gather from Fp8DecodeTable, Fp8ToF32's values.
-//   Block scales: a 256-entry table of E8M0ToF32 (or Fp8DecodeTable for NVFP4's E4M3), one lookup per 8
-//   columns.
+//   Block scales: E8M0DecodeTable (or Fp8DecodeTable for NVFP4's E4M3), one lookup per 8 columns.
 #include "microscaled_kernels.h"
 
 #if defined(__x86_64__)
 
 #include <immintrin.h>
 
-#include <array>
 #include <cstdint>
 
 #include "../avx2_common.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/e8m0.h"
+#include "plumb/formats/fp4.h"
 #include "plumb/formats/fp8.h"
 
 namespace plumb::kernels::microscaled::avx2 {
@@ -35,17 +35,8 @@ using avx2_common::ReadU32;
 
 constexpr int kRows = 4;
 
-const float* E8M0Table() {
-  static const auto table = [] {
-    std::array<float, 256> t{};
-    for (int code = 0; code < 256; ++code) t[code] = E8M0ToF32(static_cast<std::uint8_t>(code));
-    return t;
-  }();
-  return table.data();
-}
-
 const float* ScaleTable(MicroscalingScheme scheme) {
-  return scheme == MicroscalingScheme::kNvfp4 ? Fp8DecodeTable(Fp8Format::kE4M3) : E8M0Table();
+  return scheme == MicroscalingScheme::kNvfp4 ? Fp8DecodeTable(Fp8Format::kE4M3) : E8M0DecodeTable();
 }
 
 const float* ElementTable(MicroscalingScheme scheme) {
@@ -61,8 +52,7 @@ PLUMB_AVX2 inline __m256 Weights8(const std::uint8_t* codes, int c, const float*
     const __m256i nibble = _mm256_and_si256(
         _mm256_srlv_epi32(word, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(0xF));
     // permutevar8x32 reads the low 3 bits of each index: the magnitude's code.
-    const __m256 magnitude =
-        _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), nibble);
+    const __m256 magnitude = _mm256_permutevar8x32_ps(_mm256_loadu_ps(Fp4DecodeTable()), nibble);
     const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(nibble, 3), 31);
     return _mm256_mul_ps(_mm256_xor_ps(magnitude, _mm256_castsi256_ps(sign)), scale);
   } else {
@@ -99,9 +89,8 @@ PLUMB_AVX2 void Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
     const std::uint8_t* codes = W.Row(r);
     const std::uint8_t* row_scales = W.mx_scales + Extent(r, blocks);
     const float dot = Finish(acc[i], full, W.cols, x, [&](int c) {
-      const std::uint8_t code =
-          kFp4 ? static_cast<std::uint8_t>((codes[c / 2] >> (4 * (c % 2))) & 0xF) : codes[c];
-      return MicroscaledElement(scheme, code) * scales[row_scales[c / block]];
+      return MicroscaledElement(scheme, MicroscaledElementCode(scheme, codes, c)) *
+             scales[row_scales[c / block]];
     });
     y[r] = W.mx_tensor_scale * dot;
   }

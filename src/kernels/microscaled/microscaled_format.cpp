@@ -6,8 +6,9 @@
 // (tensor_scale is NVFP4's, one rounded multiply after the dot as a GPU kernel's epilogue applies it; the MX
 // schemes have none, W.mx_tensor_scale is 1 for them, and multiplying by 1 changes no bits). Each decoded
 // element is its code's value times its block's scale, one FP32 multiply that is exact (docs/formats.md says
-// why). decode_rows gives those values. No vector kernels yet, and none in the fast family: a microscaled
-// matrix runs this definition everywhere.
+// why). decode_rows gives those values. The AVX2 row dots (microscaled_avx2.cpp, which AVX-512 hosts run
+// too) compute the same bits; decode_rows and NEON run this definition. No fast-family kernels: a
+// microscaled matrix runs the exact family in both.
 #include <cstddef>
 #include <string>
 
