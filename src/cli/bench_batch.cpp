@@ -54,7 +54,7 @@ int RunBatchBench(const Flags& flags, Model& model, std::ostream& out, std::ostr
     }
   }
   const int threads = kernels::NumThreads();
-  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
+  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep(model.config().experts_per_token);
   out << "weights read per step: " << weight_bytes << " B | threads: " << threads
       << (step_options.batch_invariant ? " | deterministic" : "") << " | " << steps
       << " timed steps per row after " << kWarmupSteps

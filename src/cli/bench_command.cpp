@@ -178,7 +178,7 @@ Row RunOneThreadCount(Model& model, const Settings& s, int threads, std::ostream
 }
 
 void PrintTable(std::ostream& out, const Model& model, const Settings& s, const std::vector<Row>& rows) {
-  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep();
+  const std::size_t weight_bytes = model.weights().BytesReadPerDecodeStep(model.config().experts_per_token);
   const double kv_bytes = MeanKvBytesPerDecodeStep(model.config(), s.kv_dtype, s.prompt_tokens, s.gen_tokens);
   const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes;
   const std::string pp = "pp" + std::to_string(s.prompt_tokens);

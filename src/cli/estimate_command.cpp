@@ -152,7 +152,8 @@ void PrintJson(std::ostream& out, const Flags& flags, const std::string& card,
 void PrintMoeAndMla(std::ostream& out, const roofline::EstimateSettings& s) {
   const ModelConfig& c = s.config;
   if (c.IsMoe()) {
-    const int moe_layers = c.num_layers - std::clamp(c.first_dense_layers, 0, c.num_layers);
+    int moe_layers = 0;
+    for (int layer = 0; layer < c.num_layers; ++layer) moe_layers += c.IsMoeLayer(layer) ? 1 : 0;
     out << "experts:  " << moe_layers << " of " << c.num_layers << " layers MoE: " << c.num_experts
         << " routed experts of " << c.moe_intermediate_size << ", " << c.experts_per_token << " per token";
     if (c.num_shared_experts > 0) out << ", + " << c.num_shared_experts << " shared";

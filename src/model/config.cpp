@@ -86,8 +86,15 @@ struct Family {
   const char* model_type;
   const char* architecture;
 };
-constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
+constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
+                                {"mistral", "MistralForCausalLM"},
+                                {"qwen2", "Qwen2ForCausalLM"},
+                                {"qwen3", "Qwen3ForCausalLM"},
+                                {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+
+bool IsQwen3(const std::string& model_type) {
+  return model_type == "qwen3" || model_type == "qwen3_moe";
+}
 
 const Family* FindFamily(const std::string& model_type) {
   for (const Family& f : kFamilies) {
@@ -122,9 +129,10 @@ void ReadSlidingWindow(const json& root, const std::string& source, bool run, Mo
     }
   }
   if (!run) return;
-  if (c.model_type == "qwen2" && OptionalBool(root, "use_sliding_window", false, source)) {
-    // Qwen2's window covers the layers from max_window_layers on only: a layout plumb does not run.
-    throw MakeError(source, ": use_sliding_window = true (Qwen2's window on some layers) is not supported");
+  if ((c.model_type == "qwen2" || IsQwen3(c.model_type)) &&
+      OptionalBool(root, "use_sliding_window", false, source)) {
+    // Qwen's window covers the layers from max_window_layers on only: a layout plumb does not run.
+    throw MakeError(source, ": use_sliding_window = true (Qwen's window on some layers) is not supported");
   }
   const json* types = Find(root, "layer_types");
   if (types == nullptr) return;
@@ -138,6 +146,50 @@ void ReadSlidingWindow(const json& root, const std::string& source, bool run, Mo
                       ": plumb runs every layer of a ", c.model_type, " checkpoint as \"", want,
                       "\" here (sliding_window = ", c.sliding_window, ")");
     }
+  }
+}
+
+// Qwen3-MoE's experts (transformers' Qwen3MoeConfig; its defaults where a key is absent, except the shapes,
+// which must be given). Which layers are MoE: docs/models.md "Qwen3-MoE".
+void ReadQwen3Moe(const json& root, const std::string& source, ModelConfig& c) {
+  // The hub's configs say num_experts; transformers 5 writes its alias num_local_experts (attribute_map).
+  const bool local = Find(root, "num_local_experts") != nullptr;
+  c.num_experts = RequireInt(
+      root, local && Find(root, "num_experts") == nullptr ? "num_local_experts" : "num_experts", source);
+  if (local && RequireInt(root, "num_local_experts", source) != c.num_experts) {
+    throw MakeError(source, ": num_experts = ", c.num_experts,
+                    " and num_local_experts = ", RequireInt(root, "num_local_experts", source),
+                    " disagree (transformers reads them as one)");
+  }
+  c.experts_per_token = RequireInt(root, "num_experts_per_tok", source);
+  c.moe_intermediate_size = RequireInt(root, "moe_intermediate_size", source);
+  c.moe_routing = MoeRouting::kSoftmaxTopK;
+  c.moe_renormalize = OptionalBool(root, "norm_topk_prob", false, source);
+  c.moe_layer_step = OptionalInt(root, "decoder_sparse_step", 1, source);
+  if (const json* dense = Find(root, "mlp_only_layers"); dense != nullptr && !dense->is_null()) {
+    if (!dense->is_array()) {
+      throw MakeError(source, ": mlp_only_layers must be a list of layer indices, got ", dense->dump());
+    }
+    for (std::size_t i = 0; i < dense->size(); ++i) {
+      const json& layer = (*dense)[i];
+      if (!layer.is_number_integer() || layer.get<long long>() < 0 ||
+          layer.get<long long>() >= c.num_layers) {
+        throw MakeError(source, ": mlp_only_layers[", i, "] = ", layer.dump(), " is not a layer in [0, ",
+                        c.num_layers, ")");
+      }
+      c.mlp_only_layers.push_back(layer.get<int>());
+    }
+  }
+  if (c.num_experts <= 0) throw MakeError(source, ": num_experts = ", c.num_experts, " must be positive");
+  if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts) {
+    throw MakeError(source, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ",
+                    c.num_experts, "]");
+  }
+  if (c.moe_intermediate_size <= 0) {
+    throw MakeError(source, ": moe_intermediate_size = ", c.moe_intermediate_size, " must be positive");
+  }
+  if (c.moe_layer_step <= 0) {
+    throw MakeError(source, ": decoder_sparse_step = ", c.moe_layer_step, " must be positive");
   }
 }
 
@@ -200,6 +252,9 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
     c.attention_bias = OptionalBool(root, "attention_bias", false, source);
   }
   ReadSlidingWindow(root, source, run, c);
+  // Qwen3: an RMSNorm of every query and key head before RoPE (transformers' Qwen3Attention q_norm, k_norm).
+  c.qk_norm = IsQwen3(c.model_type);
+  if (c.model_type == "qwen3_moe") ReadQwen3Moe(root, source, c);
   c.bos_token_id = OptionalInt(root, "bos_token_id", -1, source);
   if (const json* eos = Find(root, "eos_token_id"); eos != nullptr) {
     if (eos->is_array()) {
@@ -336,6 +391,14 @@ std::string ConfigToJson(const ModelConfig& c) {
         "config.json spelling; pack the Hugging Face checkpoint instead");
   }
   if (c.model_type == "mistral" && c.sliding_window > 0) root["sliding_window"] = c.sliding_window;
+  if (c.model_type == "qwen3_moe") {
+    root["num_experts"] = c.num_experts;
+    root["num_experts_per_tok"] = c.experts_per_token;
+    root["moe_intermediate_size"] = c.moe_intermediate_size;
+    root["norm_topk_prob"] = c.moe_renormalize;
+    root["decoder_sparse_step"] = c.moe_layer_step;
+    root["mlp_only_layers"] = c.mlp_only_layers;
+  }
   if (c.bos_token_id >= 0) root["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_ids.size() == 1) root["eos_token_id"] = c.eos_token_ids[0];
   if (c.eos_token_ids.size() > 1) root["eos_token_id"] = c.eos_token_ids;

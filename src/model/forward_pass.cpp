@@ -43,6 +43,19 @@ void Activations::Grow(const ModelConfig& c, int new_rows, int logit_rows, std::
     grow(projected, c.hidden_size);
     grow(gate, c.intermediate_size);
     grow(up, c.intermediate_size);
+    if (c.IsMoe()) {
+      const int top_k = c.experts_per_token, entries = new_rows * top_k;
+      grow(router_logits, c.num_experts);
+      routed_ids.resize(Extent(new_rows, top_k));
+      grow(routed_weights, top_k);
+      expert_begin.resize(static_cast<std::size_t>(c.num_experts) + 1);
+      entry_row.resize(static_cast<std::size_t>(entries));
+      entry_weight.resize(static_cast<std::size_t>(entries));
+      expert_in.resize(Extent(entries, c.hidden_size));
+      expert_gate.resize(Extent(entries, c.moe_intermediate_size));
+      expert_up.resize(Extent(entries, c.moe_intermediate_size));
+      expert_out.resize(Extent(entries, c.hidden_size));
+    }
     rows = new_rows;
   }
   GrowTo(head_input, Extent(logit_rows, c.hidden_size));
@@ -271,6 +284,76 @@ void ForwardPass::GatedActivation(int layer) {
       kernels::GeluTanhGlu(a_.gate.data(), a_.up.data(), a_.gate.data(), n);
       return Done(ForwardKernel::kGeGlu, layer);
   }
+}
+
+void ForwardPass::Route(const WeightMatrix& router) {
+  const int experts = c_.num_experts, k = c_.experts_per_token;
+  const std::size_t d = c_.hidden_size;
+  const MoeRouterParams params = c_.MoeRouter();
+  Multiply(router, a_.x_norm.data(), rows_, a_.router_logits.data());
+  // A counting sort of the (row, expert) entries by expert: expert_begin[e + 1] counts e's entries, then
+  // holds where they end.
+  std::vector<int>& begin = a_.expert_begin;
+  std::fill(begin.begin(), begin.end(), 0);
+  for (int r = 0; r < rows_; ++r) {
+    std::int32_t* ids = &a_.routed_ids[Extent(r, k)];
+    RouteToken(params, &a_.router_logits[Extent(r, experts)], nullptr, ids, &a_.routed_weights[Extent(r, k)]);
+    for (int j = 0; j < k; ++j) ++begin[static_cast<std::size_t>(ids[j]) + 1];
+  }
+  for (int e = 0; e < experts; ++e) begin[e + 1] += begin[e];
+  // Fill each expert's entries in row order; begin[e] runs ahead as they fill, and is put back after.
+  for (int r = 0; r < rows_; ++r) {
+    for (int j = 0; j < k; ++j) {
+      const std::size_t slot = Extent(r, k) + static_cast<std::size_t>(j);
+      const int entry = begin[static_cast<std::size_t>(a_.routed_ids[slot])]++;
+      a_.entry_row[entry] = r;
+      a_.entry_weight[entry] = a_.routed_weights[slot];
+      std::copy_n(&a_.x_norm[Extent(r, d)], d, &a_.expert_in[Extent(entry, d)]);
+    }
+  }
+  for (int e = experts; e > 0; --e) begin[e] = begin[e - 1];
+  begin[0] = 0;
+}
+
+void ForwardPass::ProjectExperts(ForwardKernel kernel, int layer, const std::vector<ExpertWeights>& experts,
+                                 WeightMatrix ExpertWeights::*matrix, const std::vector<float>& in,
+                                 std::vector<float>& out) {
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const int first = a_.expert_begin[e], count = a_.expert_begin[e + 1] - first;
+    if (count == 0) continue;  // no row chose it: its weights are not read
+    const WeightMatrix& W = experts[e].*matrix;
+    Multiply(W, &in[Extent(first, W.cols)], count, &out[Extent(first, W.rows)]);
+  }
+  Done(kernel, layer);
+}
+
+void ForwardPass::ExpertActivation(int layer) {
+  const std::int64_t n = static_cast<std::int64_t>(rows_) * c_.experts_per_token * c_.moe_intermediate_size;
+  kernels::SwiGlu(a_.expert_gate.data(), a_.expert_up.data(), a_.expert_gate.data(), n);
+  Done(ForwardKernel::kSwiGlu, layer);
+}
+
+void ForwardPass::AddExperts(int layer, const std::vector<ExpertWeights>& experts) {
+  const std::size_t d = c_.hidden_size;
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const int first = a_.expert_begin[e], count = a_.expert_begin[e + 1] - first;
+    if (count == 0) continue;
+    Multiply(experts[e].w_down, &a_.expert_gate[Extent(first, c_.moe_intermediate_size)], count,
+             &a_.expert_out[Extent(first, d)]);
+  }
+  // Σ from zero in entry order, so each row's experts add in ascending order (as transformers' index_add_
+  // does), then into the residual stream.
+  float* sum = a_.projected.data();
+  std::fill_n(sum, Extent(rows_, d), 0.0f);
+  const int entries = rows_ * c_.experts_per_token;
+  for (int entry = 0; entry < entries; ++entry) {
+    float* row = sum + Extent(a_.entry_row[entry], d);
+    const float* y = &a_.expert_out[Extent(entry, d)];
+    const float weight = a_.entry_weight[entry];
+    for (std::size_t i = 0; i < d; ++i) row[i] += weight * y[i];
+  }
+  AddInPlace(a_.x.data(), sum, Extent(rows_, d));
+  Done(ForwardKernel::kDownProj, layer);
 }
 
 std::span<const float> ForwardPass::Logits(const std::vector<float>& final_norm,

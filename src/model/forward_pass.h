@@ -18,6 +18,7 @@
 #include "plumb/model/config.h"
 #include "plumb/model/forward_observer.h"
 #include "plumb/model/model.h"
+#include "plumb/model/weights.h"
 
 namespace plumb::detail {
 
@@ -34,16 +35,28 @@ enum class Projection {
 // The activations of a pass, allocated for the largest pass so far and never shrunk, so that a steady
 // decode allocates nothing. d = hidden_size, hd = head_dim, ffn = intermediate_size, V = vocab_size.
 struct Activations {
-  int rows = 0;                               // capacity in rows
-  std::vector<float> x;                       // [rows][d]   residual stream
-  std::vector<float> x_norm;                  // [rows][d]
-  std::vector<float> q;                       // [rows][n_heads·hd]
-  std::vector<float> k;                       // [rows][n_kv_heads·hd]
-  std::vector<float> v;                       // [rows][n_kv_heads·hd]
-  std::vector<float> attention;               // [rows][n_heads·hd]
-  std::vector<float> projected;               // [rows][d]   o_proj / down_proj output before the residual add
-  std::vector<float> gate;                    // [rows][ffn] gate, then silu(gate) ⊙ up
-  std::vector<float> up;                      // [rows][ffn]
+  int rows = 0;                  // capacity in rows
+  std::vector<float> x;          // [rows][d]   residual stream
+  std::vector<float> x_norm;     // [rows][d]
+  std::vector<float> q;          // [rows][n_heads·hd]
+  std::vector<float> k;          // [rows][n_kv_heads·hd]
+  std::vector<float> v;          // [rows][n_kv_heads·hd]
+  std::vector<float> attention;  // [rows][n_heads·hd]
+  std::vector<float> projected;  // [rows][d]   o_proj / down_proj output before the residual add
+  std::vector<float> gate;       // [rows][ffn] gate, then silu(gate) ⊙ up
+  std::vector<float> up;         // [rows][ffn]
+  // A mixture-of-experts layer's rows once routed: N = rows · k entries (a row for each expert it chose),
+  // grouped by expert (experts ascending, rows ascending within one), as a grouped GEMM takes them.
+  std::vector<float> router_logits;           // [rows][experts]
+  std::vector<std::int32_t> routed_ids;       // [rows][k]  the router's choice for each row ...
+  std::vector<float> routed_weights;          // [rows][k]  ... and its weights
+  std::vector<int> expert_begin;              // [experts + 1]  expert e's entries: expert_begin[e] ..
+  std::vector<int> entry_row;                 // [N]  the row each entry came from
+  std::vector<float> entry_weight;            // [N]  the router's weight of that expert for that row
+  std::vector<float> expert_in;               // [N][d]  x_norm of the entry's row
+  std::vector<float> expert_gate;             // [N][moe_ffn]  gate, then silu(gate) ⊙ up
+  std::vector<float> expert_up;               // [N][moe_ffn]
+  std::vector<float> expert_out;              // [N][d]
   std::vector<float> head_input;              // [logit rows][d]  final-normed rows whose logits are returned
   std::vector<float> logits;                  // [logit rows][V]
   std::vector<kernels::AttentionItem> items;  // [chunks]
@@ -99,6 +112,21 @@ class ForwardPass {
   void Attend(int layer);
   // gate = act(gate) ⊙ up: silu (SwiGLU) or gelu_tanh (GeGLU), as the model's config says.
   void GatedActivation(int layer);
+  // Mixture of experts, in four steps (model.cpp's MoeBlock). Route: the router's logits x_norm · routerᵀ,
+  // each row's experts and weights (model/moe_router.h), and the rows of x_norm gathered into expert_in,
+  // grouped by expert. Not reported alone: its time joins the gate projections', as the cost model counts
+  // the router with them (roofline/cost_model.h).
+  void Route(const WeightMatrix& router);
+  // out[entries of e] = expert_in[entries of e] · (experts[e].*matrix)ᵀ for every expert some row chose
+  // (`in`: expert_in, or expert_gate for the down projection).
+  void ProjectExperts(ForwardKernel kernel, int layer, const std::vector<ExpertWeights>& experts,
+                      WeightMatrix ExpertWeights::*matrix, const std::vector<float>& in,
+                      std::vector<float>& out);
+  // expert_gate = silu(expert_gate) ⊙ expert_up.
+  void ExpertActivation(int layer);
+  // x[row] += Σ over the row's entries, experts ascending, of weight · expert_gate[entry] · W_downᵀ: the
+  // down projections, and the weighted sum of the experts' outputs into the residual stream (kDownProj).
+  void AddExperts(int layer, const std::vector<ExpertWeights>& experts);
   // Reports x at `point` of `layer` to the observer.
   void Observe(ActivationPoint point, int layer);
   // The final RMSNorm of the rows whose logits are returned (each chunk's last, or all its rows when it asks
@@ -130,10 +158,10 @@ class ForwardPass {
   Projection projection_;
   Activations& a_;
   ForwardObserver* observer_;
-  int rows_ = 0;                 // every chunk's tokens
-  int logit_rows_ = 0;           // rows whose logits are returned
-  int decodes_ = 0;              // chunks of one token
-  kernels::Int8Activations xq_;  // QuantizeAlone's
+  int rows_ = 0;                                       // every chunk's tokens
+  int logit_rows_ = 0;                                 // rows whose logits are returned
+  int decodes_ = 0;                                    // chunks of one token
+  kernels::Int8Activations xq_;                        // QuantizeAlone's
   mutable std::vector<float> decode_in_, decode_out_;  // MultiplyMixed's gathered decode rows
   Clock::time_point last_;
 };

@@ -92,6 +92,22 @@ class TensorReader {
     return WeightMatrix::View(t.type, rows, cols, t.data, file_);
   }
 
+  // A [experts][rows][cols] stack of matrices (GGUF dims {cols, rows, experts}: llama.cpp's ffn_*_exps),
+  // each expert's rows used in place. A block never spans two rows, so each expert starts on a row.
+  std::vector<WeightMatrix> Experts(const std::string& name, int experts, int rows, int cols) {
+    used_.insert(name);
+    const GgufTensorInfo& t = Require(*file_, name);
+    CheckDims(*file_, t,
+              {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows),
+               static_cast<std::uint64_t>(experts)});
+    const std::size_t expert_bytes = Extent(rows, GgmlRowBytes(t.type, cols));
+    std::vector<WeightMatrix> out;
+    for (int e = 0; e < experts; ++e) {
+      out.push_back(WeightMatrix::View(t.type, rows, cols, t.data + Extent(e, expert_bytes), file_));
+    }
+    return out;
+  }
+
   // A tensor read elsewhere (ConfigFromGguf's rope_freqs.weight).
   void Note(const std::string& name) { used_.insert(name); }
 
@@ -189,7 +205,8 @@ constexpr const char* kKnownArchKeys[] = {"context_length",
                                           "rope.scaling.original_context_length",
                                           "rope.scaling.finetuned",
                                           "expert_count",
-                                          "expert_used_count"};
+                                          "expert_used_count",
+                                          "expert_feed_forward_length"};
 // And those of Gemma 3 alone (ReadGemma3).
 constexpr const char* kGemma3Keys[] = {"attention.sliding_window", "final_logit_softcapping",
                                        "attn_logit_softcapping"};
@@ -265,26 +282,46 @@ void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig&
   }
 }
 
+// Qwen3-MoE as llama.cpp runs it (LLM_ARCH_QWEN3MOE): every layer MoE, softmax routing, the chosen
+// weights always renormalized (llama.cpp passes norm_w = true; Qwen3-MoE's checkpoints set norm_topk_prob).
+void ReadQwen3Moe(const GgufFile& file, ModelConfig& c) {
+  const std::string p = "qwen3moe.";
+  c.num_experts = PositiveInt(file, p + "expert_count");
+  c.experts_per_token = PositiveInt(file, p + "expert_used_count");
+  c.moe_intermediate_size = PositiveInt(file, p + "expert_feed_forward_length");
+  if (c.experts_per_token > c.num_experts) {
+    throw MakeError(file.path(), ": ", p, "expert_used_count = ", c.experts_per_token, " exceeds ", p,
+                    "expert_count = ", c.num_experts);
+  }
+  c.moe_routing = MoeRouting::kSoftmaxTopK;
+  c.moe_renormalize = true;
+}
+
 }  // namespace
 
 ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string& arch = file.GetString("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "gemma3") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "gemma3") {
     throw MakeError(file.path(), ": general.architecture '", arch,
-                    "' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3'; docs/models.md)");
+                    "' is not supported (plumb runs 'llama', 'qwen2', 'qwen3', 'qwen3moe' and 'gemma3'; "
+                    "docs/models.md)");
   }
   RefuseUnknownArchKeys(file, arch);
   const std::string p = arch + ".";
-  for (const char* moe : {"expert_count", "expert_used_count"}) {
-    if (file.FindUint(p + moe).value_or(0) > 0) {
-      throw MakeError(file.path(), ": mixture-of-experts models (", p, moe, " = ", *file.FindUint(p + moe),
-                      ") are not supported");
+  for (const char* moe : {"expert_count", "expert_used_count", "expert_feed_forward_length"}) {
+    if (arch != "qwen3moe" && file.FindUint(p + moe).value_or(0) > 0) {
+      throw MakeError(file.path(), ": mixture-of-experts '", arch, "' models (", p, moe, " = ",
+                      *file.FindUint(p + moe), ") are not supported (plumb runs 'qwen3moe')");
     }
   }
   ModelConfig c;
-  c.model_type = arch;
+  c.model_type = arch == "qwen3moe" ? "qwen3_moe" : arch;  // one name per family: config.json's
   c.hidden_size = PositiveInt(file, p + "embedding_length");
-  c.intermediate_size = PositiveInt(file, p + "feed_forward_length");
+  // A MoE model's dense MLP width says nothing when every layer is MoE (llama.cpp reads it as optional).
+  c.intermediate_size =
+      PositiveInt(file, p + "feed_forward_length",
+                  arch == "qwen3moe" ? std::optional<int>(PositiveInt(file, p + "expert_feed_forward_length"))
+                                     : std::nullopt);
   c.num_layers = PositiveInt(file, p + "block_count");
   c.num_heads = PositiveInt(file, p + "attention.head_count");
   c.num_kv_heads = PositiveInt(file, p + "attention.head_count_kv", c.num_heads);
@@ -310,6 +347,8 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
   c.vocab_size = PositiveInt(file, p + "vocab_size", embedding_rows);
   c.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
   if (arch == "gemma3") ReadGemma3(file, c);
+  if (arch == "qwen3" || arch == "qwen3moe") c.qk_norm = true;  // attn_q_norm, attn_k_norm
+  if (arch == "qwen3moe") ReadQwen3Moe(file, c);
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
   if (std::optional<std::uint64_t> bos = file.FindUint("tokenizer.ggml.bos_token_id"))
     c.bos_token_id = static_cast<int>(std::min<std::uint64_t>(*bos, 1u << 30));
@@ -322,8 +361,8 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
 ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const GgufFile>& file) {
   TensorReader f(file);
   const int d = c.hidden_size;
-  // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2 and Gemma 3 GGUFs keep Hugging Face's
-  // order and llama.cpp runs them with its NEOX (rotate-half) RoPE.
+  // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2, Qwen3 and Gemma 3 GGUFs keep Hugging
+  // Face's order and llama.cpp runs them with its NEOX (rotate-half) RoPE.
   const bool permuted_rope_rows = c.model_type == "llama";
   ModelWeights w;
   w.token_embedding = f.Matrix("token_embd.weight", c.vocab_size, d);
@@ -358,6 +397,15 @@ ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const G
       l.post_mlp_norm = f.Vector(p + "post_ffw_norm.weight", d);
     }
     l.mlp_norm = f.Vector(p + "ffn_norm.weight", d);
+    if (c.IsMoeLayer(i)) {
+      const int e = c.num_experts, ffn = c.moe_intermediate_size;
+      l.router = f.Matrix(p + "ffn_gate_inp.weight", e, d);
+      const std::vector<WeightMatrix> gate = f.Experts(p + "ffn_gate_exps.weight", e, ffn, d),
+                                      up = f.Experts(p + "ffn_up_exps.weight", e, ffn, d),
+                                      down = f.Experts(p + "ffn_down_exps.weight", e, d, ffn);
+      for (int x = 0; x < e; ++x) l.experts.push_back({gate[x], up[x], down[x]});
+      continue;
+    }
     l.w_gate = f.Matrix(p + "ffn_gate.weight", c.intermediate_size, d);
     l.w_up = f.Matrix(p + "ffn_up.weight", c.intermediate_size, d);
     l.w_down = f.Matrix(p + "ffn_down.weight", d, c.intermediate_size);

@@ -5,6 +5,9 @@
 //                     x += down_proj(silu(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x)))
 //   logits = lm_head(rmsnorm(x))
 //
+// A mixture-of-experts model (Qwen3-MoE) replaces the MLP of its MoE layers by k of its experts, weighted
+// by its router (MoeBlock).
+//
 // Gemma 3 (docs/models.md) is the same skeleton with a few more steps, each an `if` below: the embedding
 // times √d, an RMSNorm of every q and k head, an RMSNorm of each block's output before it joins x, GELU
 // (tanh form) in place of SiLU, a sliding attention window and RoPE base on five of every six layers, and
@@ -71,6 +74,20 @@ void MlpBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int laye
   }
 }
 
+// A mixture-of-experts layer's MLP: x += Σ_j p_j · down_j(silu(gate_j(h)) ⊙ up_j(h)), h = rmsnorm(x), over
+// the k experts e_j and weights p_j the router picks from h · routerᵀ (model/moe_router.h; Qwen3-MoE).
+// Each expert runs once, over the rows that chose it.
+void MoeBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
+  pass.RmsNorm(ForwardKernel::kMlpNorm, layer, a.x, w.mlp_norm, a.x_norm);
+  pass.Route(w.router);  // each row's experts and weights; the rows of h grouped by expert
+  pass.ProjectExperts(ForwardKernel::kGateProj, layer, w.experts, &ExpertWeights::w_gate, a.expert_in,
+                      a.expert_gate);
+  pass.ProjectExperts(ForwardKernel::kUpProj, layer, w.experts, &ExpertWeights::w_up, a.expert_in,
+                      a.expert_up);
+  pass.ExpertActivation(layer);
+  pass.AddExperts(layer, w.experts);  // down_j, weighted by p_j, summed into x
+}
+
 // Records a PrefillTrace from the activations of a pass, and passes everything on to `next` (the model's
 // own observer, or none).
 class TraceRecorder final : public ForwardObserver {
@@ -128,7 +145,11 @@ std::span<const float> Model::Forward(std::span<const SequenceChunk> chunks, For
     pass.Observe(ActivationPoint::kLayerInput, l);
     AttentionBlock(pass, a, w, l);
     pass.Observe(ActivationPoint::kAfterAttention, l);
-    MlpBlock(pass, a, w, l);
+    if (w.IsMoe()) {
+      MoeBlock(pass, a, w, l);
+    } else {
+      MlpBlock(pass, a, w, l);
+    }
     pass.Observe(ActivationPoint::kAfterMlp, l);
   }
   for (const SequenceChunk& chunk : chunks) chunk.kv->Commit(chunk.tokens);

@@ -220,7 +220,7 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
   }
   if (config.model_type == "gemma3") {
     // Its extra norms and fixed hyper-parameters have no place in the Llama-style config.json a pack writes.
-    throw MakeError("plumb pack writes Llama and Qwen2 models; Gemma 3 runs from its GGUF file");
+    throw MakeError("plumb pack writes Llama, Mistral and Qwen models; Gemma 3 runs from its GGUF file");
   }
   PackedCheckpoint out{config, {}};
   out.config.packing.reset();
@@ -231,7 +231,13 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
 
   const bool untied_head = weights.lm_head.rows > 0;
   int count = 2 + (untied_head ? 1 : 0);
-  for (const LayerWeights& l : weights.layers) count += 9 + (l.bq.empty() ? 0 : 3);
+  for (const LayerWeights& l : weights.layers) {
+    count += 9 + (l.bq.empty() ? 0 : 3) + (l.q_norm.empty() ? 0 : 2);
+    if (l.IsMoe()) count += 1 + 3 * static_cast<int>(l.experts.size()) - 3;
+  }
+  // The router stays exact (F32 holds any stored type): its logits choose the experts, and quantizing it
+  // would change which experts a token reaches, as vLLM and llm-compressor leave it unquantized too.
+  const PackFormat router{.kind = PackKind::kF32, .fp8 = {}, .fp8_per_row = true, .int4 = {}, .mx = {}};
   Packer packer(options, count, progress);
   packer.Matrix("model.embed_tokens", weights.token_embedding, embedding);
   for (std::size_t i = 0; i < weights.layers.size(); ++i) {
@@ -247,7 +253,21 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
       packer.Vector(p + "self_attn.v_proj.bias", l.bv);
     }
     packer.Matrix(p + "self_attn.o_proj", l.wo, format);
+    if (!l.q_norm.empty()) {
+      packer.Vector(p + "self_attn.q_norm.weight", l.q_norm);
+      packer.Vector(p + "self_attn.k_norm.weight", l.k_norm);
+    }
     packer.Vector(p + "post_attention_layernorm.weight", l.mlp_norm);
+    if (l.IsMoe()) {
+      packer.Matrix(p + "mlp.gate", l.router, router);
+      for (std::size_t e = 0; e < l.experts.size(); ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        packer.Matrix(x + "gate_proj", l.experts[e].w_gate, format);
+        packer.Matrix(x + "up_proj", l.experts[e].w_up, format);
+        packer.Matrix(x + "down_proj", l.experts[e].w_down, format);
+      }
+      continue;
+    }
     packer.Matrix(p + "mlp.gate_proj", l.w_gate, format);
     packer.Matrix(p + "mlp.up_proj", l.w_up, format);
     packer.Matrix(p + "mlp.down_proj", l.w_down, format);

@@ -227,11 +227,21 @@ class ShardSet {
 
 }  // namespace
 
+namespace {
+
+std::size_t ExpertBytes(const LayerWeights& l) {
+  std::size_t bytes = 0;
+  for (const ExpertWeights& e : l.experts) bytes += e.w_gate.Bytes() + e.w_up.Bytes() + e.w_down.Bytes();
+  return bytes;
+}
+
+}  // namespace
+
 std::size_t ModelWeights::Bytes() const {
   std::size_t bytes = token_embedding.Bytes() + lm_head.Bytes() + final_norm.size() * sizeof(float);
   for (const LayerWeights& l : layers) {
     bytes += l.wq.Bytes() + l.wk.Bytes() + l.wv.Bytes() + l.wo.Bytes() + l.w_gate.Bytes() + l.w_up.Bytes() +
-             l.w_down.Bytes();
+             l.w_down.Bytes() + l.router.Bytes() + ExpertBytes(l);
     bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.bq.size() + l.bk.size() + l.bv.size() +
               l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() + l.post_mlp_norm.size()) *
              sizeof(float);
@@ -239,9 +249,15 @@ std::size_t ModelWeights::Bytes() const {
   return bytes;
 }
 
-std::size_t ModelWeights::BytesReadPerDecodeStep() const {
-  if (lm_head.rows == 0) return Bytes();  // the tied head reads the whole embedding matrix
-  return Bytes() - token_embedding.Bytes() + token_embedding.row_bytes;
+std::size_t ModelWeights::BytesReadPerDecodeStep(int experts_per_token) const {
+  std::size_t bytes = Bytes();
+  for (const LayerWeights& l : layers) {
+    if (!l.IsMoe()) continue;
+    const std::size_t all = ExpertBytes(l);
+    bytes -= all - all / l.experts.size() * static_cast<std::size_t>(experts_per_token);
+  }
+  if (lm_head.rows == 0) return bytes;  // the tied head reads the whole embedding matrix
+  return bytes - token_embedding.Bytes() + token_embedding.row_bytes;
 }
 
 ModelWeights LoadSafetensorsWeights(const ModelConfig& config, const std::vector<std::string>& files) {
@@ -275,7 +291,23 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
       l.bv = shards.Vector(p + "self_attn.v_proj.bias", c.KvDim());
     }
     l.wo = shards.Matrix(p + "self_attn.o_proj", d, c.QueryDim(), linear);
+    if (c.qk_norm) {
+      l.q_norm = shards.Vector(p + "self_attn.q_norm.weight", c.head_dim);
+      l.k_norm = shards.Vector(p + "self_attn.k_norm.weight", c.head_dim);
+    }
     l.mlp_norm = shards.Vector(p + "post_attention_layernorm.weight", d);
+    if (c.IsMoeLayer(i)) {
+      // The router stays as stored, whatever the packing: its logits choose the experts.
+      l.router = shards.Plain(p + "mlp.gate", c.num_experts, d);
+      l.experts.resize(c.num_experts);
+      for (int e = 0; e < c.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        l.experts[e] = {shards.Matrix(x + "gate_proj", c.moe_intermediate_size, d, linear),
+                        shards.Matrix(x + "up_proj", c.moe_intermediate_size, d, linear),
+                        shards.Matrix(x + "down_proj", d, c.moe_intermediate_size, linear)};
+      }
+      continue;
+    }
     l.w_gate = shards.Matrix(p + "mlp.gate_proj", c.intermediate_size, d, linear);
     l.w_up = shards.Matrix(p + "mlp.up_proj", c.intermediate_size, d, linear);
     l.w_down = shards.Matrix(p + "mlp.down_proj", d, c.intermediate_size, linear);

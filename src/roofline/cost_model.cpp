@@ -65,9 +65,12 @@ MlaDims Mla(const ModelConfig& c) {
           c.num_heads * (c.qk_nope_head_dim + c.v_head_dim), c.num_heads * c.v_head_dim};
 }
 
-// Layers with a dense MLP: all of a dense model's, the first first_dense_layers of a MoE model's.
+// Layers with a dense MLP: all of a dense model's; of a MoE model's, those ModelConfig::IsMoeLayer leaves
+// dense (DeepSeek's first first_dense_layers, Qwen3-MoE's mlp_only_layers).
 int DenseLayers(const ModelConfig& c) {
-  return c.IsMoe() ? std::clamp(c.first_dense_layers, 0, c.num_layers) : c.num_layers;
+  int dense = 0;
+  for (int layer = 0; layer < c.num_layers; ++layer) dense += c.IsMoeLayer(layer) ? 0 : 1;
+  return dense;
 }
 
 }  // namespace

@@ -84,9 +84,8 @@ constexpr HardwareSpec kHardware[] = {
 
 // A config.json as a model card: ParseConfigJson's shapes (ConfigPurpose::kShapes: any model_type, and no
 // judgement of RoPE scaling, activations or quantization_config, which change the numbers or the storage,
-// not the shapes the estimate needs; --dtype says how weights are stored), then the MoE and MLA keys
-// plumb's loader does not read (it runs neither: a MoE GGUF is refused, and a MoE checkpoint's tensors are
-// not the ones it loads).
+// not the shapes the estimate needs; --dtype says how weights are stored), then the MoE and MLA keys of the
+// families ParseConfigJson does not read them for (it reads Qwen3-MoE's, which plumb runs).
 ModelConfig CardFromConfigJson(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw MakeError(path, ": cannot open config file");
@@ -107,10 +106,10 @@ ModelConfig CardFromConfigJson(const std::string& path) {
     }
     return 0;
   };
-  const int experts = int_key({"n_routed_experts", "num_local_experts"});
+  const int experts = int_key({"n_routed_experts", "num_local_experts", "num_experts"});
   const int kv_lora = int_key({"kv_lora_rank"});
   ModelConfig c = ParseConfigJson(text.str(), path, ConfigPurpose::kShapes);
-  if (experts == 0 && kv_lora == 0) return c;
+  if (c.IsMoe() || (experts == 0 && kv_lora == 0)) return c;  // a family plumb runs read its own MoE keys
   c.num_experts = experts;
   if (experts > 0) {
     c.experts_per_token = int_key({"num_experts_per_tok"});

@@ -76,7 +76,7 @@ TEST(Config, Qwen2ImpliesAttentionBias) {
 }
 
 TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
-  for (const char* type : {"gemma3", "gemma3_text", "gemma2", "qwen3", "olmo2", "phi3", "mixtral"}) {
+  for (const char* type : {"gemma3", "gemma3_text", "gemma2", "qwen2_moe", "olmo2", "phi3", "mixtral"}) {
     nlohmann::json j = LlamaConfig();
     j["model_type"] = type;
     const std::string message = ErrorOf(j);
@@ -100,6 +100,49 @@ TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
   j["model_type"] = "qwen3";
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   EXPECT_EQ(ParseConfigJson(j.dump(), "cfg.json", ConfigPurpose::kShapes).hidden_size, 64);
+}
+
+// Qwen3: QK-norm; Qwen3-MoE: the experts, in both spellings of their count, and which layers are MoE.
+TEST(Config, Qwen3AndQwen3MoeReadTheirArchitecture) {
+  nlohmann::json j = LlamaConfig();
+  j["model_type"] = "qwen3";
+  const ModelConfig dense = ParseConfigJson(j.dump(), "cfg.json");
+  EXPECT_TRUE(dense.qk_norm);
+  EXPECT_FALSE(dense.attention_bias);
+  EXPECT_FALSE(dense.IsMoe());
+  j["model_type"] = "qwen3_moe";
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["num_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 32;
+  j["num_hidden_layers"] = 4;
+  j["mlp_only_layers"] = {0};
+  j["decoder_sparse_step"] = 2;
+  const ModelConfig moe = ParseConfigJson(j.dump(), "cfg.json");
+  EXPECT_EQ(moe.num_experts, 8);
+  EXPECT_EQ(moe.experts_per_token, 2);
+  EXPECT_EQ(moe.moe_intermediate_size, 32);
+  EXPECT_FALSE(moe.moe_renormalize);  // transformers' default for norm_topk_prob
+  // Layer l is MoE when (l + 1) % 2 == 0 and l is not in mlp_only_layers: 1 and 3.
+  EXPECT_EQ(std::vector<bool>({moe.IsMoeLayer(0), moe.IsMoeLayer(1), moe.IsMoeLayer(2), moe.IsMoeLayer(3)}),
+            std::vector<bool>({false, true, false, true}));
+  EXPECT_EQ(ParseConfigJson(ConfigToJson(moe), "round trip").mlp_only_layers, moe.mlp_only_layers);
+  // transformers 5 writes num_local_experts for the same field.
+  j.erase("num_experts");
+  j["num_local_experts"] = 8;
+  EXPECT_EQ(ParseConfigJson(j.dump(), "cfg.json").num_experts, 8);
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& needle) {
+    nlohmann::json k = j;
+    edit(k);
+    const std::string message = ErrorOf(k);
+    EXPECT_NE(message.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << message;
+  };
+  refused([](auto& k) { k["num_experts"] = 4; }, "num_experts = 4 and num_local_experts = 8 disagree");
+  refused([](auto& k) { k["num_experts_per_tok"] = 9; }, "num_experts_per_tok = 9 must be in [1, 8]");
+  refused([](auto& k) { k.erase("moe_intermediate_size"); }, "moe_intermediate_size");
+  refused([](auto& k) { k["mlp_only_layers"] = {7}; }, "mlp_only_layers[0] = 7 is not a layer in [0, 4)");
+  refused([](auto& k) { k["decoder_sparse_step"] = 0; }, "decoder_sparse_step = 0 must be positive");
+  refused([](auto& k) { k["use_sliding_window"] = true; }, "use_sliding_window = true");
 }
 
 // Every key that changes the math of a family plumb runs is read or refused by name and value.

@@ -87,7 +87,8 @@ TEST_P(GoldenModel, EveryManifestTensorWithinItsStatedTolerance) {
   EXPECT_EQ(checked, static_cast<int>(plumb.size()) + 2) << "every computed tensor must be in the manifest";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenModel, ::testing::Values("tiny-llama", "tiny-qwen2"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenModel,
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3moe"));
 
 }  // namespace
 }  // namespace plumb

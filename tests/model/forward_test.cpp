@@ -143,16 +143,21 @@ TEST_P(Phases, DecodeBytesCountEveryWeightOnceAndOneEmbeddingRow) {
   const ModelConfig& c = model_->config();
   const std::size_t d = c.hidden_size, q = c.QueryDim(), kv = c.KvDim(), ffn = c.intermediate_size;
   const std::size_t V = c.vocab_size, bias = c.attention_bias ? q + 2 * kv : 0;
+  const std::size_t qk_norm = c.qk_norm ? 2 * c.head_dim : 0;
+  // A MoE layer: the router, and E experts of 3·d·moe_ffn of which a token reads k.
+  const std::size_t E = c.num_experts, k = c.experts_per_token, expert = 3 * d * c.moe_intermediate_size;
+  const std::size_t mlp = c.IsMoe() ? E * d + E * expert : 3 * d * ffn;
   const std::size_t per_layer =
-      2 * d + d * q + 2 * d * kv + q * d + 3 * d * ffn + bias;  // norms, Q, K+V, O, MLP
+      2 * d + d * q + 2 * d * kv + q * d + mlp + bias + qk_norm;  // norms, Q, K+V, O, MLP
   const std::size_t all = c.num_layers * per_layer + d + V * d * (c.tie_word_embeddings ? 1 : 2);
   EXPECT_EQ(model_->weights().Bytes(), all * sizeof(float));
   // Untied: one embedding row instead of the table. Tied: the LM head reads the whole table anyway.
-  const std::size_t decode = c.tie_word_embeddings ? all : all - V * d + d;
-  EXPECT_EQ(model_->weights().BytesReadPerDecodeStep(), decode * sizeof(float));
+  std::size_t decode = c.tie_word_embeddings ? all : all - V * d + d;
+  if (c.IsMoe()) decode -= c.num_layers * (E - k) * expert;
+  EXPECT_EQ(model_->weights().BytesReadPerDecodeStep(c.experts_per_token), decode * sizeof(float));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Phases, ::testing::Values("tiny-llama", "tiny-qwen2"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Phases, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3moe"));
 
 }  // namespace
 }  // namespace plumb

@@ -31,6 +31,17 @@ std::vector<float> RunPromptAndDecode(Model& model, const std::vector<int>& prom
   return all;
 }
 
+// A fixture checkpoint and its F32 GGUF give bitwise the same RunPromptAndDecode on the golden's prompt.
+void ExpectF32GgufIsTheCheckpoint(const std::string& dir) {
+  const testing::GoldenFixture golden(dir);
+  Model from_safetensors = Model::Load(dir);
+  Model from_gguf = Model::Load(dir + "/model.f32.gguf");
+  const std::vector<float> expected = RunPromptAndDecode(from_safetensors, golden.prompt_ids());
+  const std::vector<float> actual = RunPromptAndDecode(from_gguf, golden.prompt_ids());
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0) << dir;
+}
+
 TEST(GgufModel, ConfigMatchesTheHuggingFaceConfig) {
   const ModelConfig hf = LoadConfigJson(kTiny + "/config.json");
   const ModelConfig gguf = ConfigFromGguf(GgufFile::Open(kTiny + "/model.f32.gguf"));
@@ -51,13 +62,7 @@ TEST(GgufModel, ConfigMatchesTheHuggingFaceConfig) {
 TEST(GgufModel, F32GgufGivesExactlyTheSafetensorsLogits) {
   // Same FP32 weights in the same order once the Q/K rows are un-permuted, so the same float operations:
   // the logits must be bitwise equal. A wrong un-permutation changes them at the first layer.
-  const testing::GoldenFixture golden(kTiny);
-  Model from_safetensors = Model::Load(kTiny);
-  Model from_gguf = Model::Load(kTiny + "/model.f32.gguf");
-  const std::vector<float> expected = RunPromptAndDecode(from_safetensors, golden.prompt_ids());
-  const std::vector<float> actual = RunPromptAndDecode(from_gguf, golden.prompt_ids());
-  ASSERT_EQ(actual.size(), expected.size());
-  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.size() * sizeof(float)), 0);
+  ExpectF32GgufIsTheCheckpoint(kTiny);
 }
 
 TEST(GgufModel, StoredTypesStayQuantized) {
@@ -74,6 +79,8 @@ TEST(GgufModel, StoredTypesStayQuantized) {
 //   - the tiny Llama exported as F16, Q8_0, Q4_0 and Q4_1 (fixtures/tiny-llama/gguf-goldens). The quantized
 //     types move the logits by 1e-3..0.17 from the F32 model, so a block decoded wrongly (a swapped nibble, a
 //     misread scale) cannot pass a 1e-5 threshold;
+//   - the tiny Qwen3-MoE as Q8_0 and Q4_0 (fixtures/tiny-qwen3moe/gguf-goldens): stacked experts, a router
+//     kept F32, QK-norm, every routing decision >= 1e-3 in router logit from flipping;
 //   - the tiny Gemma 3s (fixtures/tiny-gemma3): the real 270M file's type mix (Q5_0, Q4_K, Q6_K, Q8_0) and an
 //     all-F32 one with soft-capped logits, 7 layers whose sliding window of 5 the 20-token prompt and the
 //     16 greedy steps slide well past.
@@ -122,6 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GgufGoldenCase{"tiny-llama/model.q8_0.gguf", "tiny-llama/gguf-goldens", "q8_0"},
                       GgufGoldenCase{"tiny-llama/model.q4_0.gguf", "tiny-llama/gguf-goldens", "q4_0"},
                       GgufGoldenCase{"tiny-llama/model.q4_1.gguf", "tiny-llama/gguf-goldens", "q4_1"},
+                      GgufGoldenCase{"tiny-qwen3moe/model.q8_0.gguf", "tiny-qwen3moe/gguf-goldens", "q8_0"},
+                      GgufGoldenCase{"tiny-qwen3moe/model.q4_0.gguf", "tiny-qwen3moe/gguf-goldens", "q4_0"},
                       GgufGoldenCase{"tiny-gemma3/model.q.gguf", "tiny-gemma3", "q"},
                       GgufGoldenCase{"tiny-gemma3/model.f32.softcap.gguf", "tiny-gemma3", "f32.softcap"}),
     [](const ::testing::TestParamInfo<GgufGoldenCase>& p) {
@@ -217,8 +226,9 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
       {{.add_tensor = "blk.0.attn_q_norm.weight", .add_dims = {16}},
        "edited.gguf: tensor 'blk.0.attn_q_norm.weight' (offset "},
       {{.add_tensor = "rope_freqs.weight", .add_dims = {7}}, "tensor 'rope_freqs.weight' (offset "},
-      {{.set_key = "general.architecture", .set_value = testing::GgufString("qwen3")},
-       "general.architecture 'qwen3' is not supported (plumb runs 'llama', 'qwen2' and 'gemma3'"},
+      {{.set_key = "general.architecture", .set_value = testing::GgufString("deepseek2")},
+       "general.architecture 'deepseek2' is not supported (plumb runs 'llama', 'qwen2', 'qwen3', 'qwen3moe' "
+       "and 'gemma3'"},
       {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
       {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
       {{.reshape_tensor = "blk.0.attn_k.weight"}, "tensor 'blk.0.attn_k.weight' (offset "},
@@ -226,6 +236,51 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
   };
   for (const auto& [edit, expected] : cases) {
     const std::string message = LoadError(edit);
+    EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
+  }
+}
+
+// The tiny Qwen3-MoE as llama.cpp's qwen3moe: its hyper-parameters, its F32 file against the safetensors
+// checkpoint, and what a malformed MoE file is refused for.
+const std::string kMoe = testing::FixtureDir("tiny-qwen3moe");
+
+TEST(GgufModel, Qwen3MoeConfigAndF32LogitsMatchTheSafetensorsCheckpoint) {
+  const ModelConfig hf = LoadConfigJson(kMoe + "/config.json");
+  const ModelConfig gguf = ConfigFromGguf(GgufFile::Open(kMoe + "/model.f32.gguf"));
+  EXPECT_EQ(gguf.model_type, "qwen3_moe");
+  EXPECT_EQ(gguf.num_experts, hf.num_experts);
+  EXPECT_EQ(gguf.experts_per_token, hf.experts_per_token);
+  EXPECT_EQ(gguf.moe_intermediate_size, hf.moe_intermediate_size);
+  EXPECT_EQ(gguf.moe_renormalize, hf.moe_renormalize);
+  EXPECT_TRUE(gguf.qk_norm && hf.qk_norm);
+  EXPECT_EQ(gguf.head_dim, hf.head_dim);
+  // No Q/K permutation for qwen3moe and the same FP32 experts: bitwise the same logits.
+  ExpectF32GgufIsTheCheckpoint(kMoe);
+  // The experts stay in the file's type, each a view of its slice of the stacked tensor.
+  Model q8 = Model::Load(kMoe + "/model.q8_0.gguf");
+  const LayerWeights& layer = q8.weights().layers[1];
+  ASSERT_EQ(layer.experts.size(), 8u);
+  EXPECT_EQ(layer.experts[7].w_down.type, GgmlType::Q8_0);
+  EXPECT_EQ(layer.experts[7].w_down.Row(0),
+            layer.experts[0].w_down.Row(0) + 7 * layer.experts[0].w_down.Bytes());
+  EXPECT_EQ(layer.router.type, GgmlType::F32);
+}
+
+TEST(GgufModel, AMalformedMoeFileIsRefusedNamingWhat) {
+  const std::string f32 = kMoe + "/model.f32.gguf";
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {{.set_key = "qwen3moe.expert_used_count", .set_value = testing::GgufUint32(9)},
+       "qwen3moe.expert_used_count = 9 exceeds qwen3moe.expert_count = 8"},
+      {{.drop_key = "qwen3moe.expert_feed_forward_length"},
+       "metadata key 'qwen3moe.expert_feed_forward_length' is missing"},
+      {{.set_key = "qwen3moe.expert_count", .set_value = testing::GgufUint32(4)},
+       "tensor 'blk.0.ffn_gate_inp.weight' (offset "},
+      {{.drop_tensor = "blk.1.ffn_down_exps.weight"}, "missing tensor 'blk.1.ffn_down_exps.weight'"},
+      {{.reshape_tensor = "blk.0.ffn_up_exps.weight"}, "dims {32, 64, 8}, expected {64, 32, 8}"},
+      {{.drop_tensor = "blk.0.attn_k_norm.weight"}, "missing tensor 'blk.0.attn_k_norm.weight'"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    const std::string message = LoadError(edit, f32);
     EXPECT_NE(message.find(expected), std::string::npos) << "wanted '" << expected << "'\ngot: " << message;
   }
 }

@@ -268,6 +268,34 @@ TEST(PackedModel, TiedHeadAndBiasesSurviveAnF32Pack) {
                            original.Prefill(prompt, a, PrefillLogits::kAllRows)));
 }
 
+// A Qwen3-MoE packs with its QK-norms, every expert in the format and the router kept F32 (its logits choose
+// the experts): an F32 pack is the model bit for bit; an MXFP4 pack (gpt-oss's expert format) stores each
+// expert microscaled and still runs.
+TEST(PackedModel, MoeExpertsPackAndTheRouterStaysF32) {
+  Model original = Model::Load(testing::FixtureDir("tiny-qwen3moe"));
+  const std::vector<int> prompt = {1, 93, 12, 240, 57};
+  const TempDir dir("qwen3moe");
+  Model f32 = PackAndLoad(original, {Format("f32"), false, 1}, dir);
+  EXPECT_EQ(f32.config().num_experts, 8);
+  ContiguousKvCache a = original.NewKvCache(), b = f32.NewKvCache();
+  EXPECT_TRUE(BitwiseEqual(f32.Prefill(prompt, b, PrefillLogits::kAllRows),
+                           original.Prefill(prompt, a, PrefillLogits::kAllRows)));
+  const TempDir mx_dir("qwen3moe-mxfp4");
+  Model mx = PackAndLoad(original, {Format("mxfp4"), true, 1}, mx_dir);
+  const LayerWeights& layer = mx.weights().layers[0];
+  ASSERT_EQ(layer.experts.size(), 8u);
+  EXPECT_EQ(layer.router.type, GgmlType::F32);
+  EXPECT_NE(layer.experts[5].w_up.mx_scales, nullptr);  // stored microscaled, read in place
+  EXPECT_FALSE(layer.q_norm.empty());
+  ContiguousKvCache c = mx.NewKvCache();
+  const std::vector<float> logits = mx.Prefill(prompt, c, PrefillLogits::kAllRows);
+  const std::vector<float> exact =
+      original.Prefill(prompt, a = original.NewKvCache(), PrefillLogits::kAllRows);
+  // MXFP4 moves the logits (4-bit weights; the exact layout is the F32 pack's check above), but it is the
+  // same model: a lost expert or QK-norm moves them by the order of the logits themselves.
+  EXPECT_LT(MaxAbsErrOverMaxAbsRef(logits, exact), 0.3);  // measured 0.19
+}
+
 class HalfPack : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HalfPack, StoredBitsAndLogitsAreThoseOfTheRoundedOriginal) {

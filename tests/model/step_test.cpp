@@ -279,8 +279,9 @@ TEST_P(Steps, AnExhaustedPoolThrowsBeforeAnySequenceChanges) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Steps,
-                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-llama/model.q4_1.gguf",
-                                           "tiny-gemma3/model.q.gguf", "tiny-gemma3/model.f32.softcap.gguf"),
+                         ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3moe",
+                                           "tiny-llama/model.q4_1.gguf", "tiny-gemma3/model.q.gguf",
+                                           "tiny-gemma3/model.f32.softcap.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;
                            std::replace_if(

@@ -14,7 +14,7 @@ compares it with the committed one:
 and checks every committed .safetensors file with the official `safetensors` library
 (the same tensors as this project's own reader), plus the manifest against the golden file.
 
-The tiny-llama GGUF files (export_gguf.py) are regenerated too: every model.<type>.gguf must be
+The tiny-llama and tiny-qwen3moe GGUF files (export_gguf.py) are regenerated too: every model.<type>.gguf must be
 byte-identical, the F32 one must hold exactly model.safetensors' numbers and reproduce
 golden.safetensors, and the goldens in gguf-goldens/ are compared like the others.
 
@@ -191,32 +191,32 @@ def official_reader_agrees(path):
     return None
 
 
-def check_tiny_gguf(checks, fixtures_dir, scratch_dir):
-    """The tiny-llama GGUF files and their goldens, regenerated into scratch_dir/tiny-llama (which must
-    already hold the regenerated checkpoint)."""
-    name = export_gguf.FIXTURE_NAME
+def check_tiny_gguf(checks, fixtures_dir, scratch_dir, name):
+    """A tiny checkpoint's GGUF files and their goldens (export_gguf.GGUF_FIXTURES), regenerated into
+    scratch_dir/<name> (which must already hold the regenerated checkpoint)."""
+    types = export_gguf.GGUF_FIXTURES[name]
     committed_dir, fresh_dir = os.path.join(fixtures_dir, name), os.path.join(scratch_dir, name)
     committed_goldens = os.path.join(committed_dir, export_gguf.GOLDEN_DIR)
     fresh_goldens = os.path.join(fresh_dir, export_gguf.GOLDEN_DIR)
 
     def regenerate():
-        export_gguf.write_fixtures(scratch_dir)
+        export_gguf.write_fixtures(scratch_dir, name)
 
     checks.run(f"{name} GGUF: regenerate into {fresh_dir}", regenerate)
-    for out_type in export_gguf.TYPES:
+    for out_type in types:
         f = export_gguf.file_name(out_type)
         checks.run(f"{name}: {f} byte-identical", lambda f=f: same_bytes(os.path.join(committed_dir, f), os.path.join(fresh_dir, f)))
     f32 = os.path.join(committed_dir, export_gguf.file_name("f32"))
     checks.run(
         f"{name}: model.f32.gguf = model.safetensors (Q/K un-permuted, bit for bit), reproduces golden.safetensors "
         f"within {export_gguf.F32_GGUF_VS_GOLDEN_TOLERANCE:g}",
-        lambda: Passed(f"worst difference {export_gguf.check_f32_gguf(committed_dir, f32):.1e}"),
+        lambda: Passed(f"worst difference {export_gguf.check_f32_gguf(committed_dir, f32, name):.1e}"),
     )
     checks.run(
         f"{name}: {export_gguf.GOLDEN_DIR}/README.md byte-identical",
         lambda: same_bytes(os.path.join(committed_goldens, "README.md"), os.path.join(fresh_goldens, "README.md")),
     )
-    for out_type in export_gguf.TYPES[1:]:
+    for out_type in types[1:]:
         golden, manifest = export_gguf.golden_file_name(out_type), export_gguf.manifest_file_name(out_type)
 
         def committed(f):
@@ -487,7 +487,8 @@ def main(argv=None):
         for f in ("model.safetensors", "golden.safetensors"):
             checks.run(f"{spec.name}: {f} loads with official safetensors, same as own reader", lambda f=f: official_reader_agrees(committed(f)))
 
-    check_tiny_gguf(checks, args.fixtures, args.scratch)
+    for name in export_gguf.GGUF_FIXTURES:
+        check_tiny_gguf(checks, args.fixtures, args.scratch, name)
     check_tiny_gemma3(checks, args.fixtures, args.scratch)
     check_generated_fixtures(checks, args.fixtures, args.scratch)
     if not args.skip_smollm2:

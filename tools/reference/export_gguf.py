@@ -70,6 +70,11 @@ GENERATOR = "tools/reference/export_gguf.py"
 ARCHITECTURE = "llama"
 TYPES = ("f32", "f16", "q8_0", "q4_0", "q4_1")
 FIXTURE_NAME = "tiny-llama"
+# Every checkpoint the `fixtures` command converts, with the types it writes (f32 first: it has no golden of
+# its own). tiny-qwen3moe: the MoE model as llama.cpp's qwen3moe architecture.
+GGUF_FIXTURES = {FIXTURE_NAME: TYPES, "tiny-qwen3moe": ("f32", "q8_0", "q4_0")}
+# The GGUF architecture written for each Hugging Face class.
+ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3MoeForCausalLM": "qwen3moe"}
 GOLDEN_DIR = "gguf-goldens"
 # The float32 GGUF must reproduce the safetensors golden to float64 rounding level: the weights are
 # the same numbers, only the Q/K row order and the RoPE pairing (and so the summation order in the
@@ -106,16 +111,37 @@ def permute(weights, n_head, n_head_kv):
 
 
 def gguf_tensor_name(hf_name):
-    """The GGUF name of a Hugging Face Llama tensor name (the inverse of gguf_ref.hf_name)."""
+    """The GGUF name of a Hugging Face Llama / Qwen3 tensor name (the inverse of gguf_ref.hf_name)."""
     for gguf_name, hf in gguf_ref.GLOBAL_TENSORS.items():
         if hf == hf_name:
             return gguf_name
     parts = hf_name.split(".", 3)
     if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
-        for suffix, hf_suffix in gguf_ref.LAYER_TENSORS.items():
+        for suffix, hf_suffix in {**gguf_ref.LAYER_TENSORS, **gguf_ref.QWEN3_LAYER_TENSORS}.items():
             if hf_suffix == parts[3]:
                 return f"blk.{int(parts[2])}.{suffix}"
     raise KeyError(f"no GGUF name for Hugging Face tensor {hf_name!r}")
+
+
+def stack_experts(tensors):
+    """The per-expert matrices mlp.experts.E.{gate,up,down}_proj of each layer stacked into one
+    [n_expert, rows, cols] tensor under its GGUF name (blk.N.ffn_{gate,up,down}_exps.weight), as the
+    converter's Qwen3MoeModel does; returns (the other tensors, {GGUF name: stacked values})."""
+    rest, experts = {}, {}
+    for name, values in tensors.items():
+        parts = name.split(".")
+        if len(parts) == 8 and parts[3:5] == ["mlp", "experts"]:
+            layer, expert, matrix = int(parts[2]), int(parts[5]), parts[6]
+            suffix = {hf: g for g, hf in gguf_ref.EXPERT_TENSORS.items()}[matrix]
+            experts.setdefault(f"blk.{layer}.{suffix}", {})[expert] = values
+        else:
+            rest[name] = values
+    stacked = {}
+    for name, by_expert in experts.items():
+        if sorted(by_expert) != list(range(len(by_expert))):
+            raise ValueError(f"{name}: experts {sorted(by_expert)} are not 0 .. n - 1")
+        stacked[name] = np.stack([np.asarray(by_expert[e], dtype=np.float32) for e in range(len(by_expert))])
+    return rest, stacked
 
 
 def tensor_type(gguf_name, values, out_type):
@@ -123,7 +149,8 @@ def tensor_type(gguf_name, values, out_type):
     import gguf
 
     T = gguf.GGMLQuantizationType
-    if values.ndim <= 1 or out_type == "f32":
+    # The router stays F32 in every type: the converter keeps FFN_GATE_INP so and llama-quantize skips it.
+    if values.ndim <= 1 or out_type == "f32" or gguf_name.endswith("ffn_gate_inp.weight"):
         return T.F32
     if out_type == "f16":
         return T.F16
@@ -142,18 +169,21 @@ def file_type(out_type):
 
 
 def gguf_tensors(hf_config, tensors):
-    """(GGUF name, float32 values) in writing order: sorted HF names, Q/K permuted."""
+    """(GGUF name, float32 values) in writing order: sorted HF names, Q/K permuted for Llama only (llama.cpp
+    rotates halves for Qwen3-MoE); a MoE checkpoint's experts stacked per layer and matrix, after the rest."""
     n_head = hf_config["num_attention_heads"]
     n_head_kv = hf_config.get("num_key_value_heads", n_head)
+    permuted = ARCHITECTURES[hf_config["architectures"][0]] == "llama"
+    tensors, stacked = stack_experts(tensors)
     out = []
     for name in sorted(tensors):
         values = np.asarray(tensors[name], dtype=np.float32)
-        if name.endswith(("q_proj.weight", "q_proj.bias")):
+        if permuted and name.endswith(("q_proj.weight", "q_proj.bias")):
             values = permute(values, n_head, n_head)
-        elif name.endswith(("k_proj.weight", "k_proj.bias")):
+        elif permuted and name.endswith(("k_proj.weight", "k_proj.bias")):
             values = permute(values, n_head, n_head_kv)
         out.append((gguf_tensor_name(name), values))
-    return out
+    return out + sorted(stacked.items())
 
 
 ROPE_FREQS = "rope_freqs.weight"
@@ -223,14 +253,18 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
         raise ValueError(f"--type must be one of {TYPES}, not {out_type!r}")
     with open(os.path.join(checkpoint_dir, "config.json"), encoding="utf-8") as f:
         hf = json.load(f)
-    if hf.get("architectures") != ["LlamaForCausalLM"]:
-        raise ValueError(f"{checkpoint_dir}: only LlamaForCausalLM is supported, config says {hf.get('architectures')}")
+    classes = hf.get("architectures") or [None]
+    if len(classes) != 1 or classes[0] not in ARCHITECTURES:
+        raise ValueError(f"{checkpoint_dir}: only {sorted(ARCHITECTURES)} are supported, config says {hf.get('architectures')}")
+    architecture = ARCHITECTURES[classes[0]]
+    if architecture == "qwen3moe" and (hf.get("mlp_only_layers") or hf.get("decoder_sparse_step", 1) != 1 or not hf.get("norm_topk_prob")):
+        raise ValueError(f"{checkpoint_dir}: llama.cpp's qwen3moe has every layer MoE with renormalized weights")
     tensors, _ = safetensors_io.load_file(os.path.join(checkpoint_dir, "model.safetensors"))
     if hf.get("tie_word_embeddings", False) != ("lm_head.weight" not in tensors):
         raise ValueError(f"{checkpoint_dir}: tie_word_embeddings disagrees with the presence of lm_head.weight")
     rope_theta, rope_freqs = rope_settings(hf)
 
-    writer = gguf.GGUFWriter(out_path, ARCHITECTURE)  # writes general.architecture
+    writer = gguf.GGUFWriter(out_path, architecture)  # writes general.architecture
     writer.add_type("model")
     writer.add_name(model_name or os.path.basename(os.path.normpath(checkpoint_dir)))
     writer.add_block_count(hf["num_hidden_layers"])
@@ -246,6 +280,10 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     if hf.get("head_dim") is not None:
         writer.add_key_length(hf["head_dim"])
         writer.add_value_length(hf["head_dim"])
+    if architecture == "qwen3moe":
+        writer.add_expert_count(hf["num_experts"])
+        writer.add_expert_used_count(hf["num_experts_per_tok"])
+        writer.add_expert_feed_forward_length(hf["moe_intermediate_size"])
     writer.add_file_type(file_type(out_type))
     writer.add_vocab_size(hf["vocab_size"])
     writer.add_rope_dimension_count(hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"])
@@ -272,8 +310,8 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
 # ----------------------------------------------------------------------------------
 
 
-def tiny_spec():
-    return next(spec for spec in make_fixtures.FIXTURES if spec.name == FIXTURE_NAME)
+def tiny_spec(name=FIXTURE_NAME):
+    return next(spec for spec in make_fixtures.FIXTURES if spec.name == name)
 
 
 def run_gguf_reference(model_data, prompt_ids, dtype, sequential_dots=False):
@@ -290,19 +328,20 @@ def run_gguf_reference(model_data, prompt_ids, dtype, sequential_dots=False):
     return model, outputs
 
 
-def check_f32_gguf(fixture_dir, gguf_path):
-    """The F32 GGUF is the safetensors checkpoint, losslessly: its tensors un-permuted are bit-identical
-    to model.safetensors, and the reference on it (adjacent RoPE) reproduces golden.safetensors.
-    Returns the worst relative difference of the logits; raises on any failure."""
-    spec = tiny_spec()
+def check_f32_gguf(fixture_dir, gguf_path, name=FIXTURE_NAME):
+    """The F32 GGUF is the safetensors checkpoint, losslessly: its tensors un-permuted (Llama) and the experts
+    unstacked are bit-identical to model.safetensors, and the reference on it (adjacent RoPE for Llama)
+    reproduces golden.safetensors. Returns the worst relative difference of the logits; raises on any failure."""
+    spec = tiny_spec(name)
     model_data = gguf_ref.read_gguf(gguf_path)
     original, _ = safetensors_io.load_file(os.path.join(fixture_dir, "model.safetensors"))
     hf = spec.config
+    permuted = ARCHITECTURES[hf["architectures"][0]] == "llama"
     restored = {}
     for hf_tensor_name, values in gguf_ref.hf_named_tensors(model_data).items():
         # Undo the converter's permutation: it maps row s*hd/2 + j of a head to row 2j + s.
         heads = hf["num_attention_heads"] if ".q_proj." in hf_tensor_name else hf["num_key_value_heads"]
-        if ".q_proj." in hf_tensor_name or ".k_proj." in hf_tensor_name:
+        if permuted and (".q_proj." in hf_tensor_name or ".k_proj." in hf_tensor_name):
             values = values.reshape(heads, values.shape[0] // heads // 2, 2, *values.shape[1:]).swapaxes(1, 2).reshape(values.shape)
         restored[hf_tensor_name] = values
     if sorted(restored) != sorted(original):
@@ -370,6 +409,15 @@ def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
     )
     assert np.array_equal(golden["logits"][-1], golden["greedy.logits"][0])
 
+    routing = {}
+    if config.num_experts:  # as make_fixtures demands of the float64 checkpoint's own run
+        min_routing_gap = min(model64.routing_gaps)
+        if min_routing_gap < make_fixtures.MIN_ROUTING_GAP:
+            raise AssertionError(f"{out_type}: a routing decision is {min_routing_gap:.3e} from flipping")
+        routing = {
+            "routing": {"decisions": len(model64.routing_gaps), "min_router_logit_gap": make_fixtures.significant(min_routing_gap)}
+        }
+
     threshold = make_fixtures.FLOAT_THRESHOLD
     min_gap = min(llama_ref.top1_top2_gap(row) for row in golden["greedy.logits"])
     largest_allowed_shift = threshold * float(np.max(np.abs(golden["greedy.logits"])))
@@ -401,7 +449,8 @@ def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
         "version": 1,
         "name": f"{spec.name}/{file_name(out_type)}",
         "description": f"the {spec.name} checkpoint converted to GGUF ({out_type}); reference run on the weights "
-        "gguf-py dequantizes from the file, Q/K rows as stored, adjacent-pair RoPE",
+        + ("gguf-py dequantizes from the file, Q/K rows as stored, adjacent-pair RoPE" if config.num_experts == 0 else
+           "gguf-py dequantizes from the file (experts unstacked), rotate-half RoPE as llama.cpp runs qwen3moe"),
         "generator": GENERATOR,
         "seed": spec.seed,
         "config": "../config.json",
@@ -420,12 +469,29 @@ def build_gguf_golden(spec, out_type, gguf_path, tensor_types, f32_golden):
             "min_top1_top2_gap": make_fixtures.significant(min_gap),
             "ids": [int(t) for t in golden["greedy.ids"]],
         },
+        **routing,
         "tensors": tensors,
     }
     return golden, manifest
 
 
-def golden_readme_text():
+def golden_readme_text(name=FIXTURE_NAME):
+    if name != FIXTURE_NAME:
+        return f"""# {name} GGUF goldens
+
+Generated, do not edit: written by `{GENERATOR} fixtures` (which also writes `../model.*.gguf`);
+checked by `tools/reference/check_fixtures.py`. Details: `tools/reference/README.md`.
+
+`../model.<type>.gguf` is the {name} checkpoint (`../model.safetensors`, `../config.json`) converted the way
+llama.cpp's converter writes Qwen3-MoE (architecture qwen3moe, Q/K rows in Hugging Face order, the experts of
+each layer stacked into ffn_gate_exps / ffn_up_exps / ffn_down_exps [n_expert, rows, cols], the router
+ffn_gate_inp and the norms F32), with `<type>` one of {", ".join(GGUF_FIXTURES[name])}. For each `<type>` but
+f32 this folder holds `model.<type>.golden.safetensors` (prompt_ids, logits, greedy.ids, greedy.logits, as in
+`../golden.safetensors`) and its manifest, whose `routing` section gives the smallest gap between a chosen and
+an unchosen router logit over every decision the float64 run made (it must be >= 1e-3, far beyond float32
+error, so an engine cannot flip an expert choice by rounding). The golden is the float64 NumPy reference on
+the weights gguf-py dequantizes from the file, rotate-half RoPE; the F32 file reproduces `../golden.safetensors`.
+"""
     return f"""# tiny-llama GGUF goldens
 
 Generated, do not edit: written by `{GENERATOR} fixtures` (which also writes `../model.*.gguf`);
@@ -470,28 +536,28 @@ def save_gguf_golden(folder, golden_file, manifest_file, golden, manifest, gener
     )
 
 
-def write_fixtures(out_dir):
-    """Write fixtures/tiny-llama/model.*.gguf and the GGUF goldens. The tiny-llama checkpoint must
-    already be in out_dir (make_fixtures.py writes it). Returns a list of report lines."""
-    spec = tiny_spec()
+def write_fixtures(out_dir, name=FIXTURE_NAME):
+    """Write fixtures/<name>/model.*.gguf and the GGUF goldens. The checkpoint must already be in
+    out_dir (make_fixtures.py writes it). Returns a list of report lines."""
+    spec = tiny_spec(name)
     fixture_dir = os.path.join(out_dir, spec.name)
     golden_dir = os.path.join(fixture_dir, GOLDEN_DIR)
     os.makedirs(golden_dir, exist_ok=True)
     f32_golden, _ = safetensors_io.load_file(os.path.join(fixture_dir, "golden.safetensors"))
     lines = []
-    for out_type in TYPES:
+    for out_type in GGUF_FIXTURES[name]:
         gguf_path = os.path.join(fixture_dir, file_name(out_type))
         types = convert(fixture_dir, gguf_path, out_type, model_name=spec.name)
         size = os.path.getsize(gguf_path)
         if out_type == "f32":
-            worst = check_f32_gguf(fixture_dir, gguf_path)
+            worst = check_f32_gguf(fixture_dir, gguf_path, name)
             lines.append(f"{file_name(out_type)}: {size} bytes; reproduces golden.safetensors to {worst:.1e}")
             continue
         golden, manifest = build_gguf_golden(spec, out_type, gguf_path, types, f32_golden)
         summary = save_gguf_golden(golden_dir, golden_file_name(out_type), manifest_file_name(out_type), golden, manifest, GENERATOR)
         lines.append(f"{file_name(out_type)}: {size} bytes; {summary}; logits moved {manifest['gguf']['logits_shift_from_f32_model']} from f32")
     with open(os.path.join(golden_dir, "README.md"), "w", encoding="utf-8") as f:
-        f.write(golden_readme_text())
+        f.write(golden_readme_text(name))
     return lines
 
 
@@ -503,7 +569,7 @@ def main(argv=None):
     c.add_argument("out", help="output .gguf path")
     c.add_argument("--type", default="f32", choices=TYPES, help="tensor types (default f32)")
     c.add_argument("--name", default=None, help="general.name (default: the checkpoint folder's name)")
-    f = commands.add_parser("fixtures", help="write the tiny-llama GGUF fixtures and their goldens")
+    f = commands.add_parser("fixtures", help="write the tiny-llama and tiny-qwen3moe GGUF fixtures and their goldens")
     f.add_argument("--out", default=os.path.join(make_fixtures.REPO_ROOT, "fixtures"), help="fixtures folder (default: repo fixtures/)")
     args = parser.parse_args(argv)
     if args.command == "convert":
@@ -513,8 +579,9 @@ def main(argv=None):
             counts[t] = counts.get(t, 0) + 1
         print(f"wrote {args.out}: {len(types)} tensors {dict(sorted(counts.items()))}")
     else:
-        for line in write_fixtures(args.out):
-            print(line)
+        for name in GGUF_FIXTURES:
+            for line in write_fixtures(args.out, name):
+                print(f"{name}/{line}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""GGUF -> weights for the NumPy reference (read_gguf and arch_key: any architecture, gemma3_ref uses them too; the rest: llama).
+"""GGUF -> weights for the NumPy reference (read_gguf and arch_key: any architecture, gemma3_ref uses them too; the rest: llama and qwen3moe).
 
     model = gguf_ref.load_model("fixtures/tiny-llama/model.q4_1.gguf")        # float64, adjacent RoPE
     logits = model.forward(ids, model.new_cache())
@@ -16,6 +16,12 @@ understood the same way by two different pieces of code.
 
 Hyper-parameters come from the llama.* metadata keys; tied embeddings are recognised by the
 absence of output.weight, as llama.cpp does.
+
+Qwen3-MoE (architecture qwen3moe) is read too: its converter does not permute Q/K (llama.cpp rotates
+halves, "NEOX" RoPE, for it), so the reference rotates halves there; each layer adds attn_q_norm /
+attn_k_norm, the router ffn_gate_inp, and the experts stacked in one tensor per matrix
+(ffn_gate_exps, ffn_up_exps, ffn_down_exps: [n_expert, rows, cols]), split here into the per-expert
+Hugging Face names. llama.cpp always renormalizes the chosen experts' weights for qwen3moe.
 """
 
 from dataclasses import dataclass
@@ -48,14 +54,36 @@ LAYER_TENSORS = {
 }
 
 
-def hf_name(gguf_name):
-    """The Hugging Face name of a llama GGUF tensor name; raises KeyError for an unknown one."""
-    if gguf_name in GLOBAL_TENSORS:
-        return GLOBAL_TENSORS[gguf_name]
+# Qwen3 / Qwen3-MoE's own layer tensors, and the stacked experts (GGUF suffix -> HF matrix name).
+QWEN3_LAYER_TENSORS = {
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+}
+EXPERT_TENSORS = {
+    "ffn_gate_exps.weight": "gate_proj",
+    "ffn_up_exps.weight": "up_proj",
+    "ffn_down_exps.weight": "down_proj",
+}
+ROTATE_HALF_ARCHITECTURES = ("qwen3moe",)  # the converter leaves their Q/K rows in HF order
+
+
+def split_layer_name(gguf_name):
+    """(layer index, suffix) of a blk.N.suffix name, else (None, None)."""
     prefix, _, rest = gguf_name.partition(".")
     layer, _, suffix = rest.partition(".")
-    if prefix == "blk" and layer.isdigit() and suffix in LAYER_TENSORS:
-        return f"model.layers.{int(layer)}.{LAYER_TENSORS[suffix]}"
+    return (int(layer), suffix) if prefix == "blk" and layer.isdigit() else (None, None)
+
+
+def hf_name(gguf_name):
+    """The Hugging Face name of a llama / qwen3moe GGUF tensor name (not the stacked experts: see
+    hf_named_tensors); raises KeyError for an unknown one."""
+    if gguf_name in GLOBAL_TENSORS:
+        return GLOBAL_TENSORS[gguf_name]
+    layer, suffix = split_layer_name(gguf_name)
+    table = {**LAYER_TENSORS, **QWEN3_LAYER_TENSORS}
+    if layer is not None and suffix in table:
+        return f"model.layers.{layer}.{table[suffix]}"
     raise KeyError(f"not a llama GGUF tensor name: {gguf_name!r}")
 
 
@@ -113,11 +141,22 @@ def config_from_gguf(model):
     keys and values must have the same length, because the reference supports nothing else.
     """
     m = model.metadata
-    if m.get("general.architecture") != ARCHITECTURE:
-        raise ValueError(f"general.architecture is {m.get('general.architecture')!r}, only {ARCHITECTURE!r} is supported")
+    architecture = m.get("general.architecture")
+    if architecture not in (ARCHITECTURE,) + ROTATE_HALF_ARCHITECTURES:
+        raise ValueError(f"general.architecture is {architecture!r}, only {ARCHITECTURE!r} and qwen3moe are supported")
 
     def key(name, default=None):
-        return arch_key(m, ARCHITECTURE, name, default)
+        return arch_key(m, architecture, name, default)
+
+    moe = {}
+    if architecture == "qwen3moe":
+        moe = {
+            "model_type": "qwen3_moe",
+            "num_experts": int(key("expert_count")),
+            "num_experts_per_tok": int(key("expert_used_count")),
+            "moe_intermediate_size": int(key("expert_feed_forward_length")),
+            "norm_topk_prob": True,  # llama.cpp's build_moe_ffn(..., norm_w = true) for qwen3moe
+        }
 
     hidden = int(key("embedding_length"))
     num_heads = int(key("attention.head_count"))
@@ -130,9 +169,10 @@ def config_from_gguf(model):
     embed_rows = model.tensors["token_embd.weight"].values.shape[0]
     vocab = int(key("vocab_size", embed_rows))
     if vocab != embed_rows:
-        raise ValueError(f"{ARCHITECTURE}.vocab_size {vocab} differs from token_embd rows {embed_rows}")
+        raise ValueError(f"{architecture}.vocab_size {vocab} differs from token_embd rows {embed_rows}")
     return llama_ref.ModelConfig.from_hf(
         {
+            **moe,
             "vocab_size": vocab,
             "hidden_size": hidden,
             "intermediate_size": int(key("feed_forward_length")),
@@ -149,14 +189,25 @@ def config_from_gguf(model):
 
 
 def hf_named_tensors(model):
-    """The dequantized tensors under Hugging Face names, Q/K rows still in GGUF (adjacent-pair) order."""
-    return {hf_name(name): tensor.values for name, tensor in model.tensors.items()}
+    """The dequantized tensors under Hugging Face names, Q/K rows still in GGUF order (adjacent pairs for
+    llama); a stacked expert tensor [n_expert, rows, cols] becomes one matrix per expert."""
+    out = {}
+    for name, tensor in model.tensors.items():
+        layer, suffix = split_layer_name(name)
+        if suffix in EXPERT_TENSORS:
+            for e, values in enumerate(tensor.values):
+                out[f"model.layers.{layer}.mlp.experts.{e}.{EXPERT_TENSORS[suffix]}.weight"] = values
+        else:
+            out[hf_name(name)] = tensor.values
+    return out
 
 
 def reference_model(model, dtype=np.float64, sequential_dots=False):
-    """A llama_ref.LlamaModel on the GGUF weights as stored: adjacent-pair RoPE, no un-permuting."""
+    """A llama_ref.LlamaModel on the GGUF weights as stored: no un-permuting, adjacent-pair RoPE for llama
+    (rotate-half for qwen3moe, whose rows the converter leaves in HF order)."""
+    pairing = "rotate_half" if model.metadata.get("general.architecture") in ROTATE_HALF_ARCHITECTURES else "adjacent"
     return llama_ref.LlamaModel(
-        config_from_gguf(model), hf_named_tensors(model), dtype=dtype, sequential_dots=sequential_dots, rope_pairing="adjacent"
+        config_from_gguf(model), hf_named_tensors(model), dtype=dtype, sequential_dots=sequential_dots, rope_pairing=pairing
     )
 
 

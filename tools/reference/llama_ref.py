@@ -4,13 +4,19 @@ This is the oracle the C++ implementation is tested against, so it is written to
 read, not to be fast: every step is the textbook formula, one function per idea.
 It shares no code with the C++.
 
-The model (Llama 2/3, Qwen2 and friends), for a sequence of token ids:
+The model (Llama 2/3, Qwen2, Qwen3 and friends), for a sequence of token ids:
 
     x = embed_tokens[ids]                                     # [n, d]
     for each layer:
         x = x + o_proj(attention(rmsnorm(x)))                 # grouped-query causal attention, RoPE
         x = x + down_proj(silu(gate_proj(h)) * up_proj(h))    # with h = rmsnorm(x)
     logits = lm_head(rmsnorm(x))                              # lm_head = embed_tokens when tied
+
+Qwen3 normalizes every query and key head (RMSNorm over head_dim, q_norm / k_norm) before RoPE.
+Qwen3-MoE replaces the MLP of its MoE layers by a mixture of experts (moe_block):
+
+    p = softmax(h router^T); the k experts of largest p (ties: lower id); p / sum of those p if norm_topk_prob
+    x = x + sum over the chosen experts e of p_e * down_e(silu(gate_e(h)) * up_e(h))
 
 The default precision is float64: with float32 weights and float64 arithmetic the
 reference's own rounding error (~1e-16 relative) is negligible next to that of any
@@ -51,6 +57,13 @@ class ModelConfig:
     tie_word_embeddings: bool
     rope_divisors: tuple | None = None
     sliding_window: int | None = None
+    qk_norm: bool = False  # Qwen3: RMSNorm of each query and key head before RoPE
+    # Qwen3-MoE: num_experts 0 means dense. moe_layers lists the layers whose MLP is the experts.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    moe_layers: tuple = ()
 
     @classmethod
     def from_hf(cls, hf):
@@ -67,6 +80,26 @@ class ModelConfig:
         if head_dim % 2 != 0:
             raise ValueError("RoPE needs an even head_dim")
         theta = rope_theta_from_hf(hf)
+        model_type = hf.get("model_type", "llama")
+        moe = {}
+        if model_type == "qwen3_moe":
+            # transformers' Qwen3MoeDecoderLayer: MoE unless listed in mlp_only_layers, every
+            # decoder_sparse_step-th layer.
+            step = hf.get("decoder_sparse_step", 1)
+            dense = hf.get("mlp_only_layers") or []
+            # The hub's configs say num_experts; transformers 5 writes its alias num_local_experts.
+            spellings = {hf[k] for k in ("num_experts", "num_local_experts") if k in hf}
+            if len(spellings) != 1:
+                raise ValueError(f"num_experts / num_local_experts: {sorted(spellings)} (need exactly one value)")
+            moe = dict(
+                num_experts=spellings.pop(),
+                experts_per_token=hf["num_experts_per_tok"],
+                moe_intermediate_size=hf["moe_intermediate_size"],
+                norm_topk_prob=hf.get("norm_topk_prob", False),
+                moe_layers=tuple(
+                    i for i in range(hf["num_hidden_layers"]) if i not in dense and (i + 1) % step == 0
+                ),
+            )
         return cls(
             vocab_size=hf["vocab_size"],
             hidden_size=hf["hidden_size"],
@@ -80,6 +113,8 @@ class ModelConfig:
             tie_word_embeddings=hf.get("tie_word_embeddings", False),
             rope_divisors=rope_divisors_from_hf(hf, head_dim, theta),
             sliding_window=sliding_window_from_hf(hf),
+            qk_norm=model_type in ("qwen3", "qwen3_moe"),
+            **moe,
         )
 
 
@@ -232,9 +267,13 @@ class LayerWeights:
     k_bias: np.ndarray | None
     v_bias: np.ndarray | None
     post_attention_norm: np.ndarray
-    gate_proj: np.ndarray
-    up_proj: np.ndarray
-    down_proj: np.ndarray
+    gate_proj: np.ndarray | None  # None in a MoE layer
+    up_proj: np.ndarray | None
+    down_proj: np.ndarray | None
+    q_norm: np.ndarray | None = None  # [head_dim], Qwen3
+    k_norm: np.ndarray | None = None
+    router: np.ndarray | None = None  # [experts, d], a MoE layer's mlp.gate
+    experts: list | None = None  # [(gate_proj, up_proj, down_proj)] per expert
 
 
 @dataclass
@@ -261,6 +300,17 @@ def weights_from_hf(config, tensors, dtype):
     layers = []
     for layer in range(config.num_layers):
         p = f"model.layers.{layer}."
+        moe = layer in config.moe_layers
+
+        def mlp(name):
+            return None if moe else get(p + f"mlp.{name}.weight")
+
+        experts = None
+        if moe:
+            experts = [
+                tuple(get(p + f"mlp.experts.{e}.{name}.weight") for name in ("gate_proj", "up_proj", "down_proj"))
+                for e in range(config.num_experts)
+            ]
         layers.append(
             LayerWeights(
                 input_norm=get(p + "input_layernorm.weight"),
@@ -272,9 +322,13 @@ def weights_from_hf(config, tensors, dtype):
                 k_bias=get_optional(p + "self_attn.k_proj.bias"),
                 v_bias=get_optional(p + "self_attn.v_proj.bias"),
                 post_attention_norm=get(p + "post_attention_layernorm.weight"),
-                gate_proj=get(p + "mlp.gate_proj.weight"),
-                up_proj=get(p + "mlp.up_proj.weight"),
-                down_proj=get(p + "mlp.down_proj.weight"),
+                gate_proj=mlp("gate_proj"),
+                up_proj=mlp("up_proj"),
+                down_proj=mlp("down_proj"),
+                q_norm=get(p + "self_attn.q_norm.weight") if config.qk_norm else None,
+                k_norm=get(p + "self_attn.k_norm.weight") if config.qk_norm else None,
+                router=get(p + "mlp.gate.weight") if moe else None,
+                experts=experts,
             )
         )
     embed = get("model.embed_tokens.weight")
@@ -446,6 +500,7 @@ class LlamaModel:
         self.weights = weights_from_hf(config, tensors, self.dtype)
         self.matmul = matmul_sequential if sequential_dots else matmul_blas
         self.rope = ROPE_PAIRINGS[rope_pairing]
+        self.routing_gaps = []  # moe_block's, over every forward so far
 
     def new_cache(self):
         return KVCache(self.config, self.dtype)
@@ -467,6 +522,9 @@ class LlamaModel:
         q = split_heads(self.linear(h, layer.q_proj, layer.q_bias), c.num_heads)
         k = split_heads(self.linear(h, layer.k_proj, layer.k_bias), c.num_kv_heads)
         v = split_heads(self.linear(h, layer.v_proj, layer.v_bias), c.num_kv_heads)
+        if layer.q_norm is not None:  # Qwen3: each head normalized over head_dim
+            q = rms_norm(q, layer.q_norm, self.dtype(c.rms_norm_eps))
+            k = rms_norm(k, layer.k_norm, self.dtype(c.rms_norm_eps))
 
         cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype, c.rope_divisors)
         q = self.rope(q, cos, sin)
@@ -480,10 +538,37 @@ class LlamaModel:
         merged = attended.transpose(1, 0, 2).reshape(n, c.num_heads * c.head_dim)
         return self.linear(merged, layer.o_proj)
 
+    def swiglu(self, h, gate_proj, up_proj, down_proj):
+        return self.linear(silu(self.linear(h, gate_proj)) * self.linear(h, up_proj), down_proj)
+
     def mlp_block(self, x, layer):
-        """SwiGLU feed-forward: down(silu(gate(h)) * up(h)) with h = rmsnorm(x)."""
+        """SwiGLU feed-forward: down(silu(gate(h)) * up(h)) with h = rmsnorm(x); a MoE layer's experts."""
         h = rms_norm(x, layer.post_attention_norm, self.dtype(self.config.rms_norm_eps))
-        return self.linear(silu(self.linear(h, layer.gate_proj)) * self.linear(h, layer.up_proj), layer.down_proj)
+        if layer.router is not None:
+            return self.moe_block(h, layer)
+        return self.swiglu(h, layer.gate_proj, layer.up_proj, layer.down_proj)
+
+    def moe_block(self, h, layer):
+        """Qwen3-MoE's sparse block, row by row: softmax over the router's logits, the k largest
+        (ties: the lower expert id), renormalized if norm_topk_prob, and the chosen experts' SwiGLU
+        outputs summed with those weights. Each row's smallest gap between a chosen and an unchosen
+        logit is appended to self.routing_gaps: how far the choice is from flipping."""
+        c = self.config
+        out = np.zeros_like(h)
+        for row in range(h.shape[0]):
+            logits = self.linear(h[row : row + 1], layer.router)[0]
+            p = softmax(logits)
+            order = np.argsort(-p, kind="stable")  # descending; equal p keep ascending ids
+            chosen = order[: c.experts_per_token]
+            if c.experts_per_token < c.num_experts:
+                gap = np.min(logits[chosen]) - np.max(logits[order[c.experts_per_token :]])
+                self.routing_gaps.append(float(gap))
+            weights = p[chosen]
+            if c.norm_topk_prob:
+                weights = weights / np.sum(weights)
+            for e, weight in sorted(zip(chosen, weights)):
+                out[row] += weight * self.swiglu(h[row : row + 1], *layer.experts[e])[0]
+        return out
 
     def forward(self, token_ids, cache, trace=None):
         """Run `token_ids` (the next positions after what `cache` holds) through the model.

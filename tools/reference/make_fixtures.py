@@ -139,7 +139,47 @@ FIXTURES = [
         description="Qwen2 layout: 4 query heads sharing 1 KV head, head_dim derived (16), q/k/v biases, "
         "tied embeddings (no lm_head.weight)",
     ),
+    FixtureSpec(
+        name="tiny-qwen3moe",
+        seed=39,
+        config={
+            "architectures": ["Qwen3MoeForCausalLM"],
+            "model_type": "qwen3_moe",
+            "attention_bias": False,
+            "bos_token_id": 1,
+            "decoder_sparse_step": 1,
+            "eos_token_id": 2,
+            "head_dim": 16,
+            "hidden_act": "silu",
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "max_position_embeddings": 64,
+            "mlp_only_layers": [],
+            "moe_intermediate_size": 32,
+            "norm_topk_prob": True,
+            "num_attention_heads": 4,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-06,
+            "rope_theta": 1000000.0,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+            "vocab_size": 256,
+        },
+        prompt_ids=(1, 93, 12, 240, 57, 181, 8, 126, 71, 203, 35, 150),
+        bias_std=None,
+        embedding_std=1.0,
+        description="Qwen3-MoE layout: every layer 8 SwiGLU experts of width 32, 2 per token (softmax, "
+        "renormalized), QK-norm, 4 query heads over 2 KV heads, untied lm_head",
+    ),
 ]
+
+# The router's choice must not be close to flipping: the smallest gap, over every token of every MoE
+# layer in the prefill and the greedy run, between the lowest chosen and the highest unchosen router logit.
+# A float32 engine moves a router logit by ~1e-6 here; 1e-3 leaves it three orders of magnitude.
+MIN_ROUTING_GAP = 1e-3
 
 
 # ----------------------------------------------------------------------------------
@@ -181,7 +221,18 @@ def make_weights(spec):
             w[p + "self_attn.k_proj.bias"] = normal(kv_out, spec.bias_std)
             w[p + "self_attn.v_proj.bias"] = normal(kv_out, spec.bias_std)
         w[p + "self_attn.o_proj.weight"] = linear(d, q_out)
+        if c.qk_norm:
+            w[p + "self_attn.q_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(hd)).astype(np.float32)
+            w[p + "self_attn.k_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(hd)).astype(np.float32)
         w[p + "post_attention_layernorm.weight"] = norm_weight()
+        if layer in c.moe_layers:
+            w[p + "mlp.gate.weight"] = linear(c.num_experts, d)
+            f = c.moe_intermediate_size
+            for e in range(c.num_experts):
+                w[p + f"mlp.experts.{e}.gate_proj.weight"] = linear(f, d)
+                w[p + f"mlp.experts.{e}.up_proj.weight"] = linear(f, d)
+                w[p + f"mlp.experts.{e}.down_proj.weight"] = linear(d, f)
+            continue
         w[p + "mlp.gate_proj.weight"] = linear(ffn, d)
         w[p + "mlp.up_proj.weight"] = linear(ffn, d)
         w[p + "mlp.down_proj.weight"] = linear(d, ffn)
@@ -254,6 +305,15 @@ def build_fixture(spec):
     _, float32_blas = run_reference(config, weights, prompt_ids, np.float32)
     _, float32_sequential = run_reference(config, weights, prompt_ids, np.float32, sequential_dots=True)
 
+    # Every routing decision of the float64 run (prefill and greedy decode) is far from a flip, and the
+    # float32 runs chose the same experts (else their errors below would be large).
+    routing = {}
+    if config.num_experts:
+        min_routing_gap = min(model64.routing_gaps)
+        if min_routing_gap < MIN_ROUTING_GAP:
+            raise AssertionError(f"{spec.name}: a routing decision is {min_routing_gap:.3e} from flipping")
+        routing = {"routing": {"decisions": len(model64.routing_gaps), "min_router_logit_gap": significant(min_routing_gap)}}
+
     # The greedy logits come from the cache; they must agree with a plain re-prefill.
     llama_ref.check_decode_matches_reprefill(
         model64, prompt_ids, golden["greedy.ids"], golden["greedy.logits"], DECODE_VS_PREFILL_TOLERANCE
@@ -320,6 +380,7 @@ def build_fixture(spec):
             "min_top1_top2_gap": significant(min_gap),
             "ids": [int(t) for t in golden["greedy.ids"]],
         },
+        **routing,
         "tensors": tensors,
     }
     return spec.config, weights, golden, manifest

@@ -39,8 +39,8 @@ Every checkpoint has the same tiny shapes (SHAPES: vocab 160, d 64, ffn 128, 2 l
   5. manifest.json: name, description, model_type, versions, generator, "expect": "runs", the measured gap,
      max|logit|, the reference's deviation, and per-checkpoint evidence (spelling, RoPE regimes, window).
 
-Checkpoints that plumb must refuse (gemma2, olmo2, phi3, qwen3) get steps 1-2 and a manifest with
-"expect": "refused" and the reason, no expected outputs; all four are tied (no lm_head.weight) to keep the
+Checkpoints that plumb must refuse (gemma2, olmo2, phi3) get steps 1-2 and a manifest with
+"expect": "refused" and the reason, no expected outputs; all three are tied (no lm_head.weight) to keep the
 folder small, whatever their real models do.
 
 llama3-scaling also gets model.f32.gguf (export_gguf.convert, type f32), read back with gguf-py: its
@@ -112,6 +112,11 @@ LLAMA3_ROPE = {
     "original_max_position_embeddings": 16,
 }
 
+
+# The router's choice must be far from flipping (make_fixtures.MIN_ROUTING_GAP: the smallest chosen minus
+# largest unchosen router logit over every decision of the float64 reference's runs).
+MIN_ROUTING_GAP = 1e-3
+SEED_QWEN3, SEED_QWEN3_MOE = 8, 6
 
 # Standard deviations of the redrawn parameters (RMSNorm weights: 1 + norm * N(0, 1)).
 INIT_STD = {"norm": 0.1, "bias": 0.2, "embed": 0.1, "lm_head": 0.3, "matrix": 0.15}
@@ -231,11 +236,29 @@ SPECS = [
     ),
     Spec(
         "qwen3",
-        "Qwen3",
+        "Qwen3: a per-head RMSNorm of q and k (q_norm, k_norm) before RoPE, explicit head_dim, no biases, theta 1e6, "
+        "tied embeddings",
         "qwen3",
         dict(head_dim=16, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
-        expect="refused",
-        refused_because="Qwen3 applies a per-head RMSNorm to q and k (self_attn.q_norm, self_attn.k_norm) before RoPE",
+        seed=SEED_QWEN3,
+    ),
+    Spec(
+        "qwen3-moe",
+        "Qwen3-MoE: layer 0 a dense MLP (mlp_only_layers [0]), layer 1 eight SwiGLU experts of width 32, two per "
+        "token (softmax, norm_topk_prob), QK-norm, untied",
+        "qwen3_moe",
+        dict(
+            head_dim=16,
+            tie_word_embeddings=False,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[0],
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        ),
+        seed=SEED_QWEN3_MOE,
     ),
 ]
 
@@ -569,6 +592,21 @@ def make_runnable(spec, out_dir, seed, results):
     if ref_error > REF_TOLERANCE or list(ref_greedy) != run["greedy_ids"]:
         raise AssertionError(f"{spec.name}: llama_ref differs from transformers by {ref_error:.2e} (greedy {list(ref_greedy)})")
 
+    routing = {}
+    if config.num_experts:
+        min_routing_gap = min(ref_model.routing_gaps)
+        if min_routing_gap < MIN_ROUTING_GAP:
+            raise AssertionError(f"{spec.name}: a routing decision is {min_routing_gap:.2e} from flipping (choose another seed)")
+        routing = {
+            "routing": {
+                "moe_layers": list(config.moe_layers),
+                "decisions": len(ref_model.routing_gaps),
+                "min_router_logit_gap": significant(min_routing_gap),
+                "why": "every expert choice of the float64 reference (the teacher-forced forward and its greedy run) is at "
+                "least this far in router logit from flipping, beyond any float32 engine's rounding",
+            }
+        }
+
     gap_step = int(np.argmin(run["gaps"]))
     manifest.update(
         {
@@ -581,6 +619,7 @@ def make_runnable(spec, out_dir, seed, results):
             "min_gap_over_max_abs_logit": significant(run["relative_gap"]),
             "llama_ref_vs_transformers_max_rel": significant(ref_error),
             "transformers_kv_cache_vs_full_forward_max_rel": significant(run["cache_vs_full"]),
+            **routing,
         }
     )
     if config.rope_divisors is not None:

@@ -521,7 +521,7 @@ def test_transformers_fixtures_match_reference():
     ~1e-6) and greedy ids, and every refused checkpoint has no expected outputs."""
     root = os.path.join(REPO_ROOT, "fixtures", "transformers")
     names = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
-    assert len(names) == 11, names
+    assert len(names) == 12, names
     for name in names:
         directory = os.path.join(root, name)
         with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as f:

@@ -1,10 +1,12 @@
 // ModelConfig: the hyper-parameters of a Llama-family decoder, read from a Hugging Face config.json.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "plumb/model/moe_router.h"
 #include "plumb/model/packing.h"
 
 namespace plumb {
@@ -47,7 +49,7 @@ enum class MlpActivation {
 };
 
 struct ModelConfig {
-  std::string model_type;     // "llama", "mistral", "qwen2", "gemma3"
+  std::string model_type;     // "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3"
   int hidden_size = 0;        // d
   int intermediate_size = 0;  // MLP width
   int num_layers = 0;         // num_hidden_layers
@@ -67,7 +69,8 @@ struct ModelConfig {
   bool attention_bias = false;       // Q/K/V projections carry biases (Qwen2)
   int bos_token_id = -1;             // -1: none
   std::vector<int> eos_token_ids;    // config's eos_token_id, a number or a list
-  // Gemma 3 (docs/models.md "Gemma 3"); a Llama or Qwen2 model leaves them all at these defaults.
+  // Gemma 3 (docs/models.md "Gemma 3"), and qk_norm for Qwen3 too; a Llama or Qwen2 model leaves them all
+  // at these defaults.
   MlpActivation mlp_activation = MlpActivation::kSilu;
   bool scale_embedding = false;  // x = embed[token] · √d
   bool qk_norm = false;          // RMSNorm of each query and key head (over head_dim) before RoPE
@@ -80,20 +83,25 @@ struct ModelConfig {
   int sliding_window_pattern = 0;
   float rope_theta_local = 0.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
-  // Mixture of experts and multi-head latent attention (DeepSeek-V3, Mixtral): only `plumb estimate`'s cost
-  // model reads them (docs/roofline.md "Mixture of experts and latent attention"); plumb runs neither, and
-  // the defaults mean a dense model with ordinary attention. num_experts 0: dense.
-  int num_experts = 0;            // routed experts per MoE layer (n_routed_experts, num_local_experts)
+  // Mixture of experts (docs/models.md "Qwen3-MoE"). plumb runs Qwen3-MoE's kind: softmax routing, routed
+  // SwiGLU experts, no shared expert; `plumb estimate`'s cost model reads the rest too (DeepSeek-V3,
+  // Mixtral, gpt-oss cards; docs/roofline.md "Mixture of experts and latent attention"). num_experts 0:
+  // dense, and every other field here is then unused.
+  int num_experts = 0;            // routed experts per MoE layer (num_experts, n_routed_experts, ...)
   int experts_per_token = 0;      // k of them chosen per token (num_experts_per_tok)
   int num_shared_experts = 0;     // experts every token passes through besides (n_shared_experts)
   int moe_intermediate_size = 0;  // one expert's MLP width (moe_intermediate_size; Mixtral's is
                                   // intermediate_size)
+  MoeRouting moe_routing = MoeRouting::kSoftmaxTopK;  // the router's rule (model/moe_router.h)
+  bool moe_renormalize = true;  // the chosen weights divided by their sum (Qwen3-MoE's norm_topk_prob)
   int first_dense_layers = 0;  // layers 0 .. first_dense_layers − 1 keep a dense MLP (first_k_dense_replace)
-  int kv_lora_rank = 0;        // > 0: MLA; the cache holds this latent and a RoPE key per position
-  int q_lora_rank = 0;         // MLA's query down-projection (0: a full-rank q_proj)
-  int qk_rope_head_dim = 0;    // MLA: the decoupled RoPE part of a query / key head
-  int qk_nope_head_dim = 0;    // MLA: the part of a query / key head without RoPE
-  int v_head_dim = 0;          // MLA: a value head
+  int moe_layer_step = 1;      // only layers with (layer + 1) % step == 0 are MoE (decoder_sparse_step)
+  std::vector<int> mlp_only_layers;  // and never these (Qwen3-MoE's mlp_only_layers)
+  int kv_lora_rank = 0;              // > 0: MLA; the cache holds this latent and a RoPE key per position
+  int q_lora_rank = 0;               // MLA's query down-projection (0: a full-rank q_proj)
+  int qk_rope_head_dim = 0;          // MLA: the decoupled RoPE part of a query / key head
+  int qk_nope_head_dim = 0;          // MLA: the part of a query / key head without RoPE
+  int v_head_dim = 0;                // MLA: a value head
 
   // A packed checkpoint's FP8 / INT4 storage (config.json "quantization_config", docs/formats.md "Packed
   // checkpoints"); absent for plain F32/F16/BF16 checkpoints and for GGUF.
@@ -101,7 +109,12 @@ struct ModelConfig {
 
   bool IsMoe() const { return num_experts > 0; }
   bool IsMla() const { return kv_lora_rank > 0; }
-  bool IsMoeLayer(int layer) const { return IsMoe() && layer >= first_dense_layers; }
+  // Whether `layer`'s MLP is the routed experts (otherwise the dense gate/up/down of intermediate_size).
+  bool IsMoeLayer(int layer) const {
+    return IsMoe() && layer >= first_dense_layers && (layer + 1) % moe_layer_step == 0 &&
+           std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+  }
+  MoeRouterParams MoeRouter() const { return {moe_routing, num_experts, experts_per_token, moe_renormalize}; }
   int QueryDim() const { return num_heads * head_dim; }
   int KvDim() const { return num_kv_heads * head_dim; }
   bool IsLocalLayer(int layer) const {

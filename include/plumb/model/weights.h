@@ -13,6 +13,13 @@
 
 namespace plumb {
 
+// One routed expert of a mixture-of-experts layer: a SwiGLU MLP of width moe_ffn = moe_intermediate_size.
+struct ExpertWeights {
+  WeightMatrix w_gate;  // [moe_ffn, d]  mlp.experts.E.gate_proj
+  WeightMatrix w_up;    // [moe_ffn, d]  mlp.experts.E.up_proj
+  WeightMatrix w_down;  // [d, moe_ffn]  mlp.experts.E.down_proj
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;  // [d]                 input_layernorm
   WeightMatrix wq;               // [n_heads·hd, d]     self_attn.q_proj
@@ -33,6 +40,11 @@ struct LayerWeights {
   WeightMatrix w_gate;                // [ffn, d]            mlp.gate_proj
   WeightMatrix w_up;                  // [ffn, d]            mlp.up_proj
   WeightMatrix w_down;                // [d, ffn]            mlp.down_proj
+  // A mixture-of-experts layer (ModelConfig::IsMoeLayer) has these in place of w_gate, w_up and w_down.
+  WeightMatrix router;                 // [experts, d]        mlp.gate (the router's logits)
+  std::vector<ExpertWeights> experts;  // [experts]
+
+  bool IsMoe() const { return !experts.empty(); }
 };
 
 struct ModelWeights {
@@ -45,8 +57,9 @@ struct ModelWeights {
   WeightMatrix& LmHead() { return lm_head.rows > 0 ? lm_head : token_embedding; }
   std::size_t Bytes() const;  // every weight, once (a tied head counted once)
   // Weight bytes one decode step reads: every matrix and vector once, except the token embedding, of which
-  // only one row is read, unless the LM head is tied to it and reads it all.
-  std::size_t BytesReadPerDecodeStep() const;
+  // only one row is read, unless the LM head is tied to it and reads it all, and a MoE layer's experts, of
+  // which a token reads `experts_per_token` (counted as that many average experts).
+  std::size_t BytesReadPerDecodeStep(int experts_per_token = 0) const;
 };
 
 // Loads Hugging Face tensor names from one or more .safetensors files (shards), checking every dtype and
