@@ -227,6 +227,31 @@ BUGS = {
     "moe_scaling_ignored": Bug(
         ("moe_route",), ("moe_route.sigmoid_group_topk.e256_k8_g8_tg4",),
         "routed_scaling_factor not applied to the weights"),
+    # moe_align_block_size
+    "moe_align_pad_zero": Bug(
+        ("moe_align_block_size",),
+        ("moe_align_block_size.e8_k2_b16.m3", "moe_align_block_size.e128_k8_b64.m64"),
+        "the padding filled with 0 (a real flat index) instead of tokens·top_k"),
+    "moe_align_empty_expert_block": Bug(
+        ("moe_align_block_size",),
+        ("moe_align_block_size.e8_k2_b16.m3", "moe_align_block_size.e60_k4_b16.m6.idle_experts",
+         "moe_align_block_size.e128_k8_b64.m64"),
+        "an expert without a slot given a block of padding all the same (max(1, ceil(n/B)) blocks)"),
+    "moe_align_pad_when_aligned": Bug(
+        ("moe_align_block_size",), ("moe_align_block_size.e8_k2_b16.m40",),
+        "each expert padded by (n // B + 1)·B, a whole block of padding more when n is a multiple of B"),
+    "moe_align_expert_ids_shifted": Bug(
+        ("moe_align_block_size",),
+        ("moe_align_block_size.e8_k2_b16.m40", "moe_align_block_size.e256_k8_b16.m32.ep2_rank1"),
+        "each segment's blocks labelled with the previous segment's expert (the inclusive cumsum read "
+        "where the exclusive one belongs)"),
+    "moe_align_token_index": Bug(
+        ("moe_align_block_size",), ("moe_align_block_size.e8_k2_b16.m40", "moe_align_block_size.e8_k2_b16.m3"),
+        "sorted_token_ids hold the token i // top_k instead of the flat index i"),
+    "moe_align_ep_slots_kept": Bug(
+        ("moe_align_block_size",), ("moe_align_block_size.e256_k8_b16.m32.ep2_rank1",),
+        "slots routed to other ranks' experts kept, their blocks labelled −1 (vLLM's "
+        "ignore_invalid_experts=False), where the op drops them"),
     # sampling, speculative_verify
     "top_p_exclusive": Bug(
         ("sampling",), ("sampling.top_k_top_p_min_p",),
@@ -901,6 +926,42 @@ class Engine:
                 weight = 1.0 if self.bug == "moe_combine_unweighted" else t["weights"][token][j].float()
                 y[token] += weight * out
         return {"y": y}
+
+    def op_moe_align_block_size(self, p, t):
+        """docs/fixtures.md "moe_align_block_size": the flat indices i = token·top_k + slot grouped by (local)
+        expert in expert order, each group padded with tokens·top_k to a multiple of block_size, experts
+        without a slot left out; with an expert_map, slots to a −1 expert dropped and local ids used."""
+        ids, bs, n_experts = t["topk_ids"].flatten().long(), p["block_size"], p["experts"]
+        n = ids.numel()
+        flat = torch.arange(n) // p["top_k"] if self.bug == "moe_align_token_index" else torch.arange(n)
+        expert = ids
+        if "expert_map" in t and self.bug != "moe_align_ep_slots_kept":
+            expert = t["expert_map"].long()[ids]  # local ids; −1 (another rank's expert) is dropped below
+        counts = torch.bincount(expert[expert >= 0], minlength=n_experts)
+        if self.bug == "moe_align_pad_when_aligned":
+            padded = torch.where(counts > 0, (counts // bs + 1) * bs, 0)
+        else:
+            padded = (counts + bs - 1) // bs * bs
+        if self.bug == "moe_align_empty_expert_block":
+            padded = torch.clamp(padded, min=bs)
+        starts = torch.cumsum(padded, 0) - padded
+        sorted_ids = torch.full((int(padded.sum()),), 0 if self.bug == "moe_align_pad_zero" else n,
+                                dtype=torch.int32)
+        for e in range(n_experts):
+            # Descending: as vLLM's atomics, this engine fills a segment in an order of its own, which the
+            # docs leave to it (verify compares each segment as a multiset).
+            mine = flat[expert == e].flip(0)
+            sorted_ids[int(starts[e]):int(starts[e]) + len(mine)] = mine.to(torch.int32)
+        segments = [e for e in range(n_experts) if padded[e] > 0]
+        labels = segments
+        if self.bug == "moe_align_expert_ids_shifted":
+            labels = [0] + segments[:-1]
+        if self.bug == "moe_align_ep_slots_kept" and "expert_map" in t:
+            labels = [int(t["expert_map"][e]) for e in segments]
+        blocks = torch.tensor([int(padded[e]) // bs for e in segments], dtype=torch.long)
+        expert_ids = torch.repeat_interleave(torch.tensor(labels, dtype=torch.int32), blocks)
+        return {"sorted_token_ids": sorted_ids, "expert_ids": expert_ids,
+                "num_tokens_post_padded": torch.tensor([sorted_ids.numel()], dtype=torch.int32)}
 
     def op_speculative_verify(self, p, t):
         """docs/fixtures.md "speculative_verify": accept x_i while u_i·q_i(x_i) < p_i(x_i); then draw with u_k
