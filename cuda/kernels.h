@@ -128,4 +128,56 @@ void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
 // x[i] / *scale, encoded as ReshapeAndCache encodes a cache element. x: [count]; scale: one float.
 void KvQuant(const float* x, std::uint8_t* codes, std::int64_t count, KvDtype dtype, const float* scale);
 
+// ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts"; docs/models.md) ----------------
+// Both in FP32 under either precision: routers compute in FP32 in every engine, and neither op's checks
+// have a BF16 allowance (the example engine computes them in FP32 in every mode).
+enum class MoeRouting {
+  kSoftmaxTopK,      // Mixtral, Qwen2/3-MoE: top_k of p = softmax(logits); weights p (renormalize: / Σ)
+  kTopKSoftmax,      // gpt-oss: top_k of the logits; weights softmax over the selected logits
+  kSigmoidGroupTopK  // DeepSeek-V3: s = sigmoid(logits), c = s + bias; groups scored by their two largest c,
+                     // the top_groups groups, the top_k of their experts by c; weights s (renormalize: / Σ),
+                     // times scaling
+};
+struct MoeRouteParams {
+  MoeRouting routing = MoeRouting::kSoftmaxTopK;
+  int experts = 0, top_k = 0;  // 1 <= top_k <= experts <= kMoeRouteMaxExperts
+  bool renormalize = true;     // kSoftmaxTopK, kSigmoidGroupTopK
+  int groups = 1;              // kSigmoidGroupTopK: dividing experts into groups of at least 2, ...
+  int top_groups = 1;          // ... the best top_groups of them searched (at least top_k experts)
+  float scaling = 1.0f;        // kSigmoidGroupTopK: routed_scaling_factor
+};
+// The most experts MoeRoute takes: a token's scores live in shared memory (9 bytes an expert).
+inline constexpr int kMoeRouteMaxExperts = 4096;
+
+// Routes each token (one block per token): ids and weights [tokens][top_k] in selection order, descending
+// score, of equal scores the lower expert (or group) id first. logits: [tokens][experts]; bias: [experts]
+// (kSigmoidGroupTopK's correction bias, which chooses but does not weigh; null otherwise).
+void MoeRoute(const MoeRouteParams& p, const float* logits, const float* bias, std::int32_t* ids,
+              float* weights, int tokens);
+
+// SwiGLU experts stacked in three weights: gate and up [count][f][d], down [count][d][f], each expert's
+// matrix a GemvWeights of dtype kF32, kF16, kBf16 or kMxfp4 (w, and block_scales for MXFP4, hold every
+// expert's rows one expert after the other). f = 0: no such experts.
+struct SwigluExperts {
+  GemvWeights gate, up, down;
+  int f = 0;
+};
+
+// A MoE layer's experts (docs/fixtures.md "moe_experts"): for each token t,
+//   y_t = Σ_j weights[t][j] · down_e(silu(gate_e · x_t) ⊙ up_e · x_t),  e = ids[t][j], j ascending,
+// then, with shared.f > 0, + g · down_s(silu(gate_s · x_t) ⊙ up_s · x_t), g = sigmoid(shared_gate · x_t)
+// (Qwen2-MoE) or 1 where shared_gate is null (DeepSeek-V3). Each projection is a GEMV of the weight's
+// dtype, as Gemv computes it. ids, weights: [tokens][top_k], each id in [0, experts); x, y: [tokens][d];
+// shared_gate: [d] or null. Scratch: hidden [tokens][top_k][routed.f], shared_hidden [tokens][shared.f].
+struct MoeLayer {
+  SwigluExperts routed;
+  const std::int32_t* ids = nullptr;
+  const float* weights = nullptr;
+  int top_k = 0;
+  SwigluExperts shared;                // shared.f = 0: none
+  const float* shared_gate = nullptr;  // [d], or null
+};
+void MoeExperts(const MoeLayer& layer, const float* x, float* y, float* hidden, float* shared_hidden,
+                int tokens, int d);
+
 }  // namespace plumb::cuda

@@ -93,6 +93,11 @@ class CaseIo {
       throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a number");
     return c_.params[key].get<double>();
   }
+  bool Bool(const char* key) const {
+    if (!c_.params.contains(key) || !c_.params[key].is_boolean())
+      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a boolean");
+    return c_.params[key].get<bool>();
+  }
   std::string String(const char* key) const {
     if (!c_.params.contains(key) || !c_.params[key].is_string())
       throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a string");
@@ -422,6 +427,99 @@ std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
           {"v_cache", v.Download(spec.tensor_dtype, spec.v_shape)}};
 }
 
+// ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts") -----------------------------------
+
+std::map<std::string, Tensor> RunMoeRoute(const CaseIo& io) {
+  const std::string routing = io.String("routing");
+  MoeRouteParams p;
+  p.routing = routing == "softmax_topk"   ? MoeRouting::kSoftmaxTopK
+              : routing == "topk_softmax" ? MoeRouting::kTopKSoftmax
+                                          : MoeRouting::kSigmoidGroupTopK;
+  const std::int64_t tokens = io.Int("tokens"), experts = io.Int("experts"), top_k = io.Int("top_k");
+  if (experts > kMoeRouteMaxExperts)
+    io.Fail("experts = ", experts, " is more than the kernel's ", kMoeRouteMaxExperts);
+  if (top_k > experts) io.Fail("top_k = ", top_k, " outside [1, experts = ", experts, "]");
+  p.experts = static_cast<int>(experts);
+  p.top_k = static_cast<int>(top_k);
+  const bool sigmoid = p.routing == MoeRouting::kSigmoidGroupTopK;
+  if (p.routing != MoeRouting::kTopKSoftmax) p.renormalize = io.Bool("renormalize");
+  if (sigmoid) {
+    // moe_router.h CheckMoeRouterParams' conditions: groups of at least two, enough experts to choose from.
+    p.groups = io.Int32("groups");
+    p.top_groups = io.Int32("top_groups");
+    p.scaling = static_cast<float>(io.Number("scaling"));
+    if (experts % p.groups != 0 || experts / p.groups < 2)
+      io.Fail("groups = ", p.groups, " does not divide experts = ", experts, " into groups of at least 2");
+    if (p.top_groups > p.groups) io.Fail("top_groups = ", p.top_groups, " is more than groups = ", p.groups);
+    if (p.top_groups * (experts / p.groups) < top_k)
+      io.Fail("top_groups = ", p.top_groups, " groups hold fewer experts than top_k = ", top_k);
+  }
+  const DeviceBuffer logits(io.Get("logits", "F32", {tokens, experts}));
+  std::optional<DeviceBuffer> bias;
+  if (sigmoid) bias.emplace(io.Get("bias", "F32", {experts}));
+  DeviceBuffer ids(static_cast<std::size_t>(tokens * top_k) * sizeof(std::int32_t));
+  DeviceBuffer weights(static_cast<std::size_t>(tokens * top_k) * sizeof(float));
+  if (!check_only_pass)
+    MoeRoute(p, logits.as<float>(), bias ? bias->as<float>() : nullptr, ids.as<std::int32_t>(),
+             weights.as<float>(), static_cast<int>(tokens));
+  return {{"ids", ids.Download("I32", {tokens, top_k})},
+          {"weights", weights.Download("F32", {tokens, top_k})}};
+}
+
+std::map<std::string, Tensor> RunMoeExperts(const CaseIo& io) {
+  const std::string dtype = io.String("weight_dtype");
+  const std::int64_t tokens = io.Int("tokens"), d = io.Int("d"), f = io.Int("f"), experts = io.Int("experts"),
+                     top_k = io.Int("top_k");
+  const std::int64_t shared_f = io.HasParam("shared_f") ? io.Int("shared_f") : 0;
+  if (shared_f == 0 && (io.Has("shared_gate") || io.Has("w_shared_gate")))
+    io.Fail("a shared expert's inputs without params.shared_f");
+  const DeviceBuffer x(io.Get("x", "F32", {tokens, d}));
+  const Tensor& ids_t = io.Get("ids", "I32", {tokens, top_k});
+  const std::vector<std::int32_t> ids = ids_t.As<std::int32_t>();
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= experts)
+      io.Fail("ids[", i / static_cast<std::size_t>(top_k), "][", i % static_cast<std::size_t>(top_k),
+              "] = ", ids[i], " outside [0, experts = ", experts, ")");
+  const DeviceBuffer ids_d(ids_t), weights(io.Get("weights", "F32", {tokens, top_k}));
+
+  // The stacked weights `name` ([count][rows][cols]) as docs/fixtures.md stores them: F32, BF16, or MXFP4
+  // codes [count][rows][ceil(cols/2)] with E8M0 block scales `name`_scales [count][rows][ceil(cols/32)].
+  std::deque<DeviceBuffer> held;  // alive until the kernels have run (a deque never moves them)
+  auto stacked = [&](const std::string& name, std::int64_t count, std::int64_t rows, std::int64_t cols) {
+    GemvWeights w;
+    if (dtype == "mxfp4") {
+      w.dtype = WeightDtype::kMxfp4;
+      w.w = held.emplace_back(io.Get(name, "U8", {count, rows, CeilDiv(cols, 2)})).as<void>();
+      w.block_scales = held.emplace_back(io.Get(name + "_scales", "U8", {count, rows, CeilDiv(cols, 32)}))
+                           .as<std::uint8_t>();
+    } else {
+      w.dtype = dtype == "f32" ? WeightDtype::kF32 : WeightDtype::kBf16;
+      w.w = held.emplace_back(io.Get(name, dtype == "f32" ? "F32" : "BF16", {count, rows, cols})).as<void>();
+    }
+    return w;
+  };
+  MoeLayer layer;
+  layer.routed = {stacked("w_gate", experts, f, d), stacked("w_up", experts, f, d),
+                  stacked("w_down", experts, d, f), static_cast<int>(f)};
+  layer.ids = ids_d.as<std::int32_t>();
+  layer.weights = weights.as<float>();
+  layer.top_k = static_cast<int>(top_k);
+  std::optional<DeviceBuffer> shared_gate;
+  if (shared_f > 0) {
+    layer.shared = {stacked("w_shared_gate", 1, shared_f, d), stacked("w_shared_up", 1, shared_f, d),
+                    stacked("w_shared_down", 1, d, shared_f), static_cast<int>(shared_f)};
+    if (io.Has("shared_gate"))
+      layer.shared_gate = shared_gate.emplace(io.Get("shared_gate", "F32", {d})).as<float>();
+  }
+  DeviceBuffer hidden(static_cast<std::size_t>(tokens * top_k * f) * sizeof(float));
+  DeviceBuffer shared_hidden(static_cast<std::size_t>(tokens * shared_f) * sizeof(float));
+  DeviceBuffer y(static_cast<std::size_t>(tokens * d) * sizeof(float));
+  if (!check_only_pass)
+    MoeExperts(layer, x.as<float>(), y.as<float>(), hidden.as<float>(), shared_hidden.as<float>(),
+               static_cast<int>(tokens), static_cast<int>(d));
+  return {{"y", y.Download("F32", {tokens, d})}};
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only,
@@ -437,6 +535,8 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   if (c.op == "rope") return RunRope(io);
   if (c.op == "attention_decode") return RunAttentionDecode(io);
   if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);
+  if (c.op == "moe_route") return RunMoeRoute(io);
+  if (c.op == "moe_experts") return RunMoeExperts(io);
   throw MakeError("case ", c.name, ": op ", c.op, " is not implemented by the CUDA harness");
 }
 

@@ -110,6 +110,17 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
       return "kv_dtype \"" + kv_dtype + "\" not implemented";
     return "";
   }
+  if (c.op == "moe_route") {
+    const std::string routing = param("routing");
+    if (!one_of(routing, {"softmax_topk", "topk_softmax", "sigmoid_group_topk"}))
+      return "routing \"" + routing + "\" not implemented";
+    return "";
+  }
+  if (c.op == "moe_experts") {
+    const std::string dtype = param("weight_dtype");
+    if (!one_of(dtype, {"f32", "bf16", "mxfp4"})) return "weight_dtype \"" + dtype + "\" not implemented";
+    return "";
+  }
   return "op " + c.op + " not implemented";
 }
 
