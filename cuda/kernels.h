@@ -180,4 +180,29 @@ struct MoeLayer {
 void MoeExperts(const MoeLayer& layer, const float* x, float* y, float* hidden, float* shared_hidden,
                 int tokens, int d);
 
+// vLLM's moe_align_block_size (docs/fixtures.md "moe_align_block_size", vLLM's
+// csrc/moe/moe_align_sum_kernels.cu with ignore_invalid_experts=True): the `slots` = tokens·top_k flat
+// indices i of topk_ids grouped by expert into blocks of block_size for a grouped GEMM. As vLLM's kernel for
+// large batches: each expert's slots counted (shared-memory atomics), the exclusive cumsum of the counts
+// rounded up to block_size giving each expert's segment, each segment's blocks labelled with its expert, then
+// every slot placed in its expert's segment by an atomicAdd on that segment's cursor. So the order inside a
+// segment varies from run to run (the runner sorts each segment before it judges, as verify does); the pads
+// are `slots`.
+//   topk_ids [slots], each in [0, experts); expert_map [experts] (null: none) maps a global id to the local
+//   id or −1 (another rank's expert: the slot is dropped); local ids lie in [0, experts) and are distinct.
+//   sorted_token_ids [capacity] (capacity ≥ MoeAlignCapacity(...)): the segments, then pads to the end;
+//   expert_ids [ceil(capacity / block_size)]: each block's (local) expert, then 0s (vLLM's CUDA kernel);
+//   num_tokens_post_padded [1]: P, the segments' total length; scratch: cursor [experts + 1].
+// experts <= kMoeAlignMaxExperts (the counts live in shared memory); capacity must fit an int32.
+inline constexpr int kMoeAlignMaxExperts = 8192;
+// vLLM's max_num_tokens_padded: slots + experts·(block_size − 1), or slots·block_size if that is smaller
+// (fewer slots than experts), enough for every segment of any routing.
+inline std::int64_t MoeAlignCapacity(std::int64_t slots, std::int64_t experts, std::int64_t block_size) {
+  const std::int64_t bound = slots + experts * (block_size - 1), few = slots * block_size;
+  return few < bound ? few : bound;
+}
+void MoeAlignBlockSize(const std::int32_t* topk_ids, const std::int32_t* expert_map, int slots, int experts,
+                       int block_size, std::int32_t* sorted_token_ids, std::int32_t* expert_ids,
+                       std::int32_t* num_tokens_post_padded, std::int32_t* cursor, int capacity);
+
 }  // namespace plumb::cuda

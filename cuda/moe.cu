@@ -1,5 +1,6 @@
-// Mixture-of-experts routing and experts (docs/fixtures.md "moe_route", "moe_experts"; the routing rules:
-// include/plumb/model/moe_router.h, docs/models.md "Mixture-of-experts routing"). FP32 throughout.
+// Mixture-of-experts routing, experts and vLLM's token → expert permutation (docs/fixtures.md "moe_route",
+// "moe_experts", "moe_align_block_size"; the routing rules: include/plumb/model/moe_router.h, docs/models.md
+// "Mixture-of-experts routing"). FP32 throughout.
 #include "common.cuh"
 #include "weights.cuh"
 
@@ -244,6 +245,77 @@ __global__ void ExpertCombineKernel(MoeLayer layer, const float* x, float* y, co
   if (threadIdx.x == 0) y[static_cast<std::int64_t>(t) * d + i] = out;
 }
 
+// ---- moe_align_block_size ---------------------------------------------------------------------------------
+
+// Slot i's (local) expert: topk_ids[i], through expert_map where there is one (−1: another rank's expert).
+__device__ int LocalExpert(const std::int32_t* topk_ids, const std::int32_t* expert_map, int i) {
+  const int e = topk_ids[i];
+  return expert_map != nullptr ? expert_map[e] : e;
+}
+
+// One block (vLLM's moe_align_block_size_kernel): fills sorted_token_ids[0, capacity) with the pad `slots`,
+// counts each expert's slots in shared memory (dynamic, [experts] ints), then writes cursor[e] = Σ_{e' < e}
+// ⌈n_e' / B⌉·B (the exclusive cumsum of the padded counts, one tile of kThreads experts after the other),
+// cursor[experts] = P = *num_tokens_post_padded, expert_ids[b] = e for each block b of e's segment and 0
+// for the blocks past P (vLLM's CUDA kernel fills them so; fused_moe stops at P).
+__global__ void MoeAlignCountKernel(const std::int32_t* topk_ids, const std::int32_t* expert_map, int slots,
+                                    int experts, int block_size, std::int32_t* sorted_token_ids,
+                                    std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
+                                    std::int32_t* cursor, int capacity) {
+  extern __shared__ int align_counts[];
+  __shared__ int warp_totals[kThreads / 32];
+  for (int i = threadIdx.x; i < capacity; i += kThreads) sorted_token_ids[i] = slots;
+  for (int e = threadIdx.x; e < experts; e += kThreads) align_counts[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < slots; i += kThreads) {
+    const int e = LocalExpert(topk_ids, expert_map, i);
+    if (e >= 0) atomicAdd(&align_counts[e], 1);
+  }
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int running = 0;  // Σ of the padded counts of the tiles before this one (the same in every thread)
+  for (int base = 0; base < experts; base += kThreads) {
+    const int e = base + threadIdx.x;
+    const int padded = e < experts ? (align_counts[e] + block_size - 1) / block_size * block_size : 0;
+    int inclusive = padded;  // the warp's inclusive scan, then the warps before it added
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    if (lane == 31) warp_totals[warp] = inclusive;
+    __syncthreads();
+    int tile_total = 0;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      if (w < warp) inclusive += warp_totals[w];
+      tile_total += warp_totals[w];
+    }
+    if (e < experts) cursor[e] = running + inclusive - padded;
+    running += tile_total;
+    __syncthreads();  // warp_totals, before the next tile writes it
+  }
+  if (threadIdx.x == 0) {
+    cursor[experts] = running;
+    *num_tokens_post_padded = running;
+  }
+  __syncthreads();  // cursor[experts], read below as the end of the last segment
+  for (int e = threadIdx.x; e < experts; e += kThreads)
+    for (int i = cursor[e]; i < cursor[e + 1]; i += block_size) expert_ids[i / block_size] = e;
+  const int blocks = (capacity + block_size - 1) / block_size;
+  for (int b = running / block_size + threadIdx.x; b < blocks; b += kThreads) expert_ids[b] = 0;
+}
+
+// vLLM's count_and_sort_expert_tokens_kernel: each slot i claims the next free place of its expert's segment
+// (an atomicAdd on the cursor MoeAlignCountKernel left at the segment's start) and writes i there; dropped
+// slots (−1) go nowhere. The pads the count kernel wrote stay after each segment's n_e indices.
+__global__ void MoeAlignScatterKernel(const std::int32_t* topk_ids, const std::int32_t* expert_map, int slots,
+                                      std::int32_t* sorted_token_ids, std::int32_t* cursor) {
+  for (int i = blockIdx.x * kThreads + threadIdx.x; i < slots; i += gridDim.x * kThreads) {
+    const int e = LocalExpert(topk_ids, expert_map, i);
+    if (e >= 0) sorted_token_ids[atomicAdd(&cursor[e], 1)] = i;
+  }
+}
+
 }  // namespace
 
 void MoeRoute(const MoeRouteParams& p, const float* logits, const float* bias, std::int32_t* ids,
@@ -275,6 +347,20 @@ void MoeExperts(const MoeLayer& layer, const float* x, float* y, float* hidden, 
   ExpertCombineKernel<<<dim3(static_cast<unsigned>(d), static_cast<unsigned>(tokens)), kThreads>>>(
       layer, x, y, hidden, shared_hidden, d);
   CheckLaunch("MoeExperts (combine)");
+}
+
+void MoeAlignBlockSize(const std::int32_t* topk_ids, const std::int32_t* expert_map, int slots, int experts,
+                       int block_size, std::int32_t* sorted_token_ids, std::int32_t* expert_ids,
+                       std::int32_t* num_tokens_post_padded, std::int32_t* cursor, int capacity) {
+  if (experts <= 0 || block_size <= 0 || slots < 0) return;
+  MoeAlignCountKernel<<<1, kThreads, static_cast<std::size_t>(experts) * sizeof(int)>>>(
+      topk_ids, expert_map, slots, experts, block_size, sorted_token_ids, expert_ids, num_tokens_post_padded,
+      cursor, capacity);
+  CheckLaunch("MoeAlignBlockSize (count)");
+  if (slots == 0) return;
+  const int grid = (slots + kThreads - 1) / kThreads < 1024 ? (slots + kThreads - 1) / kThreads : 1024;
+  MoeAlignScatterKernel<<<grid, kThreads>>>(topk_ids, expert_map, slots, sorted_token_ids, cursor);
+  CheckLaunch("MoeAlignBlockSize (scatter)");
 }
 
 }  // namespace plumb::cuda

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -55,11 +56,16 @@ class DeviceBuffer {
   }
   // The buffer's bytes as a tensor (also where a kernel's faults surface: the copy synchronises).
   Tensor Download(std::string dtype, Shape shape) const {
-    Tensor t{std::move(dtype), std::move(shape), std::vector<std::uint8_t>(bytes_)};
+    return DownloadFirst(std::move(dtype), std::move(shape), bytes_);
+  }
+  // Its first `bytes` only (at most all of them): an output the kernel sizes itself.
+  Tensor DownloadFirst(std::string dtype, Shape shape, std::size_t bytes) const {
+    bytes = std::min(bytes, bytes_);
+    Tensor t{std::move(dtype), std::move(shape), std::vector<std::uint8_t>(bytes)};
     if (check_only_pass) return t;
     CheckCuda(cudaDeviceSynchronize(), "kernel");
-    if (bytes_ != 0)
-      CheckCuda(cudaMemcpy(t.bytes.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "copy to host");
+    if (bytes != 0)
+      CheckCuda(cudaMemcpy(t.bytes.data(), ptr_, bytes, cudaMemcpyDeviceToHost), "copy to host");
     return t;
   }
 
@@ -427,7 +433,7 @@ std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
           {"v_cache", v.Download(spec.tensor_dtype, spec.v_shape)}};
 }
 
-// ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts") -----------------------------------
+// ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts", "moe_align_block_size") -----------
 
 std::map<std::string, Tensor> RunMoeRoute(const CaseIo& io) {
   const std::string routing = io.String("routing");
@@ -520,6 +526,79 @@ std::map<std::string, Tensor> RunMoeExperts(const CaseIo& io) {
   return {{"y", y.Download("F32", {tokens, d})}};
 }
 
+// vLLM's permutation. Every id and map entry is checked here (the kernels index counts and segments by
+// them); the outputs are cut to the P = num_tokens_post_padded the kernel returns, as an engine hands them
+// over (under --check-only, to the P the routing implies, computed here, since no kernel runs).
+std::map<std::string, Tensor> RunMoeAlignBlockSize(const CaseIo& io) {
+  const std::int64_t tokens = io.Int("tokens"), top_k = io.Int("top_k"), experts = io.Int("experts"),
+                     block = io.Int("block_size");
+  if (experts > kMoeAlignMaxExperts)
+    io.Fail("experts = ", experts, " is more than the kernel's ", kMoeAlignMaxExperts);
+  const std::int64_t slots = tokens * top_k, capacity = MoeAlignCapacity(slots, experts, block);
+  if (capacity > std::numeric_limits<std::int32_t>::max())  // every index and the pad are int32 (vLLM's)
+    io.Fail("tokens·top_k = ", slots, " with experts·(block_size − 1) does not fit int32 indices");
+  // The map (expert parallelism): each entry −1 or a local id in [0, experts), no local id twice.
+  std::vector<std::int32_t> local(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e)
+    local[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
+  std::optional<DeviceBuffer> map_d;
+  if (io.Has("expert_map")) {
+    const Tensor& map_t = io.Get("expert_map", "I32", {experts});
+    local = map_t.As<std::int32_t>();
+    std::vector<bool> taken(local.size(), false);
+    for (std::size_t e = 0; e < local.size(); ++e) {
+      const std::int32_t l = local[e];
+      if (l == -1) continue;
+      if (l < 0 || l >= experts)
+        io.Fail("expert_map[", e, "] = ", l, " is neither −1 nor in [0, ", experts, ")");
+      if (taken[static_cast<std::size_t>(l)]) io.Fail("expert_map gives local id ", l, " to two experts");
+      taken[static_cast<std::size_t>(l)] = true;
+    }
+    if (io.HasParam("ep_size") && io.Int("ep_rank", 0) >= io.Int("ep_size"))
+      io.Fail("ep_rank = ", io.Int("ep_rank", 0), " is not below ep_size = ", io.Int("ep_size"));
+    map_d.emplace(map_t);
+  } else if (io.HasParam("ep_size") || io.HasParam("ep_rank")) {
+    io.Fail("params.ep_size / ep_rank without the expert_map input they describe");
+  }
+  const Tensor& ids_t = io.Get("topk_ids", "I32", {tokens, top_k});
+  const std::vector<std::int32_t> ids = ids_t.As<std::int32_t>();
+  std::vector<std::int64_t> count(static_cast<std::size_t>(experts), 0);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= experts)
+      io.Fail("topk_ids[", i / static_cast<std::size_t>(top_k), "][", i % static_cast<std::size_t>(top_k),
+              "] = ", ids[i], " outside [0, experts = ", experts, ")");
+    const std::int32_t l = local[static_cast<std::size_t>(ids[i])];
+    if (l >= 0) ++count[static_cast<std::size_t>(l)];
+  }
+  std::int64_t host_p = 0;  // what the outputs' shapes are under --check-only
+  for (std::int64_t n : count) host_p += CeilDiv(n, block) * block;
+
+  const DeviceBuffer ids_d(ids_t);
+  DeviceBuffer sorted(static_cast<std::size_t>(capacity) * sizeof(std::int32_t));
+  DeviceBuffer expert_ids(static_cast<std::size_t>(CeilDiv(capacity, block)) * sizeof(std::int32_t));
+  DeviceBuffer post(sizeof(std::int32_t));
+  DeviceBuffer cursor(static_cast<std::size_t>(experts + 1) * sizeof(std::int32_t));
+  if (!check_only_pass)
+    MoeAlignBlockSize(ids_d.as<std::int32_t>(), map_d ? map_d->as<std::int32_t>() : nullptr,
+                      static_cast<int>(slots), static_cast<int>(experts), static_cast<int>(block),
+                      sorted.as<std::int32_t>(), expert_ids.as<std::int32_t>(), post.as<std::int32_t>(),
+                      cursor.as<std::int32_t>(), static_cast<int>(capacity));
+  Tensor post_t = post.Download("I32", {1});
+  const std::int64_t p = check_only_pass ? host_p : post_t.As<std::int32_t>()[0];
+  if (check_only_pass) {
+    const std::vector<std::int32_t> p_value{static_cast<std::int32_t>(p)};
+    post_t = Tensor::From<std::int32_t>("I32", {1}, p_value);
+  }
+  if (p < 0 || p > capacity || p % block != 0)  // the kernel's own P: cut nothing it did not write
+    io.Fail("the kernel returned num_tokens_post_padded = ", p, ", not a multiple of block_size = ", block,
+            " in [0, ", capacity, "]");
+  return {{"sorted_token_ids",
+           sorted.DownloadFirst("I32", {p}, static_cast<std::size_t>(p) * sizeof(std::int32_t))},
+          {"expert_ids", expert_ids.DownloadFirst(
+                             "I32", {p / block}, static_cast<std::size_t>(p / block) * sizeof(std::int32_t))},
+          {"num_tokens_post_padded", std::move(post_t)}};
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only,
@@ -537,6 +616,7 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);
   if (c.op == "moe_route") return RunMoeRoute(io);
   if (c.op == "moe_experts") return RunMoeExperts(io);
+  if (c.op == "moe_align_block_size") return RunMoeAlignBlockSize(io);
   throw MakeError("case ", c.name, ": op ", c.op, " is not implemented by the CUDA harness");
 }
 

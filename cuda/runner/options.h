@@ -1,7 +1,11 @@
 // plumb_cuda_runner's plain C++ parts, header-only so that tests/cuda/ can check them on a machine without
-// CUDA: the command line, and which of a suite's cases the harness runs (and why it skips the others).
+// CUDA: the command line, which of a suite's cases the harness runs (and why it skips the others), and the
+// form in which it judges an output.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -121,6 +125,7 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
     if (!one_of(dtype, {"f32", "bf16", "mxfp4"})) return "weight_dtype \"" + dtype + "\" not implemented";
     return "";
   }
+  if (c.op == "moe_align_block_size") return "";
   return "op " + c.op + " not implemented";
 }
 
@@ -146,6 +151,42 @@ inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const
     }
   }
   return selection;
+}
+
+// Sorts each expert's segment of moe_align_block_size's `sorted_token_ids` in place, the segments delimited
+// by `expert_ids` (runs of equal ids, block_size entries a block), as verify does (src/fixtures/moe_align.h
+// SortWithinExpertSegments, which the runner does not link): the order of the flat indices inside a segment
+// is the engine's own (vLLM's kernel and this harness's place them with atomics), and the suite's segments
+// ascend, their pads (tokens·top_k, larger than any index) last. An array whose size is not
+// expert_ids.size()·block_size is left as it is (its shape differs from the suite's anyway).
+inline void SortWithinExpertSegments(const std::vector<std::int32_t>& expert_ids, std::int64_t block_size,
+                                     std::vector<std::int32_t>& sorted_token_ids) {
+  if (block_size < 1 || sorted_token_ids.size() != expert_ids.size() * static_cast<std::size_t>(block_size))
+    return;
+  const auto block = static_cast<std::ptrdiff_t>(block_size);
+  for (std::size_t b = 0; b < expert_ids.size();) {
+    std::size_t end = b + 1;
+    while (end < expert_ids.size() && expert_ids[end] == expert_ids[b]) ++end;
+    std::sort(sorted_token_ids.begin() + static_cast<std::ptrdiff_t>(b) * block,
+              sorted_token_ids.begin() + static_cast<std::ptrdiff_t>(end) * block);
+    b = end;
+  }
+}
+
+// Output `output` of case c in the form the runner judges it (docs/fixtures.md "Checks"): as it is, except
+// moe_align_block_size's sorted_token_ids, each segment sorted, the segments delimited by the case's own
+// (expected) `expected_expert_ids` (docs/fixtures.md "moe_align_block_size": a harness that judges with
+// Compare directly sorts them itself). Any other dtype, or a case without an integer block_size, as it is.
+inline fixtures::Tensor InJudgedForm(const fixtures::Case& c, const std::string& output,
+                                     const fixtures::Tensor& expected_expert_ids, fixtures::Tensor actual) {
+  if (c.op != "moe_align_block_size" || output != "sorted_token_ids" || actual.dtype != "I32" ||
+      expected_expert_ids.dtype != "I32" || !c.params.contains("block_size") ||
+      !c.params["block_size"].is_number_integer())
+    return actual;
+  std::vector<std::int32_t> ids = actual.As<std::int32_t>();
+  SortWithinExpertSegments(expected_expert_ids.As<std::int32_t>(), c.params["block_size"].get<std::int64_t>(),
+                           ids);
+  return fixtures::Tensor::From<std::int32_t>("I32", actual.shape, ids);
 }
 
 }  // namespace plumb::cuda

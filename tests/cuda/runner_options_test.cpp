@@ -1,8 +1,9 @@
-// plumb_cuda_runner's plain C++ parts (cuda/runner/options.h): the command line and which cases it runs or
-// skips. Built everywhere, nvcc or not: the kernels themselves are checked only by running the runner on a
-// GPU (docs/fixtures.md, "CUDA harness").
+// plumb_cuda_runner's plain C++ parts (cuda/runner/options.h): the command line, which cases it runs or
+// skips, and the form in which it judges an output. Built everywhere, nvcc or not: the kernels themselves are
+// checked only by running the runner on a GPU (docs/fixtures.md, "CUDA harness").
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -78,12 +79,21 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
       MakeCase("softmax.r4", "softmax"),
       MakeCase("kv_quant.int8", "kv_quant", {{"format", "int8"}}),
       MakeCase("layer.smollm2.0", "layer"),
+      MakeCase("moe_route.softmax_topk.e8_k2", "moe_route", {{"routing", "softmax_topk"}}),
+      MakeCase("moe_route.sigmoid_group_topk.e256", "moe_route", {{"routing", "sigmoid_group_topk"}}),
+      MakeCase("moe_route.sparsemixer.e16", "moe_route", {{"routing", "sparsemixer"}}),
+      MakeCase("moe_experts.mxfp4.e8_k2", "moe_experts", {{"weight_dtype", "mxfp4"}}),
+      MakeCase("moe_experts.q4_0.e8_k2", "moe_experts", {{"weight_dtype", "q4_0"}}),
+      MakeCase("moe_align_block_size.e8_k2_b16.m40", "moe_align_block_size", {{"block_size", 16}}),
   };
   const CaseSelection all = SelectCases(cases, "");
   std::vector<std::string> run;
   for (const fixtures::Case* c : all.run) run.push_back(c->name);
-  EXPECT_EQ(run, (std::vector<std::string>{"gemv.q4_0.n37_k320", "gemm.awq.m3", "rmsnorm.r3",
-                                           "rope.interleaved", "attention_decode.vllm.fp8", "softmax.r4"}));
+  EXPECT_EQ(run,
+            (std::vector<std::string>{"gemv.q4_0.n37_k320", "gemm.awq.m3", "rmsnorm.r3", "rope.interleaved",
+                                      "attention_decode.vllm.fp8", "softmax.r4",
+                                      "moe_route.softmax_topk.e8_k2", "moe_route.sigmoid_group_topk.e256",
+                                      "moe_experts.mxfp4.e8_k2", "moe_align_block_size.e8_k2_b16.m40"}));
   std::vector<std::string> skipped;
   for (const auto& [c, reason] : all.skipped) skipped.push_back(c->name + ": " + reason);
   EXPECT_EQ(skipped, (std::vector<std::string>{
@@ -93,6 +103,8 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
                          "reshape_and_cache.nhd.i8: kv_dtype \"int8\" not implemented",
                          "kv_quant.int8: format \"int8\" not implemented",
                          "layer.smollm2.0: op layer not implemented",
+                         "moe_route.sparsemixer.e16: routing \"sparsemixer\" not implemented",
+                         "moe_experts.q4_0.e8_k2: weight_dtype \"q4_0\" not implemented",
                      }));
   EXPECT_EQ(all.not_matched, 0);
 
@@ -101,8 +113,40 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
   ASSERT_EQ(some.run.size(), 1u);
   EXPECT_EQ(some.run[0]->name, "gemv.q4_0.n37_k320");
   ASSERT_EQ(some.skipped.size(), 2u);
-  EXPECT_EQ(some.not_matched, 9);
+  EXPECT_EQ(some.not_matched, 15);
   EXPECT_EQ(SelectCases(cases, "fp8").run.size(), 1u);
+  const CaseSelection moe = SelectCases(cases, "^moe_");
+  EXPECT_EQ(moe.run.size(), 4u);
+  EXPECT_EQ(moe.skipped.size(), 2u);
+}
+
+fixtures::Tensor I32(std::vector<std::int32_t> values) {
+  return fixtures::Tensor::From<std::int32_t>("I32", {static_cast<std::int64_t>(values.size())}, values);
+}
+
+// moe_align_block_size's sorted_token_ids is judged with each expert's segment sorted, the segments those of
+// the case's own expert_ids (docs/fixtures.md "moe_align_block_size"), as verify judges it: an engine's order
+// inside a segment passes, an index or a pad in another segment does not.
+TEST(InJudgedForm, SortsEachExpertSegmentOfMoeAlignBlockSize) {
+  const fixtures::Case c = MakeCase("moe_align_block_size.t", "moe_align_block_size", {{"block_size", 4}});
+  // experts 0 (3 slots: one block), 2 (5 slots: two blocks); pad 12 (tokens·top_k).
+  const fixtures::Tensor expert_ids = I32({0, 2, 2});
+  const std::vector<std::int32_t> expected{1, 4, 9, 12, 0, 2, 3, 7, 11, 12, 12, 12};
+  auto judged = [&](std::vector<std::int32_t> engine) {
+    return InJudgedForm(c, "sorted_token_ids", expert_ids, I32(std::move(engine))).As<std::int32_t>();
+  };
+  EXPECT_EQ(judged({9, 12, 4, 1, 12, 11, 3, 12, 7, 0, 12, 2}), expected);  // atomics' order, pads anywhere
+  EXPECT_NE(judged({1, 4, 0, 12, 9, 2, 3, 7, 11, 12, 12, 12}), expected);  // 0 and 9 swapped: other experts
+  EXPECT_NE(judged({1, 4, 9, 12, 0, 2, 3, 7, 11, 12, 12, 0}), expected);   // a pad of another value
+  // Another size (P wrong), another output or op: as it is.
+  EXPECT_EQ(judged({3, 2, 1}), (std::vector<std::int32_t>{3, 2, 1}));
+  const fixtures::Tensor unsorted = I32({3, 2, 1, 0});
+  EXPECT_EQ(InJudgedForm(c, "expert_ids", I32({0}), unsorted).As<std::int32_t>(),
+            unsorted.As<std::int32_t>());
+  EXPECT_EQ(
+      InJudgedForm(MakeCase("gemv.t", "gemv", {{"block_size", 4}}), "sorted_token_ids", I32({0}), unsorted)
+          .As<std::int32_t>(),
+      unsorted.As<std::int32_t>());
 }
 
 }  // namespace
