@@ -1,5 +1,5 @@
 // The table of weight formats, the ISA fallback, and running a matrix's kernels (kernels/weight_format.h).
-// Each format's descriptor lives in its own folder (ggml/, fp8/, int4/, microscaled/).
+// Each format's descriptor lives in its own folder (ggml/, fp8/, int4/, microscaled/, block_fp8/).
 #include "plumb/kernels/weight_format.h"
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 namespace plumb::kernels {
 
 std::span<const WeightFormat* const> WeightFormats() {
-  static constexpr std::array<const WeightFormat*, 4> kAll = {&kGgmlFormat, &kFp8Format, &kInt4Format,
-                                                              &kMicroscaledFormat};
+  static constexpr std::array<const WeightFormat*, 5> kAll = {&kGgmlFormat, &kFp8Format, &kInt4Format,
+                                                              &kMicroscaledFormat, &kBlockFp8Format};
   return kAll;
 }
 

@@ -121,4 +121,23 @@ WeightMatrix WeightMatrix::FromMicroscaled(MicroscaledMatrix matrix) {
                          storage->scales.data(), storage->tensor_scale, storage);
 }
 
+WeightMatrix WeightMatrix::BlockFp8View(int rows, int cols, const std::uint8_t* codes, const float* scales,
+                                        std::shared_ptr<const void> owner) {
+  WeightMatrix w;
+  w.format = &kernels::kBlockFp8Format;
+  w.type = GgmlType::I8;  // see Fp8View
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = static_cast<std::size_t>(cols);
+  w.data = codes;
+  w.owner = std::move(owner);
+  w.fp8_block_scales = scales;
+  return w;
+}
+
+WeightMatrix WeightMatrix::FromBlockFp8(BlockFp8Matrix matrix) {
+  auto storage = std::make_shared<BlockFp8Matrix>(std::move(matrix));
+  return BlockFp8View(storage->rows, storage->cols, storage->codes.data(), storage->scales.data(), storage);
+}
+
 }  // namespace plumb

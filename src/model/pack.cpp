@@ -105,6 +105,15 @@ class Packer {
       case PackKind::kMicroscaled:
         Microscaled(prefix, values, w.rows, w.cols, format.mx);
         break;
+      case PackKind::kBlockFp8: {
+        // DeepSeek-V3's tensors: the E4M3 codes and the dequantization multipliers it calls
+        // weight_scale_inv, [⌈rows/128⌉][⌈cols/128⌉]. One piece: a block's scale spans 128 rows.
+        BlockFp8Matrix q = QuantizeBlockFp8(values.data(), w.rows, w.cols);
+        Add(prefix + ".weight", DType::F8_E4M3, {rows, cols}, std::move(q.codes));
+        Add(prefix + ".weight_scale_inv", DType::F32, {Fp8BlockCount(w.rows), Fp8BlockCount(w.cols)},
+            AsBytes(q.scales));
+        break;
+      }
     }
     Done(prefix);
   }

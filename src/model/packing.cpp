@@ -26,6 +26,7 @@ std::vector<PackFormat> AllFormats() {
     p.kind = PackKind::kMicroscaled;
     p.mx = scheme;
   }
+  all.emplace_back().kind = PackKind::kBlockFp8;
   return all;
 }
 
@@ -45,6 +46,8 @@ std::string PackFormat::Name() const {
       return std::string("int4-") + Int4SchemeName(int4.scheme) + "-g" + std::to_string(int4.group_size);
     case PackKind::kMicroscaled:
       return MicroscalingSchemeName(mx);
+    case PackKind::kBlockFp8:
+      return "fp8-block128";
   }
   return "?";
 }

@@ -172,6 +172,20 @@ class ShardSet {
                                          Shard(scales_name).Bytes(scales_name).data(), tensor_scale, owner);
   }
 
+  // `prefix`.weight (F8_E4M3 [rows, cols]) and .weight_scale_inv (F32 [⌈rows/128⌉, ⌈cols/128⌉], the
+  // dequantization multipliers: DeepSeek-V3's names and layout; formats/block_fp8.h). The scales are copied
+  // into aligned storage (kernels read them as floats), the codes used in place.
+  WeightMatrix BlockFp8(const std::string& prefix, int rows, int cols) const {
+    const std::string name = prefix + ".weight", scale_name = prefix + ".weight_scale_inv";
+    const DType e4m3 = DType::F8_E4M3, f32 = DType::F32;
+    Checked(name, {rows, cols}, &e4m3);
+    Checked(scale_name, {Fp8BlockCount(rows), Fp8BlockCount(cols)}, &f32);
+    auto scales = AlignedCopy<float>(Shard(scale_name).Bytes(scale_name));
+    const float* scale_data = scales->data();
+    auto owner = std::make_shared<const Owners>(Owners{ShardOwner(name), scales, nullptr});
+    return WeightMatrix::BlockFp8View(rows, cols, Shard(name).Bytes(name).data(), scale_data, owner);
+  }
+
   // A matrix stored as `packing` says (plain when it is null).
   WeightMatrix Matrix(const std::string& prefix, int rows, int cols, const WeightPacking* packing) const {
     if (packing == nullptr) return Plain(prefix, rows, cols);
@@ -180,6 +194,8 @@ class ShardSet {
         return Fp8(prefix, rows, cols, packing->format);
       case PackKind::kMicroscaled:
         return Microscaled(prefix, rows, cols, packing->format.mx);
+      case PackKind::kBlockFp8:
+        return BlockFp8(prefix, rows, cols);
       case PackKind::kInt4:
         return Int4(prefix, rows, cols, packing->format.int4);
       default:

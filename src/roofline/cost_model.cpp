@@ -94,6 +94,8 @@ double WeightDtype::MatrixBytes(int rows, int cols) const {
     }
     case Kind::kMicroscaled:  // the codes and a one-byte scale per block (NVFP4's FP32 tensor scale vanishes)
       return r * (static_cast<double>(MicroscaledRowBytes(mx, cols)) + MicroscaledBlocks(mx, cols));
+    case Kind::kBlockFp8:  // one code per element and an FP32 scale per 128 x 128 block
+      return r * cols + 4.0 * Fp8BlockCount(rows) * Fp8BlockCount(cols);
   }
   return 0;
 }
@@ -102,6 +104,7 @@ double WeightDtype::BytesPerParameter() const {
   // A row of 2^20 elements: a whole number of every block and group, and a per-row scale that vanishes.
   constexpr int kLong = 1 << 20;
   if (kind == Kind::kFp8) return 1.0;
+  if (kind == Kind::kBlockFp8) return 1.0 + 4.0 / (kFp8BlockSize * kFp8BlockSize);  // a scale per 16384
   return MatrixBytes(1, kLong) / kLong;
 }
 
@@ -134,6 +137,12 @@ WeightDtype ParseWeightDtype(std::string_view text) {
     d.mx = pack->mx;
     return d;
   }
+  if (name == "fp8-block128") {
+    WeightDtype d;
+    d.name = name;
+    d.kind = WeightDtype::Kind::kBlockFp8;
+    return d;
+  }
   for (std::uint32_t id = 0; id < 64; ++id) {
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
     if (!traits || !IsWeightGgmlType(static_cast<GgmlType>(id)) || Lower(traits->name) != name) continue;
@@ -154,6 +163,7 @@ std::string WeightDtypeChoices() {
   for (const MicroscalingScheme scheme : kMicroscalingSchemes) {
     if (scheme != MicroscalingScheme::kMxfp4) out += ", " + std::string(MicroscalingSchemeName(scheme));
   }
+  out += ", fp8-block128";
   for (std::uint32_t id = 0; id < 64; ++id) {
     const std::optional<GgmlTypeTraits> traits = FindGgmlType(id);
     if (traits && traits->block_elements > 1) out += ", " + Lower(traits->name);

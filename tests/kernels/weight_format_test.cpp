@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plumb/core/error.h"
@@ -73,6 +74,12 @@ std::vector<Sample> Samples(const WeightFormat& format) {
         add(testing::RandomMicroscaled(scheme, 7, cols, seed++, /*specials=*/true));
       add(testing::RandomMicroscaled(scheme, 5, 64, seed++));
     }
+  } else if (&format == &kernels::kBlockFp8Format) {
+    // Tiny, odd and partial blocks both ways (rows and cols not multiples of 128 or 8), rows crossing a block
+    // row, more than one block column; a NaN code, and a scale past the AVX2 kernels' range.
+    for (const auto& [rows, cols] : {std::pair{3, 1}, {3, 7}, {7, 45}, {130, 300}, {9, 520}})
+      add(testing::RandomBlockFp8(rows, cols, seed++, /*specials=*/true));
+    add(testing::RandomBlockFp8(133, 257, seed++));
   }
   return out;
 }
@@ -143,6 +150,8 @@ TEST(WeightFormats, BytesAreTheRowsPlusTheSideArrays) {
   EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kMxfp4, 3, 45, 1).Bytes(), 3u * (23 + 2));
   EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kNvfp4, 3, 45, 1).Bytes(), 3u * (23 + 3) + 4);
   EXPECT_EQ(testing::RandomMicroscaled(MicroscalingScheme::kMxfp8E4M3, 3, 45, 1).Bytes(), 3u * (45 + 2));
+  // 130 x 300 block-scaled FP8: 2 x 3 FP32 block scales beside the codes.
+  EXPECT_EQ(testing::RandomBlockFp8(130, 300, 1).Bytes(), 130u * 300 + 2 * 3 * 4);
 }
 
 TEST(WeightFormats, DescribeSpellsTheDtypeAsPlumbPackDoes) {
@@ -154,6 +163,7 @@ TEST(WeightFormats, DescribeSpellsTheDtypeAsPlumbPackDoes) {
   EXPECT_EQ(
       kernels::kMicroscaledFormat.describe(testing::RandomMicroscaled(MicroscalingScheme::kNvfp4, 1, 16, 1)),
       "nvfp4");
+  EXPECT_EQ(kernels::kBlockFp8Format.describe(testing::RandomBlockFp8(1, 8, 1)), "fp8-block128");
 }
 
 TEST(WeightFormats, RowsOutsideTheMatrixAreAnErrorNamingTheFormat) {

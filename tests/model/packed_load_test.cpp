@@ -153,7 +153,8 @@ Model DequantizedTwin(const Model& packed) {
 
 TEST(PackFormats, NamesRoundTrip) {
   const std::vector<std::string>& names = PackFormatNames();
-  EXPECT_EQ(names.size(), 18u);  // f32, f16, bf16, 2 fp8, 3 int4 schemes x 3 group sizes, 4 microscaled
+  // f32, f16, bf16, 2 fp8, 3 int4 schemes x 3 group sizes, 4 microscaled, fp8-block128
+  EXPECT_EQ(names.size(), 19u);
   for (const std::string& name : names) {
     const std::optional<PackFormat> format = ParsePackFormat(name);
     ASSERT_TRUE(format) << name;
@@ -294,6 +295,15 @@ TEST(PackedModel, MoeExpertsPackAndTheRouterStaysF32) {
   // MXFP4 moves the logits (4-bit weights; the exact layout is the F32 pack's check above), but it is the
   // same model: a lost expert or QK-norm moves them by the order of the logits themselves.
   EXPECT_LT(MaxAbsErrOverMaxAbsRef(logits, exact), 0.3);  // measured 0.19
+  // Block-scaled FP8 (DeepSeek-V3's expert format) through the same path: each expert its own blocks.
+  const TempDir block_dir("qwen3moe-fp8-block128");
+  Model block = PackAndLoad(original, {Format("fp8-block128"), false, 1}, block_dir);
+  const LayerWeights& block_layer = block.weights().layers[0];
+  EXPECT_EQ(block_layer.router.type, GgmlType::F32);
+  EXPECT_TRUE(block_layer.experts[5].w_down.Is(kernels::kBlockFp8Format));
+  ContiguousKvCache d = block.NewKvCache();
+  const std::vector<float> block_logits = block.Prefill(prompt, d, PrefillLogits::kAllRows);
+  EXPECT_LT(MaxAbsErrOverMaxAbsRef(block_logits, exact), 0.2);  // measured 0.11
 }
 
 class HalfPack : public ::testing::TestWithParam<const char*> {};
@@ -392,6 +402,22 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
                                  0, o.cols, row);
             for (int c = 0; c < o.cols; ++c) row[c] = row[c] * ref.tensor_scale;
           }
+        } else if (format.kind == PackKind::kBlockFp8) {
+          ASSERT_TRUE(p.Is(kernels::kBlockFp8Format));
+          const BlockFp8Matrix ref = QuantizeBlockFp8(values.data(), o.rows, o.cols);
+          ASSERT_EQ(ref.scales.size(),
+                    static_cast<std::size_t>(Fp8BlockCount(o.rows) * Fp8BlockCount(o.cols)));
+          ASSERT_EQ(0, std::memcmp(p.data, ref.codes.data(), ref.codes.size()));
+          ASSERT_EQ(0, std::memcmp(p.fp8_block_scales, ref.scales.data(), ref.scales.size() * sizeof(float)));
+          // The definition (docs/formats.md "Block-scaled FP8 (128×128)"): element = decoded code ·
+          // scales[r / 128][c / 128], one FP32 rounding.
+          for (int r = 0; r < o.rows; ++r) {
+            for (int c = 0; c < o.cols; ++c) {
+              const std::size_t i = static_cast<std::size_t>(r) * o.cols + c;
+              expected[i] = Fp8ToF32(ref.codes[i], Fp8Format::kE4M3) *
+                            ref.scales[static_cast<std::size_t>(r / 128) * Fp8BlockCount(o.cols) + c / 128];
+            }
+          }
         } else {
           ASSERT_TRUE(p.Is(kernels::kInt4Format));
           const Int4Matrix ref = QuantizeInt4(values.data(), o.rows, o.cols, format.int4);
@@ -412,10 +438,10 @@ TEST_P(QuantizedPack, StoredArraysAreTheQuantizersAndLogitsThoseOfTheDequantized
         EXPECT_TRUE(BitwiseEqual(RowsOf(p), expected));
       });
 
-  // INT4's GEMV is defined as Dot(dequantized row, x), the FP32 model's exactly; FP8's as scale · Dot(decoded
-  // row, x), which differs from Dot(decoded · scale, x) by the rounding of each product: a few float ulps
-  // per projection, so 1e-5 of the largest logit is ample and still far below any quantization effect (the
-  // formats' own steps are 2^-4 relative and more).
+  // INT4's and block-scaled FP8's GEMV are defined as Dot(dequantized row, x), the FP32 model's exactly;
+  // FP8's as scale · Dot(decoded row, x), which differs from Dot(decoded · scale, x) by the rounding of each
+  // product: a few float ulps per projection, so 1e-5 of the largest logit is ample and still far below any
+  // quantization effect (the formats' own steps are 2^-4 relative and more).
   Model twin = DequantizedTwin(packed);
   const Logits expected = RunLogits(twin), actual = RunLogits(packed);
   const bool scaled_dot = format.kind == PackKind::kFp8 ||
@@ -600,6 +626,30 @@ TEST_F(PackedLoadErrors, Microscaled) {
                                t.push_back({w + "_scale_2", DType::F32, {}, std::vector<std::uint8_t>(4)});
                              }),
                    {w + "_scale_2", "mxfp4 has no tensor scale"});
+}
+
+TEST_F(PackedLoadErrors, BlockFp8) {
+  const std::string w = "model.layers.0.mlp.down_proj.weight";  // [64, 160]: scales [1, 2]
+  ExpectMessageHas(LoadError("fp8-block128", [&](auto& t) { Erase(t, w + "_scale_inv"); }),
+                   {"missing tensor", w + "_scale_inv"});
+  // Transposed (the grid of [cols/128][rows/128]) or one scale per row: both refused by shape.
+  ExpectMessageHas(LoadError("fp8-block128",
+                             [&](auto& t) {
+                               TensorToWrite& s = Find(t, w + "_scale_inv");
+                               s.shape = {s.shape[1], s.shape[0]};
+                             }),
+                   {"model.safetensors", w + "_scale_inv", "[2, 1]", "expected [1, 2]"});
+  ExpectMessageHas(LoadError("fp8-block128",
+                             [&](auto& t) {
+                               TensorToWrite& s = Find(t, w + "_scale_inv");
+                               s.shape = {64};
+                               s.bytes.resize(64 * 4);
+                             }),
+                   {w + "_scale_inv", "[64]", "expected [1, 2]"});
+  ExpectMessageHas(LoadError("fp8-block128", [&](auto& t) { Find(t, w + "_scale_inv").dtype = DType::I32; }),
+                   {w + "_scale_inv", "I32", "expected F32"});
+  ExpectMessageHas(LoadError("fp8-block128", [&](auto& t) { Find(t, w).dtype = DType::F8_E5M2; }),
+                   {w, "F8_E5M2", "expected F8_E4M3"});
 }
 
 TEST_F(PackedLoadErrors, PackedTensorsWithoutQuantizationConfig) {

@@ -340,6 +340,9 @@ TEST(CostModelTest, BytesPerParameterOfEveryFamily) {
   EXPECT_DOUBLE_EQ(ParseWeightDtype("nvfp4").BytesPerParameter(), 0.5 + 1.0 / 16);
   EXPECT_DOUBLE_EQ(ParseWeightDtype("mxfp8-e4m3").BytesPerParameter(), 1.0 + 1.0 / 32);
   EXPECT_DOUBLE_EQ(ParseWeightDtype("nvfp4").MatrixBytes(3, 45), 3 * (23 + 3.0));
+  // Block-scaled FP8: a byte an element and an FP32 scale per 128 x 128 block, partial blocks whole.
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("fp8-block128").BytesPerParameter(), 1.0 + 4.0 / 16384);
+  EXPECT_DOUBLE_EQ(ParseWeightDtype("fp8-block128").MatrixBytes(130, 300), 130 * 300 + 4.0 * 2 * 3);
 }
 
 TEST(CostModelTest, ComputeBoundBatchIsWhereTheStepCrossesTheRidge) {

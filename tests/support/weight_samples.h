@@ -52,6 +52,7 @@ struct Storage {
   std::vector<std::uint16_t> scales;
   std::vector<std::uint8_t> zeros;
   std::vector<std::uint8_t> block_scales;  // microscaled matrices' scale codes
+  std::vector<float> fp8_block_scales;     // block-scaled FP8 matrices' scales
 };
 
 // `misalign` bytes of padding before the codes (and an FP16 zero array), so rows start at odd addresses.
@@ -139,6 +140,29 @@ inline WeightMatrix RandomMicroscaled(MicroscalingScheme scheme, int rows, int c
   const float tensor_scale =
       scheme == MicroscalingScheme::kNvfp4 ? std::uniform_real_distribution<float>(0.001f, 4.0f)(rng) : 1.0f;
   return WeightMatrix::MicroscaledView(scheme, rows, cols, s->codes.data(), scales.data(), tensor_scale, s);
+}
+
+// A block-scaled FP8 matrix of random finite E4M3 codes and FP32 block scales (any significand, magnitudes
+// 2^-20 .. 2^20, so products round). With `specials`, row 1 holds a NaN code in its middle column, and the
+// last block of block row 1 (rows 128 ..) a scale of 2^121, beyond what the AVX2 kernels' 2^8-scaled scales
+// hold (its largest codes then overflow to inf), so that the other rows still test finite dots.
+inline WeightMatrix RandomBlockFp8(int rows, int cols, std::uint32_t seed, bool specials = false) {
+  std::mt19937 rng(seed);
+  auto s = std::make_shared<Storage>();
+  s->codes.resize(static_cast<std::size_t>(rows) * cols);
+  for (auto& c : s->codes) {
+    do {
+      c = static_cast<std::uint8_t>(rng());
+    } while (Fp8IsSpecial(c, Fp8Format::kE4M3));
+  }
+  const int block_rows = Fp8BlockCount(rows), block_cols = Fp8BlockCount(cols);
+  s->fp8_block_scales.resize(static_cast<std::size_t>(block_rows) * block_cols);
+  std::uniform_real_distribution<float> significand(1.0f, 2.0f);
+  for (float& v : s->fp8_block_scales) v = std::ldexp(significand(rng), static_cast<int>(rng() % 41) - 20);
+  if (specials && rows > 1) s->codes[static_cast<std::size_t>(cols) + cols / 2] = 0x7F;
+  if (specials && block_rows > 1)
+    s->fp8_block_scales[2 * static_cast<std::size_t>(block_cols) - 1] = 0x1p121f;
+  return WeightMatrix::BlockFp8View(rows, cols, s->codes.data(), s->fp8_block_scales.data(), s);
 }
 
 // A GGUF-type matrix of random rows whose every element is finite (so a row's dot is finite where x is):

@@ -10,6 +10,8 @@
 //   kInt4Format  4-bit codes in groups with FP16 scales (and zero points). src/kernels/int4/.
 //   kMicroscaledFormat  MXFP4, NVFP4, MXFP8: FP4/FP8 codes in blocks sharing an E8M0 or E4M3 scale.
 //                src/kernels/microscaled/.
+//   kBlockFp8Format  fp8-block128: E4M3 codes with an FP32 scale per 128 × 128 block (DeepSeek-V3).
+//                src/kernels/block_fp8/.
 // WeightFormats() lists them; a new format is a folder of its own and one line there
 // (docs/architecture.md, "How to add a weight format").
 //
@@ -94,7 +96,7 @@ struct FormatKernels {
 constexpr int kIsaCount = 4;  // the values of Isa
 
 struct WeightFormat {
-  const char* name;  // the family: "ggml", "fp8", "int4", "microscaled"
+  const char* name;  // the family: "ggml", "fp8", "int4", "microscaled", "block-fp8"
   // This matrix's element format as `plumb pack --dtype` and the roofline spell it: "Q4_1", "F16",
   // "fp8-e4m3", "int4-asym-g128", "mxfp4".
   std::string (*describe)(const WeightMatrix& W);
@@ -121,6 +123,7 @@ extern const WeightFormat kGgmlFormat;
 extern const WeightFormat kFp8Format;
 extern const WeightFormat kInt4Format;
 extern const WeightFormat kMicroscaledFormat;
+extern const WeightFormat kBlockFp8Format;
 std::span<const WeightFormat* const> WeightFormats();
 
 // The kernels `format` runs with on `isa`: each member the ISA's own, or the next one down that has it

@@ -11,6 +11,8 @@
 //   kInt4Format  4-bit codes with FP16 group scales (and zero points), `int4` says which (formats/int4.h).
 //   kMicroscaledFormat  FP4 or FP8 element codes in blocks of 32 or 16 that share an E8M0 or E4M3 scale, and
 //                NVFP4's FP32 tensor scale, applied to the dot product as FP8's is (formats/microscaling.h).
+//   kBlockFp8Format  one FP8 E4M3 code per element and an FP32 scale per 128 × 128 block (`fp8_block_scales`,
+//                formats/block_fp8.h): each element decoded as its code's value times its block's scale.
 // `type` and the fields below `owner` are the parameters and side arrays of one format each; the others
 // leave them at their defaults. Model code hands these matrices to kernels::Gemv / kernels::Gemm and never
 // decodes a row itself.
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "plumb/core/extent.h"
+#include "plumb/formats/block_fp8.h"
 #include "plumb/formats/fp8.h"
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/int4.h"
@@ -57,6 +60,9 @@ struct WeightMatrix {
   MicroscalingScheme mx_scheme = MicroscalingScheme::kMxfp4;
   const std::uint8_t* mx_scales = nullptr;  // [rows][MicroscaledBlocks(mx_scheme, cols)] block scale codes
   float mx_tensor_scale = 1.0f;             // NVFP4's; 1 for the MX schemes
+
+  // kBlockFp8Format only (formats/block_fp8.h): data holds the E4M3 codes.
+  const float* fp8_block_scales = nullptr;  // [Fp8BlockCount(rows)][Fp8BlockCount(cols)]
 
   // Runs the exact kernels in either family (kernels/int8_activations.h): for a caller that needs the
   // definition whatever family the process runs (fixtures/ops.cpp's threaded definition rows).
@@ -93,6 +99,11 @@ struct WeightMatrix {
                                       float tensor_scale, std::shared_ptr<const void> owner);
   // Takes ownership of a quantized microscaled matrix.
   static WeightMatrix FromMicroscaled(MicroscaledMatrix matrix);
+  // A view of a block-scaled FP8 matrix: rows × cols E4M3 codes and the [⌈rows/128⌉][⌈cols/128⌉] scales.
+  static WeightMatrix BlockFp8View(int rows, int cols, const std::uint8_t* codes, const float* scales,
+                                   std::shared_ptr<const void> owner);
+  // Takes ownership of a quantized block-scaled FP8 matrix.
+  static WeightMatrix FromBlockFp8(BlockFp8Matrix matrix);
 };
 
 }  // namespace plumb

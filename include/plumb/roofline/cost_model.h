@@ -19,10 +19,10 @@
 namespace plumb::roofline {
 
 // How weight matrices are stored, for the model: the bytes of a [rows][cols] matrix, overheads included
-// (GGUF block scales, INT4 group scales and zero points, FP8 per-row scales). docs/roofline.md "Weight
-// dtypes" lists every name and its bytes per parameter.
+// (GGUF block scales, INT4 group scales and zero points, FP8 per-row and per-block scales). docs/roofline.md
+// "Weight dtypes" lists every name and its bytes per parameter.
 struct WeightDtype {
-  enum class Kind { kPlain, kGgml, kFp8, kInt4, kMicroscaled };
+  enum class Kind { kPlain, kGgml, kFp8, kInt4, kMicroscaled, kBlockFp8 };
   std::string name;  // as given on the command line, canonical spelling ("f16", "q4_k", ...)
   Kind kind = Kind::kPlain;
   double element_bytes = 4;       // kPlain: bytes per element with no overhead (4, 2, 1, 0.5)
@@ -39,7 +39,8 @@ struct WeightDtype {
 // "f32", "f16" (also "fp16"), "bf16", "fp8-e4m3" (also "fp8"), "fp8-e5m2" (a per-row FP32 scale each),
 // "int8" and "int4" (ideal: 1 and ½ byte, no scales: the textbook figures), the packed INT4 formats
 // ("int4-sym-g32", ..., formats/int4.h), the microscaled ones ("mxfp4", "nvfp4", "mxfp8-e4m3", "mxfp8-e5m2":
-// formats/microscaling.h; "mxfp4" is also GGUF's type 39, the same bytes) and every GGUF block type by its
+// formats/microscaling.h; "mxfp4" is also GGUF's type 39, the same bytes), "fp8-block128" (an FP32 scale per
+// 128 × 128 block: formats/block_fp8.h) and every GGUF block type by its
 // lower-case name ("q4_0", "q4_k", "iq4_xs", ...). Throws plumb::Error naming the value and the choices.
 WeightDtype ParseWeightDtype(std::string_view name);
 std::string WeightDtypeChoices();  // for --help and errors

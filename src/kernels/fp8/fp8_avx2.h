@@ -1,7 +1,8 @@
-// Pieces of the FP8 AVX2 kernels (fp8_avx2.cpp) that the AVX-512 ones (fp8_avx512.cpp) and the fast
-// family's FMA ones (fp8_fma_x86.cpp) reuse as they are: the E4M3 NaN-code tracker, a row's tail, reduction
-// and scale, the codes' decoding through FP16, and the E4M3 x-scaling check. Internal to src/kernels/;
-// x86-64 only; why each matches the definition is in fp8_avx2.cpp's header comment.
+// Pieces of the FP8 AVX2 kernels (fp8_avx2.cpp) that the AVX-512 ones (fp8_avx512.cpp), the fast family's
+// FMA ones (fp8_fma_x86.cpp) and the block-scaled FP8 ones (block_fp8/block_fp8_avx2.cpp) reuse as they
+// are: the E4M3 NaN-code tracker, a row's tail, reduction and scale, the codes' decoding through FP16, and
+// the E4M3 x-scaling check. Internal to src/kernels/; x86-64 only; why each matches the definition is in
+// fp8_avx2.cpp's header comment.
 #pragma once
 
 #if defined(__x86_64__)
