@@ -34,7 +34,8 @@ enum class WeightDtype {
   kMxfp4,
   kNvfp4,
   kMxfp8E4m3,
-  kMxfp8E5m2
+  kMxfp8E5m2,
+  kFp8Block128
 };
 
 // The weight exactly as stored (device pointers; which are used depends on dtype). n, k as in GemvShape.
@@ -42,7 +43,7 @@ struct GemvWeights {
   WeightDtype dtype = WeightDtype::kF32;
   // f32 / f16 / bf16: [n][k] floats or FP16 / BF16 bits; fp8: [n][k] codes; int4_*: [n][ceil(k/2)] bytes,
   // two columns per byte; q4_0 / q4_1 / q8_0: [n][row_bytes] GGUF blocks; gptq: qweight I32 [k/8][n];
-  // awq: qweight I32 [k][n/8]; the microscaled dtypes below.
+  // awq: qweight I32 [k][n/8]; the microscaled dtypes and fp8_block128 below.
   const void* w = nullptr;
   const float* fp8_scale = nullptr;  // fp8: [n] (per row) or [1] (per tensor)
   bool fp8_per_row = false;
@@ -55,6 +56,9 @@ struct GemvWeights {
   // [n][ceil(k/block)] (E8M0, NVFP4's E4M3) and NVFP4's tensor scale [1].
   const std::uint8_t* block_scales = nullptr;
   const float* tensor_scale = nullptr;
+  // fp8_block128 (docs/formats.md "Block-scaled FP8 (128×128)"): w is [n][k] E4M3 codes; these the FP32
+  // scales [ceil(n/128)][ceil(k/128)], element (row, c) multiplied by [row/128][c/128].
+  const float* block128_scales = nullptr;
 };
 
 // y: [m][n]; x: [m][k]. m = 1 is a GEMV.
@@ -127,6 +131,37 @@ void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
 // FP8 KV quantization (docs/fixtures.md "kv_quant"): codes[i] = the `dtype` (kFp8E4m3 or kFp8E5m2) code of
 // x[i] / *scale, encoded as ReshapeAndCache encodes a cache element. x: [count]; scale: one float.
 void KvQuant(const float* x, std::uint8_t* codes, std::int64_t count, KvDtype dtype, const float* scale);
+
+// ---- multi-head latent attention (docs/fixtures.md "mla_decode and mla_prefill") -------------------------
+// The absorbed form, as FlashMLA runs it, in FP32 under either precision (the op's checks have no BF16
+// allowance): for query token t = b·rows + r at position p = seq_lens[b] − rows + r and head h,
+//   q_lat = W_UK[h]ᵀ·q_nope[t][h], scores_s = (q_lat·c_s + q_pe[t][h]·k_pe_s)·softmax_scale for s in [0, p],
+//   o_lat = Σ_s softmax(scores)_s·c_s, out[t][h] = W_UV[h]·o_lat.
+struct MlaShape {
+  int heads = 0;   // n_heads
+  int latent = 0;  // kv_lora_rank (R): the width of c
+  int nope = 0;    // qk_nope_head_dim (dn)
+  int rope = 0;    // qk_rope_head_dim (dr): k_pe's width, shared by the heads
+  int v = 0;       // v_head_dim (dv)
+  int rows = 0;    // query tokens per sequence (the last `rows` positions; 1 for a decode)
+};
+// The cache: [num_blocks][block_size][R + dr] floats, each row c then k_pe, read through block_tables.
+struct MlaCache {
+  const float* kv = nullptr;
+  const std::int32_t* block_tables = nullptr;  // [batch][max_blocks_per_seq]
+  const std::int32_t* seq_lens = nullptr;      // [batch], each in [rows, max_blocks_per_seq · block_size]
+  int block_size = 0, max_blocks_per_seq = 0;
+};
+// A block's shared memory: q_lat and o_lat [R], q_pe [dr]; at most the default 48 KiB.
+inline constexpr std::int64_t kMlaMaxSharedBytes = 48 * 1024;
+inline std::int64_t MlaSharedBytes(const MlaShape& s) {
+  return (2 * std::int64_t{s.latent} + s.rope) * std::int64_t{sizeof(float)};
+}
+// q_nope: [batch·rows][heads][dn]; q_pe: [batch·rows][heads][dr]; w_uk: [heads][dn][R]; w_uv: [heads][dv][R];
+// out: [batch·rows][heads][dv]; scores: scratch [batch·rows][heads][max_seq_len] (max_seq_len ≥ every
+// seq_len). One block per (query token, head); n_heads ≤ 65535.
+void Mla(const MlaCache& cache, const float* q_nope, const float* q_pe, const float* w_uk, const float* w_uv,
+         float* out, float* scores, const MlaShape& shape, int batch, int max_seq_len, float softmax_scale);
 
 // ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts"; docs/models.md) ----------------
 // Both in FP32 under either precision: routers compute in FP32 in every engine, and neither op's checks

@@ -12,7 +12,8 @@ __device__ inline int Nibble(const std::uint8_t* bytes, int c) {
   return (c % 2 == 0) ? (b & 0xF) : (b >> 4);
 }
 
-// W[row][c] as FP32 (before the FP8 scale, which is applied after the dot product, as GPU epilogues do).
+// W[row][c] as FP32 (before fp8_e4m3 / fp8_e5m2's scale, which is applied after the dot product, as GPU
+// epilogues do; fp8_block128's block scale is applied here, per element).
 __device__ inline float WeightAt(const GemvWeights& w, int n, int k, int row, int c) {
   switch (w.dtype) {
     case WeightDtype::kF32:
@@ -98,6 +99,15 @@ __device__ inline float WeightAt(const GemvWeights& w, int n, int k, int row, in
                                 : Fp8Bits(codes[row * row_bytes + c], w.dtype == WeightDtype::kMxfp8E4m3);
       const std::uint8_t scale = w.block_scales[static_cast<std::int64_t>(row) * blocks + c / block];
       return element * (w.dtype == WeightDtype::kNvfp4 ? Fp8Bits(scale, true) : E8m0Bits(scale));
+    }
+    case WeightDtype::kFp8Block128: {
+      // docs/formats.md "Block-scaled FP8 (128×128)": E4M3(code) × scales[row/128][c/128], one FP32 product
+      // rounded to nearest even (__fmul_rn: never contracted into the dot's FMA); the last block row and
+      // column may be partial. No scale after the dot.
+      const std::int64_t blocks = (k + 127) / 128;
+      const float element =
+          Fp8Bits(static_cast<const std::uint8_t*>(w.w)[static_cast<std::int64_t>(row) * k + c], true);
+      return __fmul_rn(element, w.block128_scales[(row / 128) * blocks + c / 128]);
     }
   }
   return 0.0f;

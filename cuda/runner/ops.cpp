@@ -189,6 +189,11 @@ std::map<std::string, Tensor> RunGemv(const Case& c, const CaseIo& io) {
     w.w = upload("w", "U8", {n, fp4 ? CeilDiv(k, 2) : k});
     w.block_scales = static_cast<const std::uint8_t*>(upload("w_scales", "U8", {n, CeilDiv(k, block)}));
     if (dtype == "nvfp4") w.tensor_scale = static_cast<const float*>(upload("w_tensor_scale", "F32", {1}));
+  } else if (dtype == "fp8_block128") {  // docs/formats.md "Block-scaled FP8 (128×128)"
+    w.dtype = WeightDtype::kFp8Block128;
+    w.w = upload("w", "U8", {n, k});
+    w.block128_scales =
+        static_cast<const float*>(upload("w_scales", "F32", {CeilDiv(n, 128), CeilDiv(k, 128)}));
   } else {  // q4_0, q4_1, q8_0 (UnsupportedReason let nothing else through)
     w.dtype = dtype == "q4_0"   ? WeightDtype::kQ4_0
               : dtype == "q4_1" ? WeightDtype::kQ4_1
@@ -433,6 +438,68 @@ std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
           {"v_cache", v.Download(spec.tensor_dtype, spec.v_shape)}};
 }
 
+// ---- multi-head latent attention (docs/fixtures.md "mla_decode and mla_prefill") -------------------------
+
+// Both ops: mla_decode's `rows` is 1, mla_prefill's the chunk's length. Every table entry the kernel follows
+// (those of a sequence's first ceil(seq_len / block_size) pages) lies in the pool and every seq_len in
+// [rows, max_blocks_per_seq · block_size], so that it reads only written rows of the cache.
+std::map<std::string, Tensor> RunMla(const CaseIo& io) {
+  const std::int64_t heads = io.Int("n_heads"), latent = io.Int("kv_lora_rank"),
+                     nope = io.Int("qk_nope_head_dim"), rope = io.Int("qk_rope_head_dim"),
+                     v = io.Int("v_head_dim"), block_size = io.Int("block_size"),
+                     num_blocks = io.Int("num_blocks"), max_blocks = io.Int("max_blocks_per_seq"),
+                     batch = io.Int("batch"), rows = io.Int("rows");
+  const std::int64_t tokens = batch * rows;
+  MlaShape shape;
+  shape.heads = static_cast<int>(heads);
+  shape.latent = static_cast<int>(latent);
+  shape.nope = static_cast<int>(nope);
+  shape.rope = static_cast<int>(rope);
+  shape.v = static_cast<int>(v);
+  shape.rows = static_cast<int>(rows);
+  if (heads > 65535) io.Fail("n_heads = ", heads, " is more than the kernel's grid takes (65535)");
+  if (tokens > std::numeric_limits<std::int32_t>::max())
+    io.Fail("batch · rows = ", tokens, " query tokens do not fit the kernel's grid");
+  if (MlaSharedBytes(shape) > kMlaMaxSharedBytes)
+    io.Fail("kv_lora_rank = ", latent, " with qk_rope_head_dim = ", rope, " needs more than the kernel's ",
+            kMlaMaxSharedBytes, " bytes of shared memory");
+  const Tensor& tables_t = io.Get("block_tables", "I32", {batch, max_blocks});
+  const Tensor& lens_t = io.Get("seq_lens", "I32", {batch});
+  const std::vector<std::int32_t> tables = tables_t.As<std::int32_t>(), lens = lens_t.As<std::int32_t>();
+  std::int64_t max_len = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t len = lens[static_cast<std::size_t>(b)];
+    if (len < rows || len > max_blocks * block_size)
+      io.Fail("seq_lens[", b, "] = ", len, " outside [rows = ", rows,
+              ", max_blocks_per_seq · block_size = ", max_blocks * block_size, "]");
+    max_len = std::max(max_len, len);
+    for (std::int64_t i = 0; i < CeilDiv(len, block_size); ++i) {
+      const std::int32_t block = tables[static_cast<std::size_t>(b * max_blocks + i)];
+      if (block < 0 || block >= num_blocks)
+        io.Fail("block_tables[", b, "][", i, "] = ", block, " outside the pool [0, ", num_blocks, ")");
+    }
+  }
+  const DeviceBuffer q_nope(io.Get("q_nope", "F32", {tokens, heads, nope}));
+  const DeviceBuffer q_pe(io.Get("q_pe", "F32", {tokens, heads, rope}));
+  const DeviceBuffer kv(io.Get("kv_cache", "F32", {num_blocks, block_size, latent + rope}));
+  const DeviceBuffer w_uk(io.Get("w_uk", "F32", {heads, nope, latent}));
+  const DeviceBuffer w_uv(io.Get("w_uv", "F32", {heads, v, latent}));
+  const DeviceBuffer tables_d(tables_t), lens_d(lens_t);
+  MlaCache cache;
+  cache.kv = kv.as<float>();
+  cache.block_tables = tables_d.as<std::int32_t>();
+  cache.seq_lens = lens_d.as<std::int32_t>();
+  cache.block_size = static_cast<int>(block_size);
+  cache.max_blocks_per_seq = static_cast<int>(max_blocks);
+  DeviceBuffer scores(static_cast<std::size_t>(tokens * heads * max_len) * sizeof(float));
+  DeviceBuffer out(static_cast<std::size_t>(tokens * heads * v) * sizeof(float));
+  if (!check_only_pass)
+    Mla(cache, q_nope.as<float>(), q_pe.as<float>(), w_uk.as<float>(), w_uv.as<float>(), out.as<float>(),
+        scores.as<float>(), shape, static_cast<int>(batch), static_cast<int>(max_len),
+        static_cast<float>(io.Number("softmax_scale")));
+  return {{"out", out.Download("F32", {tokens, heads, v})}};
+}
+
 // ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts", "moe_align_block_size") -----------
 
 std::map<std::string, Tensor> RunMoeRoute(const CaseIo& io) {
@@ -614,6 +681,7 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   if (c.op == "rope") return RunRope(io);
   if (c.op == "attention_decode") return RunAttentionDecode(io);
   if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);
+  if (c.op == "mla_decode" || c.op == "mla_prefill") return RunMla(io);
   if (c.op == "moe_route") return RunMoeRoute(io);
   if (c.op == "moe_experts") return RunMoeExperts(io);
   if (c.op == "moe_align_block_size") return RunMoeAlignBlockSize(io);

@@ -90,8 +90,9 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
   };
   if (c.op == "gemv" || c.op == "gemm") {
     const std::string dtype = param("weight_dtype");
-    if (!one_of(dtype, {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4_sym", "int4_asym", "gptq", "awq",
-                        "q4_0", "q4_1", "q8_0", "mxfp4", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2"}))
+    if (!one_of(dtype,
+                {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4_sym", "int4_asym", "gptq", "awq", "q4_0",
+                 "q4_1", "q8_0", "mxfp4", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "fp8_block128"}))
       return "weight_dtype \"" + dtype + "\" not implemented";
     return "";
   }
@@ -126,6 +127,7 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
     return "";
   }
   if (c.op == "moe_align_block_size") return "";
+  if (c.op == "mla_decode" || c.op == "mla_prefill") return "";
   return "op " + c.op + " not implemented";
 }
 

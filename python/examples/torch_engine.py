@@ -53,6 +53,9 @@ ROUNDING_POINTS = {  # where a 16-bit engine rounds (docs/fixtures.md "Allowance
     "attention.qkv": "attention's q, k and v (the cache decoded into the compute dtype)",
     "attention.p": "the softmax weights P before P·V (FlashAttention); the scores stay FP32",
     "attention.out": "attention's output",
+    "mla.in": "MLA's inputs and intermediates: q_nope, q_pe, the cached c and k_pe, W_UK, W_UV, q_lat (or "
+              "k_nope), P, and o_lat (or v) (FlashMLA keeps them in BF16, sums in FP32)",
+    "mla.out": "MLA's output",
     "rmsnorm.in": "RMSNorm's x and weight",
     "rmsnorm.xr": "x·r before the weight (transformers' LlamaRMSNorm casts back to the model dtype there)",
     "rmsnorm.out": "RMSNorm's output",
@@ -93,6 +96,9 @@ NORM = ("rmsnorm", "tp_layer") + MODEL_OPS
 ROPE = ("rope", "tp_layer") + MODEL_OPS
 ATTENTION = ("attention_decode", "attention_prefill", "tp_layer") + MODEL_OPS
 FP8_ENCODE = ("kv_quant", "reshape_and_cache", "kv_handoff")
+
+
+MLA = ("mla_decode", "mla_prefill")
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,18 @@ BUGS = {
         ("gemv", "gemm", "moe_experts"),
         ("gemv.mxfp4.n37_k333", "gemv.nvfp4.n37_k333", "gemm.mxfp8_e4m3.m5_n37_k333"),
         "the last, partial block of a microscaled row (k mod 32, or 16) is left out"),
+    "block_fp8_scale_per_row": Bug(
+        ("gemv", "gemm"), ("gemv.fp8_block128.n37_k333", "gemm.fp8_block128.m5_n130_k300"),
+        "block-scaled FP8 read as per-channel: each row takes one scale (its block row's first) for all k"),
+    "block_fp8_grid_transposed": Bug(
+        ("gemv", "gemm"), ("gemv.fp8_block128.n130_k300", "gemm.fp8_block128.m5_n130_k300"),
+        "the scale grid read as [ceil(k/128)][ceil(n/128)] (block index from the wrong axis)"),
+    "block_fp8_scale_divided": Bug(
+        ("gemv", "gemm"), ("gemv.fp8_block128.n37_k333", "gemm.fp8_block128.m5_n37_k333"),
+        "weight_scale_inv taken for a quantization scale: the code divided by it, not multiplied"),
+    "block_fp8_partial_block_dropped": Bug(
+        ("gemv", "gemm"), ("gemv.fp8_block128.n37_k333", "gemm.fp8_block128.m5_n130_k300"),
+        "the last, partial 128-column block of each row (k mod 128) is left out"),
     # rmsnorm
     "rmsnorm_eps_dropped": Bug(NORM, ("rmsnorm.rows4_n64.near_eps",), "1/sqrt(mean(x²)), no eps"),
     "rmsnorm_eps_outside_sqrt": Bug(NORM, ("rmsnorm.rows4_n64.near_eps",), "1/(sqrt(mean(x²)) + eps)"),
@@ -252,6 +270,22 @@ BUGS = {
         ("moe_align_block_size",), ("moe_align_block_size.e256_k8_b16.m32.ep2_rank1",),
         "slots routed to other ranks' experts kept, their blocks labelled −1 (vLLM's "
         "ignore_invalid_experts=False), where the op drops them"),
+    # mla_decode, mla_prefill
+    "mla_w_uk_transposed": Bug(
+        MLA, ("mla_decode.h4_r96_bs16", "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"),
+        "W_UK's [n_heads][nope][kv_lora_rank] memory read as [n_heads][kv_lora_rank][nope] and transposed "
+        "(kv_b_proj's halves taken in the other layout)"),
+    "mla_rope_key_dropped": Bug(
+        MLA, ("mla_decode.h4_r96_bs16", "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"),
+        "the scores without q_pe · k_pe: the decoupled RoPE key forgotten"),
+    "mla_nope_scale": Bug(
+        MLA, ("mla_decode.h4_r96_bs16", "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"),
+        "softmax scale 1/sqrt(qk_nope_head_dim) instead of 1/sqrt(qk_nope_head_dim + qk_rope_head_dim)"),
+    "mla_cache_row_swapped": Bug(
+        MLA, ("mla_decode.h4_r96_bs16", "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"),
+        "a cache row read as k_pe first, then the latent"),
+    "mla_prefill_not_causal": Bug(
+        MLA, ("mla_prefill.h4_r96_bs16",), "a prefill chunk's queries attend to the positions after them"),
     # sampling, speculative_verify
     "top_p_exclusive": Bug(
         ("sampling",), ("sampling.top_k_top_p_min_p",),
@@ -625,6 +659,8 @@ class Engine:
         dtype, k = p["weight_dtype"], p["k"]
         if dtype in ("f32", "f16", "bf16"):
             return t["w"].float(), None
+        if dtype == "fp8_block128":
+            return self.block_fp8_weight(p, t), None
         if dtype.startswith("fp8"):
             w, scale = fp8_values(dtype)[t["w"].long()], t["w_scale"]
             if self.bug == "fp8_scale_applied_twice":
@@ -666,6 +702,26 @@ class Engine:
         if self.bug == "mx_partial_block_dropped" and k % block:
             w[:, k - k % block:] = 0
         return w, tensor_scale
+
+    def block_fp8_weight(self, p, t):
+        """docs/formats.md "Block-scaled FP8 (128×128)": E4M3 codes [n][k], element (r, c) times
+        scales[r // 128][c // 128] (the dequantization multiplier, DeepSeek's weight_scale_inv), the grid
+        [ceil(n/128)][ceil(k/128)] with partial blocks at the bottom and right edges."""
+        n, k = p["n"], p["k"]
+        w = fp8_values("fp8_e4m3")[t["w"].long()]
+        grid = t["w_scales"]
+        rows, cols = torch.arange(n) // 128, torch.arange(k) // 128
+        if self.bug == "block_fp8_scale_per_row":
+            scale = grid[rows, 0][:, None].expand(n, k)
+        elif self.bug == "block_fp8_grid_transposed":
+            flat = grid.flatten()  # read as [ceil(k/128)][ceil(n/128)]
+            scale = flat[cols[None, :] * grid.shape[0] + rows[:, None]]
+        else:
+            scale = grid[rows[:, None], cols[None, :]]
+        w = w / scale if self.bug == "block_fp8_scale_divided" else w * scale
+        if self.bug == "block_fp8_partial_block_dropped" and k % 128:
+            w[:, k - k % 128:] = 0
+        return w
 
     def int4_weight(self, p, t):
         """docs/formats.md "INT4": byte j of a row holds columns 2j (low nibble) and 2j+1; group g = columns
@@ -962,6 +1018,54 @@ class Engine:
         expert_ids = torch.repeat_interleave(torch.tensor(labels, dtype=torch.int32), blocks)
         return {"sorted_token_ids": sorted_ids, "expert_ids": expert_ids,
                 "num_tokens_post_padded": torch.tensor([sorted_ids.numel()], dtype=torch.int32)}
+
+    def op_mla_decode(self, p, t):
+        """docs/fixtures.md "mla_decode and mla_prefill". Decode in the absorbed form (FlashMLA's: W_UK into the
+        query, attention over the latents, W_UV after P·V), prefill in the naive form (vLLM's MLA prefill: every
+        position's key and value per head); a 16-bit mode rounds at "mla.in" and "mla.out"."""
+        heads, nope, latent = p["n_heads"], p["qk_nope_head_dim"], p["kv_lora_rank"]
+        rope, rows, bs = p["qk_rope_head_dim"], p["rows"], p["block_size"]
+        naive = rows > 1  # a prefill chunk (mla_prefill); one query per sequence is a decode
+
+        def r(x):
+            return self.r(x, "mla.in")
+
+        w_uk, w_uv = r(self.f(t["w_uk"])), r(self.f(t["w_uv"]))  # [heads][nope][latent], [heads][v][latent]
+        if self.bug == "mla_w_uk_transposed":
+            w_uk = w_uk.reshape(heads, latent, nope).transpose(1, 2)
+        scale = p["softmax_scale"] if self.bug != "mla_nope_scale" else nope ** -0.5
+        pool = r(self.f(t["kv_cache"]))  # [blocks][block_size][latent + rope]
+        out = []
+        for b in range(p["batch"]):
+            length = int(t["seq_lens"][b])
+            cached = pool[t["block_tables"][b, :-(-length // bs)].long()].flatten(0, 1)[:length]
+            c, k_pe = cached[:, :latent], cached[:, latent:]
+            if self.bug == "mla_cache_row_swapped":
+                c, k_pe = cached[:, rope:], cached[:, :rope]
+            q_nope = r(self.f(t["q_nope"][b * rows:(b + 1) * rows]))  # [rows][heads][nope]
+            q_pe = r(self.f(t["q_pe"][b * rows:(b + 1) * rows]))
+            scores = torch.einsum("thd,sd->hts", q_pe, k_pe)
+            if self.bug == "mla_rope_key_dropped":
+                scores = torch.zeros_like(scores)
+            if naive:
+                k_nope = r(torch.einsum("hdr,sr->hsd", w_uk, c))
+                scores = scores + torch.einsum("thd,hsd->hts", q_nope, k_nope)
+            else:
+                q_lat = r(torch.einsum("thd,hdr->htr", q_nope, w_uk))
+                scores = scores + torch.einsum("htr,sr->hts", q_lat, c)
+            q_pos = length - rows + torch.arange(rows)
+            if self.bug != "mla_prefill_not_causal":
+                scores = scores.masked_fill(torch.arange(length)[None, :] > q_pos[:, None], float("-inf"))
+            weights = r(torch.softmax(scores * scale, dim=-1))  # [heads][rows][length]
+            if naive:
+                values = r(torch.einsum("hvr,sr->hsv", w_uv, c))
+                out.append(torch.einsum("hts,hsv->thv", weights, values))
+            else:
+                o_lat = r(torch.einsum("hts,sr->htr", weights, c))
+                out.append(torch.einsum("htr,hvr->thv", o_lat, w_uv))
+        return {"out": self.r(torch.cat(out), "mla.out")}
+
+    op_mla_prefill = op_mla_decode
 
     def op_speculative_verify(self, p, t):
         """docs/fixtures.md "speculative_verify": accept x_i while u_i·q_i(x_i) < p_i(x_i); then draw with u_k

@@ -23,6 +23,7 @@ _WEIGHT_TENSORS = {
     "q4_0": {"w": "U8"}, "q4_1": {"w": "U8"}, "q8_0": {"w": "U8"},
     "mxfp4": {"w": "U8", "w_scales": "U8"}, "nvfp4": {"w": "U8", "w_scales": "U8", "w_tensor_scale": "F32"},
     "mxfp8_e4m3": {"w": "U8", "w_scales": "U8"}, "mxfp8_e5m2": {"w": "U8", "w_scales": "U8"},
+    "fp8_block128": {"w": "U8", "w_scales": "F32"},
 }
 
 
@@ -61,7 +62,7 @@ def _weight(weight_dtype, k, weights, group_size, fp8_scale):
         if group_size is None:
             raise ValueError(f"weight_dtype {weight_dtype} needs group_size")
         params["group_size"] = int(group_size)
-    if weight_dtype.startswith("fp8"):
+    if weight_dtype in ("fp8_e4m3", "fp8_e5m2"):
         params["fp8_scale"] = "per_row" if np.asarray(weights["w_scale"]).size == n and n != 1 else "per_tensor"
         if fp8_scale is not None:
             params["fp8_scale"] = fp8_scale

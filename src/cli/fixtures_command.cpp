@@ -64,7 +64,8 @@ int VerifyOrThrow(std::span<const std::string> args, std::ostream& out) {
              "fp16_accumulation (FP16 weights' dot products summed in FP16, cuBLAS's 16F compute type), "
              "bf16_activations, fp16_activations, tf32 (the inputs of matmuls, attention, norms, RoPE and "
              "SwiGLU rounded to BF16, FP16 or TF32, FP32 sums), bf16_outputs, fp16_outputs (outputs "
-             "rounded), fp8_activations (a matmul's x in FP8 E4M3, dynamic per-token or per-tensor scale); "
+             "rounded), fp8_activations (a matmul's x in FP8 E4M3, dynamic per-token, per-tensor or "
+             "per-128-group scale); "
              "several add up; "
              "docs/fixtures.md \"Allowances\"");
   if (!f.ParseUnlessHelp(args, std::string(kFixturesUsage) + "\nflags of verify:\n", out)) return 0;

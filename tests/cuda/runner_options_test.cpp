@@ -85,6 +85,9 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
       MakeCase("moe_experts.mxfp4.e8_k2", "moe_experts", {{"weight_dtype", "mxfp4"}}),
       MakeCase("moe_experts.q4_0.e8_k2", "moe_experts", {{"weight_dtype", "q4_0"}}),
       MakeCase("moe_align_block_size.e8_k2_b16.m40", "moe_align_block_size", {{"block_size", 16}}),
+      MakeCase("mla_decode.h2_r512_bs64", "mla_decode", {{"kv_lora_rank", 512}}),
+      MakeCase("mla_prefill.h4_r96_bs16", "mla_prefill", {{"rows", 5}}),
+      MakeCase("mla_prefill_fp8.h4", "mla_prefill_fp8"),  // an op of another name: not these kernels
   };
   const CaseSelection all = SelectCases(cases, "");
   std::vector<std::string> run;
@@ -93,7 +96,8 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
             (std::vector<std::string>{"gemv.q4_0.n37_k320", "gemm.awq.m3", "rmsnorm.r3", "rope.interleaved",
                                       "attention_decode.vllm.fp8", "softmax.r4",
                                       "moe_route.softmax_topk.e8_k2", "moe_route.sigmoid_group_topk.e256",
-                                      "moe_experts.mxfp4.e8_k2", "moe_align_block_size.e8_k2_b16.m40"}));
+                                      "moe_experts.mxfp4.e8_k2", "moe_align_block_size.e8_k2_b16.m40",
+                                      "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"}));
   std::vector<std::string> skipped;
   for (const auto& [c, reason] : all.skipped) skipped.push_back(c->name + ": " + reason);
   EXPECT_EQ(skipped, (std::vector<std::string>{
@@ -105,6 +109,7 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
                          "layer.smollm2.0: op layer not implemented",
                          "moe_route.sparsemixer.e16: routing \"sparsemixer\" not implemented",
                          "moe_experts.q4_0.e8_k2: weight_dtype \"q4_0\" not implemented",
+                         "mla_prefill_fp8.h4: op mla_prefill_fp8 not implemented",
                      }));
   EXPECT_EQ(all.not_matched, 0);
 
@@ -113,11 +118,40 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
   ASSERT_EQ(some.run.size(), 1u);
   EXPECT_EQ(some.run[0]->name, "gemv.q4_0.n37_k320");
   ASSERT_EQ(some.skipped.size(), 2u);
-  EXPECT_EQ(some.not_matched, 15);
+  EXPECT_EQ(some.not_matched, 18);
   EXPECT_EQ(SelectCases(cases, "fp8").run.size(), 1u);
   const CaseSelection moe = SelectCases(cases, "^moe_");
   EXPECT_EQ(moe.run.size(), 4u);
   EXPECT_EQ(moe.skipped.size(), 2u);
+  // Multi-head latent attention: both ops, whatever their params (FP32 cache only, the suite's one form).
+  const CaseSelection mla = SelectCases(cases, "^mla_(decode|prefill)\\.");
+  ASSERT_EQ(mla.run.size(), 2u);
+  EXPECT_EQ(mla.run[0]->op, "mla_decode");
+  EXPECT_EQ(mla.run[1]->op, "mla_prefill");
+  EXPECT_TRUE(mla.skipped.empty());
+  EXPECT_EQ(UnsupportedReason(MakeCase("mla_decode.t", "mla_decode")), "");
+  EXPECT_EQ(UnsupportedReason(MakeCase("mla_prefill.t", "mla_prefill")), "");
+}
+
+// Block-scaled FP8 (docs/formats.md "Block-scaled FP8 (128×128)"): gemv and gemm both run it; a block size
+// the harness does not know is still a skip.
+TEST(SelectCases, RunsBlockScaledFp8GemvAndGemm) {
+  const std::vector<fixtures::Case> cases = {
+      MakeCase("gemv.fp8_block128.n130_k300", "gemv", {{"weight_dtype", "fp8_block128"}}),
+      MakeCase("gemm.fp8_block128.m5_n37_k333", "gemm", {{"weight_dtype", "fp8_block128"}}),
+      MakeCase("gemv.fp8_block64.n37_k333", "gemv", {{"weight_dtype", "fp8_block64"}}),
+      MakeCase("moe_experts.fp8_block128.e8_k2", "moe_experts", {{"weight_dtype", "fp8_block128"}}),
+  };
+  const CaseSelection sel = SelectCases(cases, "fp8_block");
+  std::vector<std::string> run;
+  for (const fixtures::Case* c : sel.run) run.push_back(c->name);
+  EXPECT_EQ(run, (std::vector<std::string>{"gemv.fp8_block128.n130_k300", "gemm.fp8_block128.m5_n37_k333"}));
+  std::vector<std::string> skipped;
+  for (const auto& [c, reason] : sel.skipped) skipped.push_back(c->name + ": " + reason);
+  EXPECT_EQ(skipped, (std::vector<std::string>{
+                         "gemv.fp8_block64.n37_k333: weight_dtype \"fp8_block64\" not implemented",
+                         "moe_experts.fp8_block128.e8_k2: weight_dtype \"fp8_block128\" not implemented",
+                     }));
 }
 
 fixtures::Tensor I32(std::vector<std::int32_t> values) {
