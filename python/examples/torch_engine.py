@@ -56,6 +56,7 @@ ROUNDING_POINTS = {  # where a 16-bit engine rounds (docs/fixtures.md "Allowance
     "mla.in": "MLA's inputs and intermediates: q_nope, q_pe, the cached c and k_pe, W_UK, W_UV, q_lat (or "
               "k_nope), P, and o_lat (or v) (FlashMLA keeps them in BF16, sums in FP32)",
     "mla.out": "MLA's output",
+    "moe.out": "moe_experts' output, the weighted sum of the experts (its terms are rounded as linear.out)",
     "rmsnorm.in": "RMSNorm's x and weight",
     "rmsnorm.xr": "x·r before the weight (transformers' LlamaRMSNorm casts back to the model dtype there)",
     "rmsnorm.out": "RMSNorm's output",
@@ -951,37 +952,43 @@ class Engine:
     def op_moe_experts(self, p, t):
         """docs/fixtures.md "moe_experts": y_t = Σ_j w_tj · down_e(silu(gate_e(x_t)) · up_e(x_t)), e = ids[t][j],
         plus the shared expert (times sigmoid(shared_gate · x_t) where given); the expert weights f32, bf16 or
-        MXFP4 (docs/formats.md "Microscaled formats"), in FP32 in every mode."""
+        MXFP4 (docs/formats.md "Microscaled formats"). A 16-bit mode rounds as a fused MoE kernel does: x and
+        the weights before each product, the gate and up outputs, silu(gate)·up and the down output
+        ("linear.in", "linear.out", "swiglu.out"), the weighted sum in the compute dtype, then y ("moe.out")."""
         dtype, d, f = p["weight_dtype"], p["d"], p["f"]
 
         def matrix(name, e, cols):
             if dtype == "mxfp4":
                 w, _ = self.microscaled_weight({"k": cols, "weight_dtype": "mxfp4"},
                                                {"w": t[name][e], "w_scales": t[name + "_scales"][e]})
-                return w
-            return t[name][e].float()
+            else:
+                w = t[name][e]
+            return self.r(self.f(w), "linear.in")
 
         def swiglu_expert(prefix, e, x, width):
-            gate, up = matrix(prefix + "gate", e, d) @ x, matrix(prefix + "up", e, d) @ x
+            x = self.r(x, "linear.in")
+            gate = self.r(matrix(prefix + "gate", e, d) @ x, "linear.out")
+            up = self.r(matrix(prefix + "up", e, d) @ x, "linear.out")
             if self.bug == "moe_gate_up_swapped":
                 gate, up = up, gate
-            return matrix(prefix + "down", e, width) @ (F.silu(gate) * up)
+            return self.r(matrix(prefix + "down", e, width) @ self.r(F.silu(gate) * up, "swiglu.out"),
+                          "linear.out")
 
-        y = torch.zeros(p["tokens"], d)
+        y = torch.zeros(p["tokens"], d, dtype=self.mode.acc)
         for token in range(p["tokens"]):
-            x = t["x"][token].float()
+            x = self.f(t["x"][token])
             if p.get("shared_f") and self.bug != "moe_shared_expert_dropped":
                 shared = swiglu_expert("w_shared_", 0, x, p["shared_f"])
                 if "shared_gate" in t and self.bug != "moe_shared_gate_ignored":
-                    shared = torch.sigmoid(t["shared_gate"].float() @ x) * shared
+                    shared = torch.sigmoid(self.f(t["shared_gate"]) @ x) * shared
                 y[token] += shared
             slots = range(1 if self.bug == "moe_top1_only" else p["top_k"])
             for j in slots:
                 e = int(t["ids"][token][j])
                 out = swiglu_expert("w_", e, x, f)
-                weight = 1.0 if self.bug == "moe_combine_unweighted" else t["weights"][token][j].float()
+                weight = 1.0 if self.bug == "moe_combine_unweighted" else self.f(t["weights"][token][j])
                 y[token] += weight * out
-        return {"y": y}
+        return {"y": self.r(y, "moe.out")}
 
     def op_moe_align_block_size(self, p, t):
         """docs/fixtures.md "moe_align_block_size": the flat indices i = token·top_k + slot grouped by (local)
