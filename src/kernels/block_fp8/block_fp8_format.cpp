@@ -6,8 +6,9 @@
 // each decoded element being Fp8ToF32(code) · scales[r / 128][c / 128], one rounded FP32 multiply. The scale
 // changes along the row every 128 columns, so unlike FP8's per-row scale it cannot wait for the finished dot
 // (there is no row_scale): decode_rows gives the scaled values, and the batched GEMMs' tiles need nothing
-// after. The AVX2 kernels (block_fp8_avx2.cpp, which AVX-512 hosts run too) compute the same bits; NEON runs
-// this definition. No fast-family kernels: a block-FP8 matrix runs the exact family in both.
+// after. The AVX2 kernels (block_fp8_avx2.cpp, which AVX-512 hosts run too) and the NEON ones
+// (block_fp8_neon.cpp) compute the same bits. No fast-family kernels: a block-FP8 matrix runs the exact
+// family in both.
 #include <cstddef>
 #include <string>
 
@@ -71,7 +72,11 @@ constexpr WeightFormat kBlockFp8Format = {
 #else
         /* kAvx2 */ {},
 #endif
+#if defined(__aarch64__)
+        /* kNeon */ {.row_dots = block_fp8::neon::RowDots, .decode_rows = block_fp8::neon::DecodeRows},
+#else
         /* kNeon */ {},
+#endif
         /* kAvx512 */ {},
     }},
 };

@@ -19,4 +19,11 @@ void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
 }  // namespace avx2
 #endif
 
+#if defined(__aarch64__)
+namespace neon {
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
+}  // namespace neon
+#endif
+
 }  // namespace plumb::kernels::block_fp8

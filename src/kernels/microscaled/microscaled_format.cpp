@@ -7,8 +7,8 @@
 // schemes have none, W.mx_tensor_scale is 1 for them, and multiplying by 1 changes no bits). Each decoded
 // element is its code's value times its block's scale, one FP32 multiply that is exact (docs/formats.md says
 // why). decode_rows gives those values. The AVX2 row dots (microscaled_avx2.cpp, which AVX-512 hosts run
-// too) compute the same bits; decode_rows and NEON run this definition. No fast-family kernels: a
-// microscaled matrix runs the exact family in both.
+// too) and the NEON ones (microscaled_neon.cpp) compute the same bits; decode_rows runs this definition on
+// every ISA. No fast-family kernels: a microscaled matrix runs the exact family in both.
 #include <cstddef>
 #include <string>
 
@@ -80,7 +80,11 @@ constexpr WeightFormat kMicroscaledFormat = {
 #else
         /* kAvx2 */ {},
 #endif
+#if defined(__aarch64__)
+        /* kNeon */ {.row_dots = microscaled::neon::RowDots},
+#else
         /* kNeon */ {},
+#endif
         /* kAvx512 */ {},
     }},
 };

@@ -18,4 +18,10 @@ void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, 
 }  // namespace avx2
 #endif
 
+#if defined(__aarch64__)
+namespace neon {
+void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
+}  // namespace neon
+#endif
+
 }  // namespace plumb::kernels::microscaled
