@@ -1,5 +1,6 @@
-// Paged attention decode and reshape_and_cache (docs/fixtures.md "attention_decode", "reshape_and_cache";
-// the cache's bytes: docs/kv-cache.md "Layout" and "Element types").
+// Attention decode and prefill, and reshape_and_cache (docs/fixtures.md "attention_decode",
+// "attention_prefill", "reshape_and_cache"; the cache's bytes: docs/kv-cache.md "Layout" and "Element
+// types").
 #include "common.cuh"
 
 namespace plumb::cuda {
@@ -7,38 +8,41 @@ namespace {
 
 // Sequence b's length and the physical block of its logical block i, through the view its layout uses
 // (kernels.h, PageTable): FlashInfer's indptr / indices / last_page_len for NHD, vLLM's block table and
-// seq_lens for the vLLM layout.
+// seq_lens for the vLLM and contiguous layouts.
 __device__ int SeqLen(const PagedKv& kv, const PageTable& pages, int b) {
-  if (kv.layout == KvLayout::kVllm) return pages.seq_lens[b];
+  if (kv.layout != KvLayout::kNhd) return pages.seq_lens[b];
   const int n_pages = pages.kv_indptr[b + 1] - pages.kv_indptr[b];
   return n_pages == 0 ? 0 : (n_pages - 1) * kv.block_size + pages.kv_last_page_len[b];
 }
 __device__ std::int64_t PhysicalBlock(const PagedKv& kv, const PageTable& pages, int b, int i) {
-  if (kv.layout == KvLayout::kVllm)
+  if (kv.layout != KvLayout::kNhd)
     return pages.block_tables[static_cast<std::int64_t>(b) * pages.max_blocks_per_seq + i];
   return pages.kv_indices[pages.kv_indptr[b] + i];
 }
 
-// grid (n_heads, batch): block (h, b) computes query head h of sequence b, the definition of
-// include/plumb/kernels/scalar.h AttendOneHead over the decoded cache, positions t in [begin, seq_len):
+// grid (n_heads, batch · rows): block (h, b · rows + r) computes query head h of query row r of sequence b,
+// which sits at position pos = seq_len − rows + r (a decode: rows = 1, pos = seq_len − 1), the definition
+// of include/plumb/kernels/scalar.h AttendOneHead over the decoded cache, positions t in [begin, pos]:
 //   scores[t] = Dot(q, k_t) · softmax_scale    one warp per position t, lanes over head_dim
 //   p = softmax(scores)                        max, exp, sum, then divide, each over the block
 //   out[j] = Σ_t p[t] · v_t[j]                 one thread per j, t ascending
-// begin = seq_len − window with a sliding window shorter than the sequence (the query at seq_len − 1 sees
-// t with seq_len − 1 − t < window), else 0. Only positions t < seq_len are read, so a NaN-poisoned slot past
-// the sequence's end never is. The scores live in global scratch [batch][n_heads][max_seq_len], indexed by
-// t, so a sequence may be as long as memory allows.
-__global__ void AttentionDecodeKernel(PagedKv kv, PageTable pages, const float* q, float* out, float* scores,
-                                      int n_heads, int max_seq_len, float softmax_scale, int window,
-                                      Precision p) {
+// begin = end − window with a sliding window shorter than end = pos + 1 (the query sees t with
+// pos − t < window), else 0: the causal mask aligned bottom-right, the last query row seeing the whole
+// sequence. Only positions t ≤ pos < seq_len are read, so a NaN-poisoned slot past the sequence's end never
+// is. The scores live in global scratch [batch · rows][n_heads][max_seq_len], indexed by t, so a sequence
+// may be as long as memory allows.
+__global__ void AttentionKernel(PagedKv kv, PageTable pages, const float* q, float* out, float* scores,
+                                int rows, int n_heads, int max_seq_len, float softmax_scale, int window,
+                                Precision p) {
   extern __shared__ float q_shared[];  // [head_dim]
   __shared__ float scratch[kThreads / 32];
-  const int h = blockIdx.x, b = blockIdx.y, d = kv.head_dim;
+  const int h = blockIdx.x, b = static_cast<int>(blockIdx.y) / rows, r = static_cast<int>(blockIdx.y) % rows;
+  const int d = kv.head_dim;
   const int kv_head = h / (n_heads / kv.n_kv_heads);
-  const int len = SeqLen(kv, pages, b);
+  const int len = SeqLen(kv, pages, b) - rows + r + 1;  // the positions up to this query's own
   const int begin = window > 0 && len > window ? len - window : 0;
-  const std::int64_t qo = (static_cast<std::int64_t>(b) * n_heads + h) * d;
-  float* s = scores + (static_cast<std::int64_t>(b) * n_heads + h) * max_seq_len;
+  const std::int64_t qo = (static_cast<std::int64_t>(blockIdx.y) * n_heads + h) * d;
+  float* s = scores + (static_cast<std::int64_t>(blockIdx.y) * n_heads + h) * max_seq_len;
   const float k_scale = kv.k_scale[kv_head], v_scale = kv.v_scale[kv_head];
   for (int j = threadIdx.x; j < d; j += kThreads) q_shared[j] = Rounded(q[qo + j], p);
   __syncthreads();
@@ -110,10 +114,19 @@ void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, 
                      Precision precision) {
   if (batch <= 0 || n_heads <= 0) return;
   const std::size_t shared = static_cast<std::size_t>(kv.head_dim) * sizeof(float);
-  AttentionDecodeKernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(batch)), kThreads,
-                          shared>>>(kv, pages, q, out, scores, n_heads, max_seq_len, softmax_scale, window,
-                                    precision);
+  AttentionKernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(batch)), kThreads, shared>>>(
+      kv, pages, q, out, scores, 1, n_heads, max_seq_len, softmax_scale, window, precision);
   CheckLaunch("AttentionDecode");
+}
+
+void AttentionPrefill(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
+                      int rows, int n_heads, int seq_len, float softmax_scale, int window,
+                      Precision precision) {
+  if (rows <= 0 || n_heads <= 0) return;
+  const std::size_t shared = static_cast<std::size_t>(kv.head_dim) * sizeof(float);
+  AttentionKernel<<<dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(rows)), kThreads, shared>>>(
+      kv, pages, q, out, scores, rows, n_heads, seq_len, softmax_scale, window, precision);
+  CheckLaunch("AttentionPrefill");
 }
 
 void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,

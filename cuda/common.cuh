@@ -111,11 +111,15 @@ __host__ __device__ inline int KvBytes(KvDtype dtype) {
 }
 
 // Element offset of (block, offset in block, kv head, element j) in the key or value cache of `kv`'s layout
-// (docs/fixtures.md "attention_decode": NHD, or vLLM's paged-kernel layout with x = 16 / element bytes).
+// (docs/fixtures.md "attention_decode": NHD, or vLLM's paged-kernel layout with x = 16 / element bytes;
+// "attention_prefill": the contiguous layout, one block of `block_size` = capacity positions).
 __device__ inline std::int64_t KvIndex(const PagedKv& kv, bool is_key, std::int64_t block, int offset,
                                        int head, int j) {
   if (kv.layout == KvLayout::kNhd) {
     return ((block * kv.block_size + offset) * kv.n_kv_heads + head) * kv.head_dim + j;
+  }
+  if (kv.layout == KvLayout::kContiguous) {  // [n_kv_heads][capacity][head_dim]; block is always 0
+    return ((block * kv.n_kv_heads + head) * kv.block_size + offset) * kv.head_dim + j;
   }
   const std::int64_t block_head = block * kv.n_kv_heads + head;
   if (is_key) {

@@ -87,9 +87,11 @@ void Swiglu(const float* gate, const float* up, float* out, int n, Precision pre
 // ---- the paged KV cache (docs/kv-cache.md "Layout", docs/fixtures.md "attention_decode") ---------------
 enum class KvDtype { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2 };
 enum class KvLayout {
-  kNhd,   // k and v: [num_blocks][block_size][n_kv_heads][head_dim]
-  kVllm,  // k: [num_blocks][n_kv_heads][head_dim/x][block_size][x], x = 16 / element bytes;
-          // v: [num_blocks][n_kv_heads][head_dim][block_size]
+  kNhd,         // k and v: [num_blocks][block_size][n_kv_heads][head_dim]
+  kVllm,        // k: [num_blocks][n_kv_heads][head_dim/x][block_size][x], x = 16 / element bytes;
+                // v: [num_blocks][n_kv_heads][head_dim][block_size]
+  kContiguous,  // k and v: [n_kv_heads][capacity][head_dim] (plumb's ContiguousKvCache, one layer): one
+                // block of block_size = capacity positions, read through block_tables = {0} and seq_lens
 };
 int KvElementBytes(KvDtype dtype);
 
@@ -105,7 +107,8 @@ struct PagedKv {
 
 // Where each sequence's pages are. The vLLM layout is read through block_tables / seq_lens (as vLLM's
 // paged_attention kernels take them), the NHD layout through FlashInfer's indptr / indices /
-// last_page_len, so that the suite's two views of the same pages are both exercised.
+// last_page_len, so that the suite's two views of the same pages are both exercised. The contiguous layout
+// is read through block_tables ({0}) and seq_lens, as the vLLM layout.
 struct PageTable {
   const std::int32_t* block_tables = nullptr;  // [batch][max_blocks_per_seq]
   const std::int32_t* seq_lens = nullptr;      // [batch]
@@ -122,6 +125,15 @@ struct PageTable {
 void AttentionDecode(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
                      int batch, int n_heads, int max_seq_len, float softmax_scale, int window = 0,
                      Precision precision = Precision::kFp32);
+
+// Causal attention of `rows` query tokens of one sequence (docs/fixtures.md "attention_prefill"): with L its
+// length (seq_lens[0], or FlashInfer's view of it for NHD), query row r sits at position L − rows + r and
+// attends to [0, L − rows + r], or with a sliding window > 0 to the last `window` positions of that range
+// (positions before it are not read). q, out: [rows][n_heads][head_dim]; scores: scratch
+// [rows][n_heads][L]. The same kernel as AttentionDecode (which is rows = 1 per sequence).
+void AttentionPrefill(const PagedKv& kv, const PageTable& pages, const float* q, float* out, float* scores,
+                      int rows, int n_heads, int seq_len, float softmax_scale, int window = 0,
+                      Precision precision = Precision::kFp32);
 
 // Writes token t's keys and values ([tokens][n_kv_heads][head_dim] FP32) into slot slot_mapping[t] of the
 // cache, encoded as docs/kv-cache.md "Element types" says; a negative slot (vLLM's padding) writes nothing.
@@ -162,6 +174,36 @@ inline std::int64_t MlaSharedBytes(const MlaShape& s) {
 // seq_len). One block per (query token, head); n_heads ≤ 65535.
 void Mla(const MlaCache& cache, const float* q_nope, const float* q_pe, const float* w_uk, const float* w_uv,
          float* out, float* scores, const MlaShape& shape, int batch, int max_seq_len, float softmax_scale);
+
+// ---- sampling, speculative decoding (docs/fixtures.md "sampling", "speculative_verify") ----------------
+// Both follow include/plumb/sample/sampler.h and speculative.h step by step, in double where they do, each
+// sum in the definition's order (one thread walks the sorted candidates), so that the ids the uniforms pick
+// are the definition's. Sorting (descending, ties by ascending id) is by rank: each token counts the
+// tokens that come before it, then lands at that index. One block per row; O(V²/threads) a row.
+
+// SamplingParams as the definition reads them: temperature, top_p and min_p are floats (promoted to double
+// where the definition computes in double); temperature 0 is greedy; top_k 0 is off.
+struct SamplingConfig {
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+};
+// tokens[r] = Sampler::SampleWithUniform(CandidateDistribution(logits[r], config), uniforms[r]).
+// logits: [rows][vocab], no NaN and not all −inf in a row (the caller checks); uniforms: [rows], each in
+// [0, 1). Scratch: weights [rows][vocab] doubles, order [rows][vocab] ints.
+void Sample(const SamplingConfig& config, const float* logits, const double* uniforms, std::int32_t* tokens,
+            double* weights, std::int32_t* order, int rows, int vocab);
+
+// plumb::VerifyDraft per row over dense distributions (docs/fixtures.md "speculative_verify"):
+// draft_probs [rows][k][vocab], target_probs [rows][k+1][vocab] (each entry finite and >= 0, each
+// distribution with a positive entry: the caller checks), draft_tokens [rows][k] (each in [0, vocab)),
+// uniforms [rows][k+1] (each in [0, 1)). Outputs accepted [rows], tokens [rows][k+1] (−1 padding) and
+// residual [rows][vocab] (the last token's distribution by id, 0 where it has no mass). Scratch: order
+// [rows][vocab] ints.
+void SpeculativeVerify(const float* draft_probs, const float* target_probs, const std::int32_t* draft_tokens,
+                       const double* uniforms, std::int32_t* accepted, std::int32_t* tokens, float* residual,
+                       std::int32_t* order, int rows, int k, int vocab);
 
 // ---- mixture of experts (docs/fixtures.md "moe_route", "moe_experts"; docs/models.md) ----------------
 // Both in FP32 under either precision: routers compute in FP32 in every engine, and neither op's checks

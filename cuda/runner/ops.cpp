@@ -342,82 +342,161 @@ struct CacheSpec {
   }
 };
 
+// The pages of `batch` sequences, both views checked against each other and against the pool, so that the
+// kernels follow only indices inside it, and uploaded: vLLM's block tables and seq_lens (each length in
+// [min_len, max_blocks_per_seq · block_size]) and, required for the NHD layout (the kernel reads NHD pages
+// through them), FlashInfer's indptr / indices / last_page_len, which must describe the same pages.
+struct PagedSequences {
+  std::int64_t max_len = 0;
+  std::vector<std::int32_t> lens;
+  std::optional<DeviceBuffer> tables_d, lens_d, indptr_d, indices_d, last_d;
+
+  PagedSequences(const CaseIo& io, const CacheSpec& spec, std::int64_t batch, std::int64_t max_blocks,
+                 std::int64_t min_len) {
+    const Tensor& tables_t = io.Get("block_tables", "I32", {batch, max_blocks});
+    const Tensor& lens_t = io.Get("seq_lens", "I32", {batch});
+    const std::vector<std::int32_t> tables = tables_t.As<std::int32_t>();
+    lens = lens_t.As<std::int32_t>();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t len = lens[static_cast<std::size_t>(b)];
+      if (len < min_len || len > max_blocks * spec.block_size)
+        io.Fail("seq_lens[", b, "] = ", len, " outside [", min_len, ", max_blocks_per_seq · block_size]");
+      max_len = std::max(max_len, len);
+      for (std::int64_t i = 0; i < CeilDiv(len, spec.block_size); ++i) {
+        const std::int32_t block = tables[static_cast<std::size_t>(b * max_blocks + i)];
+        if (block < 0 || block >= spec.num_blocks)
+          io.Fail("block_tables[", b, "][", i, "] = ", block, " outside the pool");
+      }
+    }
+    if (spec.layout == KvLayout::kNhd || io.Has("kv_indptr")) {
+      const std::vector<std::int32_t> indptr = io.Get("kv_indptr", "I32", {batch + 1}).As<std::int32_t>();
+      const Tensor& last_t = io.Get("kv_last_page_len", "I32", {batch});
+      const std::vector<std::int32_t> last = last_t.As<std::int32_t>();
+      const Tensor& indices_t = io.Get("kv_indices", "I32", {std::max<std::int64_t>(indptr.back(), 0)});
+      const std::vector<std::int32_t> indices = indices_t.As<std::int32_t>();
+      // indptr first, whole, so that every page index below lies inside kv_indices.
+      if (indptr[0] != 0) io.Fail("kv_indptr[0] = ", indptr[0], ", not 0");
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto bi = static_cast<std::size_t>(b);
+        const std::int64_t len = lens[bi], pages = CeilDiv(len, spec.block_size);
+        if (indptr[bi + 1] - indptr[bi] != pages || last[bi] != len - (pages - 1) * spec.block_size)
+          io.Fail("sequence ", b, ": kv_indptr / kv_last_page_len do not describe seq_lens[", b, "] = ", len);
+      }
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto bi = static_cast<std::size_t>(b);
+        for (std::int64_t i = 0; i < indptr[bi + 1] - indptr[bi]; ++i)
+          if (indices[static_cast<std::size_t>(indptr[bi] + i)] !=
+              tables[static_cast<std::size_t>(b * max_blocks + i)])
+            io.Fail("sequence ", b, ": kv_indices page ", i, " differs from block_tables");
+      }
+      indptr_d.emplace(io.Get("kv_indptr", "I32", {batch + 1}));
+      indices_d.emplace(indices_t);
+      last_d.emplace(last_t);
+    }
+    tables_d.emplace(tables_t);
+    lens_d.emplace(lens_t);
+  }
+
+  PageTable View(std::int64_t max_blocks) const {
+    PageTable pages;
+    pages.block_tables = tables_d->as<std::int32_t>();
+    pages.seq_lens = lens_d->as<std::int32_t>();
+    pages.max_blocks_per_seq = static_cast<int>(max_blocks);
+    if (indptr_d) {
+      pages.kv_indptr = indptr_d->as<std::int32_t>();
+      pages.kv_indices = indices_d->as<std::int32_t>();
+      pages.kv_last_page_len = last_d->as<std::int32_t>();
+    }
+    return pages;
+  }
+};
+
 std::map<std::string, Tensor> RunAttentionDecode(const CaseIo& io) {
   const CacheSpec spec = CacheSpec::Read(io);
   const std::int64_t batch = io.Int("batch"), heads = io.Int("n_heads"),
                      max_blocks = io.Int("max_blocks_per_seq");
   if (heads % spec.n_kv_heads != 0)
     io.Fail("n_heads ", heads, " is not a multiple of n_kv_heads ", spec.n_kv_heads);
-
-  // Both views of the pages, checked against each other and against the pool, so that the kernels follow
-  // only indices inside it: vLLM's block tables and seq_lens ...
-  const Tensor& tables_t = io.Get("block_tables", "I32", {batch, max_blocks});
-  const Tensor& lens_t = io.Get("seq_lens", "I32", {batch});
-  const std::vector<std::int32_t> tables = tables_t.As<std::int32_t>(), lens = lens_t.As<std::int32_t>();
-  std::int64_t max_len = 0;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t len = lens[static_cast<std::size_t>(b)];
-    if (len < 1 || len > max_blocks * spec.block_size)
-      io.Fail("seq_lens[", b, "] = ", len, " outside [1, max_blocks_per_seq · block_size]");
-    max_len = std::max(max_len, len);
-    for (std::int64_t i = 0; i < CeilDiv(len, spec.block_size); ++i) {
-      const std::int32_t block = tables[static_cast<std::size_t>(b * max_blocks + i)];
-      if (block < 0 || block >= spec.num_blocks)
-        io.Fail("block_tables[", b, "][", i, "] = ", block, " outside the pool");
-    }
-  }
-  // ... and FlashInfer's indptr / indices / last_page_len, required for the NHD layout (the kernel reads
-  // NHD pages through them), which must describe the same pages.
-  const bool flashinfer = spec.layout == KvLayout::kNhd || io.Has("kv_indptr");
-  std::optional<DeviceBuffer> indptr_d, indices_d, last_d;
-  if (flashinfer) {
-    const std::vector<std::int32_t> indptr = io.Get("kv_indptr", "I32", {batch + 1}).As<std::int32_t>();
-    const Tensor& last_t = io.Get("kv_last_page_len", "I32", {batch});
-    const std::vector<std::int32_t> last = last_t.As<std::int32_t>();
-    const Tensor& indices_t = io.Get("kv_indices", "I32", {std::max<std::int64_t>(indptr.back(), 0)});
-    const std::vector<std::int32_t> indices = indices_t.As<std::int32_t>();
-    // indptr first, whole, so that every page index below lies inside kv_indices.
-    if (indptr[0] != 0) io.Fail("kv_indptr[0] = ", indptr[0], ", not 0");
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const auto bi = static_cast<std::size_t>(b);
-      const std::int64_t len = lens[bi], pages = CeilDiv(len, spec.block_size);
-      if (indptr[bi + 1] - indptr[bi] != pages || last[bi] != len - (pages - 1) * spec.block_size)
-        io.Fail("sequence ", b, ": kv_indptr / kv_last_page_len do not describe seq_lens[", b, "] = ", len);
-    }
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const auto bi = static_cast<std::size_t>(b);
-      for (std::int64_t i = 0; i < indptr[bi + 1] - indptr[bi]; ++i)
-        if (indices[static_cast<std::size_t>(indptr[bi] + i)] !=
-            tables[static_cast<std::size_t>(b * max_blocks + i)])
-          io.Fail("sequence ", b, ": kv_indices page ", i, " differs from block_tables");
-    }
-    indptr_d.emplace(io.Get("kv_indptr", "I32", {batch + 1}));
-    indices_d.emplace(indices_t);
-    last_d.emplace(last_t);
-  }
-
+  if (batch > 65535) io.Fail("batch = ", batch, " is more than the kernel's grid takes (65535)");
+  const PagedSequences seqs(io, spec, batch, max_blocks, 1);
   const DeviceBuffer k(io.Get("k_cache", spec.tensor_dtype, spec.k_shape));
   const DeviceBuffer v(io.Get("v_cache", spec.tensor_dtype, spec.v_shape));
   const DeviceBuffer k_scale(spec.Scale(io, "k_scale")), v_scale(spec.Scale(io, "v_scale"));
   const DeviceBuffer q(io.Get("q", "F32", {batch, heads, spec.head_dim}));
-  const DeviceBuffer tables_d(tables_t), lens_d(lens_t);
-  PageTable pages;
-  pages.block_tables = tables_d.as<std::int32_t>();
-  pages.seq_lens = lens_d.as<std::int32_t>();
-  pages.max_blocks_per_seq = static_cast<int>(max_blocks);
-  if (flashinfer) {
-    pages.kv_indptr = indptr_d->as<std::int32_t>();
-    pages.kv_indices = indices_d->as<std::int32_t>();
-    pages.kv_last_page_len = last_d->as<std::int32_t>();
-  }
-  DeviceBuffer scores(static_cast<std::size_t>(batch * heads * max_len) * sizeof(float));
+  DeviceBuffer scores(static_cast<std::size_t>(batch * heads * seqs.max_len) * sizeof(float));
   DeviceBuffer out(static_cast<std::size_t>(batch * heads * spec.head_dim) * sizeof(float));
   if (!check_only_pass)
-    AttentionDecode(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
+    AttentionDecode(spec.View(k, v, k_scale, v_scale), seqs.View(max_blocks), q.as<float>(), out.as<float>(),
                     scores.as<float>(), static_cast<int>(batch), static_cast<int>(heads),
-                    static_cast<int>(max_len), static_cast<float>(io.Number("softmax_scale")),
+                    static_cast<int>(seqs.max_len), static_cast<float>(io.Number("softmax_scale")),
                     io.HasParam("window") ? io.Int32("window", 0) : 0, run_precision);
   return {{"out", out.Download("F32", {batch, heads, spec.head_dim})}};
+}
+
+// One sequence of first_pos + rows positions, the last `rows` of them queries (docs/fixtures.md
+// "attention_prefill"). Paged (nhd): seq_lens[0] must be first_pos + rows, its pages checked as for
+// attention_decode. Contiguous: k_cache / v_cache [n_kv_heads][capacity][head_dim], capacity ≥ first_pos +
+// rows, read as one block of `capacity` positions through the table {0}; positions ≥ first_pos + rows (NaN)
+// are never read.
+std::map<std::string, Tensor> RunAttentionPrefill(const CaseIo& io) {
+  const bool contiguous = io.String("layout") == "contiguous";
+  CacheSpec spec;
+  std::int64_t max_blocks = 1;
+  if (contiguous) {
+    const std::string dtype = io.String("kv_dtype");
+    spec.layout = KvLayout::kContiguous;
+    spec.dtype = dtype == "f32"        ? KvDtype::kF32
+                 : dtype == "f16"      ? KvDtype::kF16
+                 : dtype == "bf16"     ? KvDtype::kBf16
+                 : dtype == "fp8_e4m3" ? KvDtype::kFp8E4m3
+                                       : KvDtype::kFp8E5m2;
+    spec.tensor_dtype = dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : dtype == "bf16" ? "BF16" : "U8";
+    spec.n_kv_heads = io.Int("n_kv_heads");
+    spec.head_dim = io.Int("head_dim");
+    spec.block_size = io.Int("capacity");
+    spec.num_blocks = 1;
+    spec.k_shape = spec.v_shape = {spec.n_kv_heads, spec.block_size, spec.head_dim};
+  } else {
+    spec = CacheSpec::Read(io);
+    max_blocks = io.Int("max_blocks_per_seq");
+  }
+  const std::int64_t heads = io.Int("n_heads"), rows = io.Int("rows"), first_pos = io.Int("first_pos", 0);
+  const std::int64_t len = first_pos + rows;
+  if (heads % spec.n_kv_heads != 0)
+    io.Fail("n_heads ", heads, " is not a multiple of n_kv_heads ", spec.n_kv_heads);
+  if (rows > 65535) io.Fail("rows = ", rows, " is more than the kernel's grid takes (65535)");
+  if (len > std::numeric_limits<std::int32_t>::max())
+    io.Fail("first_pos + rows = ", len, " does not fit the kernel's int32 positions");
+
+  std::optional<PagedSequences> seqs;
+  std::optional<DeviceBuffer> table_d, len_d;
+  PageTable pages;
+  if (contiguous) {
+    if (len > spec.block_size)
+      io.Fail("first_pos + rows = ", len, " is more than capacity = ", spec.block_size);
+    const std::vector<std::int32_t> table{0}, lens{static_cast<std::int32_t>(len)};
+    table_d.emplace(Tensor::From<std::int32_t>("I32", {1, 1}, table));
+    len_d.emplace(Tensor::From<std::int32_t>("I32", {1}, lens));
+    pages.block_tables = table_d->as<std::int32_t>();
+    pages.seq_lens = len_d->as<std::int32_t>();
+    pages.max_blocks_per_seq = 1;
+  } else {
+    seqs.emplace(io, spec, 1, max_blocks, rows);
+    if (seqs->lens[0] != len) io.Fail("seq_lens[0] = ", seqs->lens[0], ", not first_pos + rows = ", len);
+    pages = seqs->View(max_blocks);
+  }
+  const DeviceBuffer k(io.Get("k_cache", spec.tensor_dtype, spec.k_shape));
+  const DeviceBuffer v(io.Get("v_cache", spec.tensor_dtype, spec.v_shape));
+  const DeviceBuffer k_scale(spec.Scale(io, "k_scale")), v_scale(spec.Scale(io, "v_scale"));
+  const DeviceBuffer q(io.Get("q", "F32", {rows, heads, spec.head_dim}));
+  DeviceBuffer scores(static_cast<std::size_t>(rows * heads * len) * sizeof(float));
+  DeviceBuffer out(static_cast<std::size_t>(rows * heads * spec.head_dim) * sizeof(float));
+  if (!check_only_pass)
+    AttentionPrefill(spec.View(k, v, k_scale, v_scale), pages, q.as<float>(), out.as<float>(),
+                     scores.as<float>(), static_cast<int>(rows), static_cast<int>(heads),
+                     static_cast<int>(len), static_cast<float>(io.Number("softmax_scale")),
+                     io.HasParam("window") ? io.Int32("window", 0) : 0, run_precision);
+  return {{"out", out.Download("F32", {rows, heads, spec.head_dim})}};
 }
 
 std::map<std::string, Tensor> RunReshapeAndCache(const CaseIo& io) {
@@ -666,6 +745,95 @@ std::map<std::string, Tensor> RunMoeAlignBlockSize(const CaseIo& io) {
           {"num_tokens_post_padded", std::move(post_t)}};
 }
 
+// ---- sampling, speculative_verify (docs/fixtures.md "sampling", "speculative_verify") ---------------------
+
+// What the definition rejects is an error here (sampler.h ValidateSamplingParams on the params as floats; a
+// NaN logit, a row of −inf logits, a uniform outside [0, 1)), so the kernel never meets it.
+std::map<std::string, Tensor> RunSampling(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), vocab = io.Int("vocab");
+  SamplingConfig config;
+  config.temperature = static_cast<float>(io.Number("temperature"));
+  config.top_k = io.Int32("top_k", 0);
+  config.top_p = static_cast<float>(io.Number("top_p"));
+  config.min_p = static_cast<float>(io.Number("min_p"));
+  if (!std::isfinite(config.temperature) || config.temperature < 0.0f)
+    io.Fail("temperature ", config.temperature, " must be finite and >= 0 (0: greedy)");
+  if (!(config.top_p > 0.0f && config.top_p <= 1.0f)) io.Fail("top_p ", config.top_p, " outside (0, 1]");
+  if (!(config.min_p >= 0.0f && config.min_p <= 1.0f)) io.Fail("min_p ", config.min_p, " outside [0, 1]");
+  const Tensor& logits_t = io.Get("logits", "F32", {rows, vocab});
+  const Tensor& uniforms_t = io.Get("uniforms", "F64", {rows});
+  const std::vector<float> logits = logits_t.As<float>();
+  const std::vector<double> uniforms = uniforms_t.As<double>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    bool finite_or_plus_inf = false;
+    for (std::int64_t t = 0; t < vocab; ++t) {
+      const float l = logits[static_cast<std::size_t>(r * vocab + t)];
+      if (std::isnan(l)) io.Fail("logits[", r, "][", t, "] is NaN");
+      finite_or_plus_inf = finite_or_plus_inf || l > -std::numeric_limits<float>::infinity();
+    }
+    if (!finite_or_plus_inf) io.Fail("logits[", r, "] are all −inf: nothing can be sampled");
+    const double u = uniforms[static_cast<std::size_t>(r)];
+    if (!(u >= 0.0 && u < 1.0)) io.Fail("uniforms[", r, "] = ", u, " outside [0, 1)");
+  }
+  const DeviceBuffer logits_d(logits_t), uniforms_d(uniforms_t);
+  DeviceBuffer weights(static_cast<std::size_t>(rows * vocab) * sizeof(double));
+  DeviceBuffer order(static_cast<std::size_t>(rows * vocab) * sizeof(std::int32_t));
+  DeviceBuffer tokens(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  if (!check_only_pass)
+    Sample(config, logits_d.as<float>(), uniforms_d.as<double>(), tokens.as<std::int32_t>(),
+           weights.as<double>(), order.as<std::int32_t>(), static_cast<int>(rows), static_cast<int>(vocab));
+  return {{"tokens", tokens.Download("I32", {rows})}};
+}
+
+// What VerifyDraft rejects is an error here: a draft token outside [0, vocab), a uniform outside [0, 1), a
+// probability that is negative or not finite, a distribution with no positive entry (an empty candidate
+// list). So the kernel indexes the distributions only by checked ids.
+std::map<std::string, Tensor> RunSpeculativeVerify(const CaseIo& io) {
+  const std::int64_t rows = io.Int("rows"), k = io.Int("k", 0), vocab = io.Int("vocab");
+  const Tensor& draft_t = io.Get("draft_probs", "F32", {rows, k, vocab});
+  const Tensor& target_t = io.Get("target_probs", "F32", {rows, k + 1, vocab});
+  const Tensor& tokens_t = io.Get("draft_tokens", "I32", {rows, k});
+  const Tensor& uniforms_t = io.Get("uniforms", "F64", {rows, k + 1});
+  auto check_distributions = [&](const Tensor& t, const char* name, std::int64_t count) {
+    const std::vector<float> probs = t.As<float>();
+    for (std::int64_t d = 0; d < rows * count; ++d) {
+      bool positive = false;
+      for (std::int64_t v = 0; v < vocab; ++v) {
+        const float prob = probs[static_cast<std::size_t>(d * vocab + v)];
+        if (!std::isfinite(prob) || prob < 0.0f)
+          io.Fail(name, "[", d / count, "][", d % count, "][", v, "] = ", prob, "; must be finite and >= 0");
+        positive = positive || prob > 0.0f;
+      }
+      if (!positive) io.Fail(name, "[", d / count, "][", d % count, "] has no token of positive probability");
+    }
+  };
+  check_distributions(draft_t, "draft_probs", k);
+  check_distributions(target_t, "target_probs", k + 1);
+  const std::vector<std::int32_t> draft_tokens = tokens_t.As<std::int32_t>();
+  for (std::size_t i = 0; i < draft_tokens.size(); ++i)
+    if (draft_tokens[i] < 0 || draft_tokens[i] >= vocab)
+      io.Fail("draft_tokens[", i / static_cast<std::size_t>(k), "][", i % static_cast<std::size_t>(k),
+              "] = ", draft_tokens[i], " outside [0, vocab = ", vocab, ")");
+  const std::vector<double> uniforms = uniforms_t.As<double>();
+  for (std::size_t i = 0; i < uniforms.size(); ++i)
+    if (!(uniforms[i] >= 0.0 && uniforms[i] < 1.0))
+      io.Fail("uniforms[", i / static_cast<std::size_t>(k + 1), "][", i % static_cast<std::size_t>(k + 1),
+              "] = ", uniforms[i], " outside [0, 1)");
+  const DeviceBuffer draft(draft_t), target(target_t), tokens_in(tokens_t), uniforms_d(uniforms_t);
+  DeviceBuffer accepted(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+  DeviceBuffer tokens(static_cast<std::size_t>(rows * (k + 1)) * sizeof(std::int32_t));
+  DeviceBuffer residual(static_cast<std::size_t>(rows * vocab) * sizeof(float));
+  DeviceBuffer order(static_cast<std::size_t>(rows * vocab) * sizeof(std::int32_t));
+  if (!check_only_pass)
+    SpeculativeVerify(draft.as<float>(), target.as<float>(), tokens_in.as<std::int32_t>(),
+                      uniforms_d.as<double>(), accepted.as<std::int32_t>(), tokens.as<std::int32_t>(),
+                      residual.as<float>(), order.as<std::int32_t>(), static_cast<int>(rows),
+                      static_cast<int>(k), static_cast<int>(vocab));
+  return {{"accepted", accepted.Download("I32", {rows})},
+          {"tokens", tokens.Download("I32", {rows, k + 1})},
+          {"residual", residual.Download("F32", {rows, vocab})}};
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only,
@@ -680,6 +848,9 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   if (c.op == "kv_quant") return RunKvQuant(io);
   if (c.op == "rope") return RunRope(io);
   if (c.op == "attention_decode") return RunAttentionDecode(io);
+  if (c.op == "attention_prefill") return RunAttentionPrefill(io);
+  if (c.op == "sampling") return RunSampling(io);
+  if (c.op == "speculative_verify") return RunSpeculativeVerify(io);
   if (c.op == "reshape_and_cache") return RunReshapeAndCache(io);
   if (c.op == "mla_decode" || c.op == "mla_prefill") return RunMla(io);
   if (c.op == "moe_route") return RunMoeRoute(io);

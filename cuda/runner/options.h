@@ -115,6 +115,14 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
       return "kv_dtype \"" + kv_dtype + "\" not implemented";
     return "";
   }
+  if (c.op == "attention_prefill") {
+    const std::string layout = param("layout"), kv_dtype = param("kv_dtype");
+    if (!one_of(layout, {"nhd", "contiguous"})) return "layout \"" + layout + "\" not implemented";
+    if (!one_of(kv_dtype, {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}))
+      return "kv_dtype \"" + kv_dtype + "\" not implemented";
+    return "";
+  }
+  if (c.op == "sampling" || c.op == "speculative_verify") return "";
   if (c.op == "moe_route") {
     const std::string routing = param("routing");
     if (!one_of(routing, {"softmax_topk", "topk_softmax", "sigmoid_group_topk"}))

@@ -154,6 +154,51 @@ TEST(SelectCases, RunsBlockScaledFp8GemvAndGemm) {
                      }));
 }
 
+// attention_prefill: the paged NHD layout and the contiguous cache, every KV dtype attention_decode takes,
+// with or without a window; the vLLM layout (not one the op defines) and an unknown dtype are skips.
+// sampling and speculative_verify run whatever their params (each filter is in the kernel).
+TEST(SelectCases, RunsPrefillSamplingAndSpeculativeVerify) {
+  const std::vector<fixtures::Case> cases = {
+      MakeCase("attention_prefill.nhd.f32", "attention_prefill", {{"layout", "nhd"}, {"kv_dtype", "f32"}}),
+      MakeCase("attention_prefill.nhd.fp8_e4m3", "attention_prefill",
+               {{"layout", "nhd"}, {"kv_dtype", "fp8_e4m3"}}),
+      MakeCase("attention_prefill.contiguous.f32.window14", "attention_prefill",
+               {{"layout", "contiguous"}, {"kv_dtype", "f32"}, {"window", 14}}),
+      MakeCase("attention_prefill.contiguous.bf16", "attention_prefill",
+               {{"layout", "contiguous"}, {"kv_dtype", "bf16"}}),
+      MakeCase("attention_prefill.vllm.f16", "attention_prefill", {{"layout", "vllm"}, {"kv_dtype", "f16"}}),
+      MakeCase("attention_prefill.nhd.int8", "attention_prefill", {{"layout", "nhd"}, {"kv_dtype", "int8"}}),
+      MakeCase("attention_prefill.contiguous", "attention_prefill", {{"layout", "contiguous"}}),
+      MakeCase("sampling.top_k_top_p_min_p", "sampling", {{"top_k", 50}, {"top_p", 0.8}, {"min_p", 0.02}}),
+      MakeCase("sampling.greedy", "sampling", {{"temperature", 0.0}}),
+      MakeCase("speculative_verify.v37_k4", "speculative_verify", {{"k", 4}, {"vocab", 37}}),
+      MakeCase("speculative_decode.v37", "speculative_decode"),  // an op of another name
+  };
+  const CaseSelection all = SelectCases(cases, "");
+  std::vector<std::string> run;
+  for (const fixtures::Case* c : all.run) run.push_back(c->name);
+  EXPECT_EQ(run, (std::vector<std::string>{"attention_prefill.nhd.f32", "attention_prefill.nhd.fp8_e4m3",
+                                           "attention_prefill.contiguous.f32.window14",
+                                           "attention_prefill.contiguous.bf16", "sampling.top_k_top_p_min_p",
+                                           "sampling.greedy", "speculative_verify.v37_k4"}));
+  std::vector<std::string> skipped;
+  for (const auto& [c, reason] : all.skipped) skipped.push_back(c->name + ": " + reason);
+  EXPECT_EQ(skipped, (std::vector<std::string>{
+                         "attention_prefill.vllm.f16: layout \"vllm\" not implemented",
+                         "attention_prefill.nhd.int8: kv_dtype \"int8\" not implemented",
+                         "attention_prefill.contiguous: kv_dtype \"\" not implemented",
+                         "speculative_decode.v37: op speculative_decode not implemented",
+                     }));
+  // --cases picks them out by name like any other op.
+  const CaseSelection prefill = SelectCases(cases, "^attention_prefill\\.contiguous");
+  EXPECT_EQ(prefill.run.size(), 2u);
+  EXPECT_EQ(prefill.skipped.size(), 1u);
+  EXPECT_EQ(prefill.not_matched, 8);
+  const CaseSelection sampling = SelectCases(cases, "^(sampling|speculative_verify)\\.");
+  EXPECT_EQ(sampling.run.size(), 3u);
+  EXPECT_TRUE(sampling.skipped.empty());
+}
+
 fixtures::Tensor I32(std::vector<std::int32_t> values) {
   return fixtures::Tensor::From<std::int32_t>("I32", {static_cast<std::int64_t>(values.size())}, values);
 }
