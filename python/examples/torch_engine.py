@@ -289,7 +289,7 @@ BUGS = {
         MLA, ("mla_prefill.h4_r96_bs16",), "a prefill chunk's queries attend to the positions after them"),
     # sampling, speculative_verify
     "top_p_exclusive": Bug(
-        ("sampling",), ("sampling.top_k_top_p_min_p",),
+        ("sampling",), ("sampling.top_k_top_p_min_p", "sampling.top_p_last"),
         "top-p keeps the tokens before the one whose mass reaches top_p, not that one too"),
     "min_p_absolute": Bug(
         ("sampling",), ("sampling.min_p",), "min-p keeps p ≥ min_p (absolute) instead of p ≥ min_p · p_max"),
