@@ -109,6 +109,19 @@ void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::Kernel
               kWidth);
 }
 
+// "MLP 1536", or a mixture of experts' "8 experts of MLP 32, 2 per token, in 2 of 2 layers".
+std::string MlpDescription(const ModelConfig& c) {
+  if (!c.IsMoe()) return "MLP " + std::to_string(c.intermediate_size);
+  int moe_layers = 0;
+  for (int layer = 0; layer < c.num_layers; ++layer) moe_layers += c.IsMoeLayer(layer) ? 1 : 0;
+  std::string text = std::to_string(c.num_experts) + " experts of MLP " +
+                     std::to_string(c.moe_intermediate_size) + ", " + std::to_string(c.experts_per_token) +
+                     " per token, in " + std::to_string(moe_layers) + " of " + std::to_string(c.num_layers) +
+                     " layers";
+  if (moe_layers < c.num_layers) text += " (the others MLP " + std::to_string(c.intermediate_size) + ")";
+  return text;
+}
+
 int Argmax(std::span<const float> logits) {
   return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -202,8 +215,7 @@ int RunExplain(std::span<const std::string> args, std::ostream& out, std::ostrea
   para("model: " + c.model_type + ", " + std::to_string(c.num_layers) +
        " layers, d = " + std::to_string(c.hidden_size) + ", " + std::to_string(c.num_heads) +
        " query heads and " + std::to_string(c.num_kv_heads) + " KV heads of " + std::to_string(c.head_dim) +
-       ", MLP " + std::to_string(c.intermediate_size) + ", vocabulary " + std::to_string(c.vocab_size) +
-       ", " + RopeDescription(c) +
+       ", " + MlpDescription(c) + ", vocabulary " + std::to_string(c.vocab_size) + ", " + RopeDescription(c) +
        (c.sliding_window > 0 ? ", sliding window " + std::to_string(c.sliding_window) : ""));
   para("weights: " + StoredDtypeName(model) + ", " + Bytes(weights.Stored()) + " for " + Count(params) +
        " parameters (" + Fixed(weights.Stored() / params, 2) +

@@ -54,6 +54,20 @@ TEST(ExplainCliTest, NarratesPrefillDecodeAndTheCache) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(Columns(line), 100u) << line;
 }
 
+// A mixture-of-experts model: its experts are named in the model line, and the expert projections report
+// how many of the experts a pass reads (the router inside gate_proj, as the cost model counts it).
+TEST(ExplainCliTest, NamesAMixtureOfExpertsAndTheExpertsAPassReads) {
+  const ProcessResult r = RunPlumb("explain --model " + testing::FixtureDir("tiny-qwen3moe") +
+                                   " --prompt-ids 5,6,7 --steps 1" + kFast);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string flat = r.output;
+  std::replace(flat.begin(), flat.end(), '\n', ' ');
+  for (const char* needle : {"model: qwen3_moe", "8 experts of MLP 32, 2 per token, in 2 of 2 layers",
+                             "of 8 read + router", "qk_norm"}) {
+    EXPECT_NE(flat.find(needle), std::string::npos) << needle << "\n" << r.output;
+  }
+}
+
 // Which of OpenBLAS's kernels prefill ran on is named, and whether OPENBLAS_CORETYPE chose them: on a
 // Zen 5 core the AVX2 ones run prefill at half the speed of the AVX-512 ones (kernels/blas_core.h).
 TEST(ExplainCliTest, NamesTheBlasKernelsPrefillRunsOn) {
