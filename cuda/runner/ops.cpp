@@ -293,16 +293,22 @@ struct CacheSpec {
   std::int64_t n_kv_heads = 0, head_dim = 0, block_size = 0, num_blocks = 0;
   Shape k_shape, v_shape;
 
+  // The element type of kv_dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2; options.h admits no other) and the
+  // safetensors dtype the cache tensors are stored as.
+  void SetDtype(const std::string& name) {
+    dtype = name == "f32"        ? KvDtype::kF32
+            : name == "f16"      ? KvDtype::kF16
+            : name == "bf16"     ? KvDtype::kBf16
+            : name == "fp8_e4m3" ? KvDtype::kFp8E4m3
+                                 : KvDtype::kFp8E5m2;
+    tensor_dtype = name == "f32" ? "F32" : name == "f16" ? "F16" : name == "bf16" ? "BF16" : "U8";
+  }
+
   static CacheSpec Read(const CaseIo& io) {
     CacheSpec s;
     const std::string layout = io.String("layout"), dtype = io.String("kv_dtype");
     s.layout = layout == "vllm" ? KvLayout::kVllm : KvLayout::kNhd;
-    s.dtype = dtype == "f32"        ? KvDtype::kF32
-              : dtype == "f16"      ? KvDtype::kF16
-              : dtype == "bf16"     ? KvDtype::kBf16
-              : dtype == "fp8_e4m3" ? KvDtype::kFp8E4m3
-                                    : KvDtype::kFp8E5m2;
-    s.tensor_dtype = dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : dtype == "bf16" ? "BF16" : "U8";
+    s.SetDtype(dtype);
     s.n_kv_heads = io.Int("n_kv_heads");
     s.head_dim = io.Int("head_dim");
     s.block_size = io.Int("block_size");
@@ -443,14 +449,8 @@ std::map<std::string, Tensor> RunAttentionPrefill(const CaseIo& io) {
   CacheSpec spec;
   std::int64_t max_blocks = 1;
   if (contiguous) {
-    const std::string dtype = io.String("kv_dtype");
     spec.layout = KvLayout::kContiguous;
-    spec.dtype = dtype == "f32"        ? KvDtype::kF32
-                 : dtype == "f16"      ? KvDtype::kF16
-                 : dtype == "bf16"     ? KvDtype::kBf16
-                 : dtype == "fp8_e4m3" ? KvDtype::kFp8E4m3
-                                       : KvDtype::kFp8E5m2;
-    spec.tensor_dtype = dtype == "f32" ? "F32" : dtype == "f16" ? "F16" : dtype == "bf16" ? "BF16" : "U8";
+    spec.SetDtype(io.String("kv_dtype"));
     spec.n_kv_heads = io.Int("n_kv_heads");
     spec.head_dim = io.Int("head_dim");
     spec.block_size = io.Int("capacity");

@@ -152,9 +152,7 @@ void PrintJson(std::ostream& out, const Flags& flags, const std::string& card,
 void PrintMoeAndMla(std::ostream& out, const roofline::EstimateSettings& s) {
   const ModelConfig& c = s.config;
   if (c.IsMoe()) {
-    int moe_layers = 0;
-    for (int layer = 0; layer < c.num_layers; ++layer) moe_layers += c.IsMoeLayer(layer) ? 1 : 0;
-    out << "experts:  " << moe_layers << " of " << c.num_layers << " layers MoE: " << c.num_experts
+    out << "experts:  " << c.MoeLayerCount() << " of " << c.num_layers << " layers MoE: " << c.num_experts
         << " routed experts of " << c.moe_intermediate_size << ", " << c.experts_per_token << " per token";
     if (c.num_shared_experts > 0) out << ", + " << c.num_shared_experts << " shared";
     out << " | assumed: rows route independently and uniformly, so a step of B rows reads E·(1 − (1 − "

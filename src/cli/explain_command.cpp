@@ -112,8 +112,7 @@ void ExplainPass(std::ostream& out, const PassCost& pass, const roofline::Kernel
 // "MLP 1536", or a mixture of experts' "8 experts of MLP 32, 2 per token, in 2 of 2 layers".
 std::string MlpDescription(const ModelConfig& c) {
   if (!c.IsMoe()) return "MLP " + std::to_string(c.intermediate_size);
-  int moe_layers = 0;
-  for (int layer = 0; layer < c.num_layers; ++layer) moe_layers += c.IsMoeLayer(layer) ? 1 : 0;
+  const int moe_layers = c.MoeLayerCount();
   std::string text = std::to_string(c.num_experts) + " experts of MLP " +
                      std::to_string(c.moe_intermediate_size) + ", " + std::to_string(c.experts_per_token) +
                      " per token, in " + std::to_string(moe_layers) + " of " + std::to_string(c.num_layers) +

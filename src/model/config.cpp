@@ -153,13 +153,14 @@ void ReadSlidingWindow(const json& root, const std::string& source, bool run, Mo
 // which must be given). Which layers are MoE: docs/models.md "Qwen3-MoE".
 void ReadQwen3Moe(const json& root, const std::string& source, ModelConfig& c) {
   // The hub's configs say num_experts; transformers 5 writes its alias num_local_experts (attribute_map).
-  const bool local = Find(root, "num_local_experts") != nullptr;
-  c.num_experts = RequireInt(
-      root, local && Find(root, "num_experts") == nullptr ? "num_local_experts" : "num_experts", source);
-  if (local && RequireInt(root, "num_local_experts", source) != c.num_experts) {
-    throw MakeError(source, ": num_experts = ", c.num_experts,
-                    " and num_local_experts = ", RequireInt(root, "num_local_experts", source),
-                    " disagree (transformers reads them as one)");
+  const bool hub = Find(root, "num_experts") != nullptr, alias = Find(root, "num_local_experts") != nullptr;
+  c.num_experts = RequireInt(root, hub || !alias ? "num_experts" : "num_local_experts", source);
+  if (hub && alias) {
+    const int local = RequireInt(root, "num_local_experts", source);
+    if (local != c.num_experts) {
+      throw MakeError(source, ": num_experts = ", c.num_experts, " and num_local_experts = ", local,
+                      " disagree (transformers reads them as one)");
+    }
   }
   c.experts_per_token = RequireInt(root, "num_experts_per_tok", source);
   c.moe_intermediate_size = RequireInt(root, "moe_intermediate_size", source);

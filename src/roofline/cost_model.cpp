@@ -68,9 +68,7 @@ MlaDims Mla(const ModelConfig& c) {
 // Layers with a dense MLP: all of a dense model's; of a MoE model's, those ModelConfig::IsMoeLayer leaves
 // dense (DeepSeek's first first_dense_layers, Qwen3-MoE's mlp_only_layers).
 int DenseLayers(const ModelConfig& c) {
-  int dense = 0;
-  for (int layer = 0; layer < c.num_layers; ++layer) dense += c.IsMoeLayer(layer) ? 0 : 1;
-  return dense;
+  return c.num_layers - c.MoeLayerCount();
 }
 
 }  // namespace

@@ -114,6 +114,11 @@ struct ModelConfig {
     return IsMoe() && layer >= first_dense_layers && (layer + 1) % moe_layer_step == 0 &&
            std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
   }
+  int MoeLayerCount() const {
+    int n = 0;
+    for (int layer = 0; layer < num_layers; ++layer) n += IsMoeLayer(layer) ? 1 : 0;
+    return n;
+  }
   MoeRouterParams MoeRouter() const { return {moe_routing, num_experts, experts_per_token, moe_renormalize}; }
   int QueryDim() const { return num_heads * head_dim; }
   int KvDim() const { return num_kv_heads * head_dim; }
