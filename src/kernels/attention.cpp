@@ -212,7 +212,7 @@ void ScoreUnit(const WaveRow& w, int n_heads, int begin, int end, float* scores,
   const KvLayerView& kv = w.item->kv;
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = w.item->rule.ScaleFor(head_dim);
   const float* q = w.item->q + static_cast<std::int64_t>(w.row) * n_heads * head_dim;
   const auto element_bytes = static_cast<std::int64_t>(KvDtypeBytes(kv.dtype));
   const bool nhd_f32 = kv.dtype == KvDtype::kF32 && kv.head_stride == head_dim &&
@@ -376,7 +376,9 @@ void RunWave(std::span<const WaveRow> rows, int n_heads, const std::int64_t tota
       [&](std::int64_t unit, int) {
         std::int64_t h = 0;
         const WaveRow& w = FindRow(rows, 1, unit, h);
-        SoftmaxRow(scores + w.scores + h * w.Positions(), w.Positions());
+        float* row = scores + w.scores + h * w.Positions();
+        if (w.item->rule.softcap > 0.0f) scalar::SoftCap(row, w.Positions(), w.item->rule.softcap);
+        SoftmaxRow(row, w.Positions());
       },
       min_parallel);
   ParallelForDynamic(

@@ -20,6 +20,7 @@
 #include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"
 #include "plumb/kernels/kv_decode.h"
+#include "plumb/kernels/scalar.h"
 #include "plumb/kernels/thread_pool.h"
 
 namespace plumb::kernels {
@@ -105,7 +106,7 @@ void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int 
   const int begin = item.Begin(row), end = item.End(row), n = end - begin;
   const int heads = (c_end - c_begin) * group;
   const int h_begin = c_begin * group;  // the unit's first query head
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = item.rule.ScaleFor(head_dim);
   const float* q = item.q + (static_cast<std::int64_t>(row) * n_heads + h_begin) * head_dim;
   const ScoreRunFn score = ActiveScoreRun(head_dim);
   ForEachTile(kv, begin, end, [&](int t, int count, int next, int next_count) {
@@ -118,6 +119,7 @@ void AttendUnit(const AttentionItem& item, int row, int c_begin, int c_end, int 
             scale, scores + static_cast<std::int64_t>(g0) * n + (t - begin), n);
     }
   });
+  if (item.rule.softcap > 0.0f) scalar::SoftCap(scores, heads * n, item.rule.softcap);  // [heads][n]
   SoftmaxRows(scores, heads, n, n);
 
   const int padded = (head_dim + kValueDims - 1) / kValueDims * kValueDims;

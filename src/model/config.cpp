@@ -86,11 +86,20 @@ struct Family {
   const char* model_type;
   const char* architecture;
 };
-constexpr Family kFamilies[] = {{"llama", "LlamaForCausalLM"},
-                                {"mistral", "MistralForCausalLM"},
-                                {"qwen2", "Qwen2ForCausalLM"},
-                                {"qwen3", "Qwen3ForCausalLM"},
-                                {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
+    {"qwen3", "Qwen3ForCausalLM"},   {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"},
+    {"gemma2", "Gemma2ForCausalLM"}, {"gemma3_text", "Gemma3ForCausalLM"}, {"olmo2", "Olmo2ForCausalLM"},
+    {"phi3", "Phi3ForCausalLM"},     {"smollm3", "SmolLM3ForCausalLM"}};
+
+bool IsGemma(const std::string& model_type) {
+  return model_type == "gemma2" || model_type == "gemma3_text";
+}
+
+// Families whose transformers model applies config.json's sliding_window to every layer.
+bool WindowsEveryLayer(const std::string& model_type) {
+  return model_type == "mistral" || model_type == "mixtral" || model_type == "phi3";
+}
 
 bool IsQwen3(const std::string& model_type) {
   return model_type == "qwen3" || model_type == "qwen3_moe";
@@ -119,33 +128,141 @@ void RequireValue(const json& root, const char* key, const json& expected, const
   }
 }
 
-// Mistral's window (every layer), Qwen2's optional one, and transformers 5's layer_types list, which must
-// then say the same thing of every layer.
+// Which layers attend through a sliding window. Mistral, Mixtral and Phi-3 apply config.json's sliding_window
+// to every layer; Gemma 2 and 3 to the layers transformers 5's layer_types calls "sliding_attention" (or,
+// without that list, transformers 4's rule: every layer but each sliding_window_pattern-th, 2 for Gemma 2),
+// which plumb runs as a period (ModelConfig::IsLocalLayer); Qwen's optional window is refused. Every other
+// family attends to every earlier position, and its layer_types, if given, must say so.
 void ReadSlidingWindow(const json& root, const std::string& source, bool run, ModelConfig& c) {
-  if (c.model_type == "mistral") {
+  const bool gemma = IsGemma(c.model_type);
+  if (gemma && !root.contains("sliding_window")) c.sliding_window = 4096;  // transformers' default
+  if (WindowsEveryLayer(c.model_type) || gemma) {
     if (Find(root, "sliding_window") != nullptr) {
       c.sliding_window = RequireInt(root, "sliding_window", source);
       if (c.sliding_window == 0) throw MakeError(source, ": sliding_window = 0 leaves nothing to attend to");
     }
   }
+  if (gemma && c.sliding_window > 0) {
+    c.sliding_window_pattern = c.model_type == "gemma2" ? 2 : 6;
+    for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
+      if (Find(root, key) != nullptr) c.sliding_window_pattern = RequireInt(root, key, source);
+    }
+  }
   if (!run) return;
-  if ((c.model_type == "qwen2" || IsQwen3(c.model_type)) &&
+  if ((c.model_type == "qwen2" || IsQwen3(c.model_type) || c.model_type == "smollm3") &&
       OptionalBool(root, "use_sliding_window", false, source)) {
     // Qwen's window covers the layers from max_window_layers on only: a layout plumb does not run.
-    throw MakeError(source, ": use_sliding_window = true (Qwen's window on some layers) is not supported");
+    throw MakeError(source, ": use_sliding_window = true (a window on some layers) is not supported for ",
+                    c.model_type);
   }
   const json* types = Find(root, "layer_types");
   if (types == nullptr) return;
-  const std::string want = c.sliding_window > 0 ? "sliding_attention" : "full_attention";
   if (!types->is_array() || types->size() != static_cast<std::size_t>(c.num_layers)) {
     throw MakeError(source, ": layer_types must list the ", c.num_layers, " layers, got ", types->dump());
   }
-  for (std::size_t i = 0; i < types->size(); ++i) {
-    if ((*types)[i] != want) {
-      throw MakeError(source, ": layer_types[", i, "] = ", (*types)[i].dump(),
-                      ": plumb runs every layer of a ", c.model_type, " checkpoint as \"", want,
-                      "\" here (sliding_window = ", c.sliding_window, ")");
+  if (gemma && c.sliding_window > 0) {
+    // The period p with layer i full exactly when (i + 1) is a multiple of p (0: no full layer).
+    c.sliding_window_pattern = 0;
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      if ((*types)[i] == "full_attention") {
+        c.sliding_window_pattern = static_cast<int>(i) + 1;
+        break;
+      }
     }
+  }
+  for (std::size_t i = 0; i < types->size(); ++i) {
+    const int layer = static_cast<int>(i);
+    const std::string want = c.IsLocalLayer(layer) ? "sliding_attention" : "full_attention";
+    if ((*types)[i] != want) {
+      throw MakeError(
+          source, ": layer_types[", i, "] = ", (*types)[i].dump(), ": plumb runs ", c.model_type, " layer ",
+          i, " as \"", want, "\" (sliding_window = ", c.sliding_window,
+          gemma ? ", a full layer every " + std::to_string(c.sliding_window_pattern) : std::string(),
+          "); a layout that is not periodic is not supported");
+    }
+  }
+}
+
+// Gemma 2 and Gemma 3 (text): GeGLU, the √d embedding scale, (1 + w) RMSNorms (the loader adds the 1),
+// norms after attention and MLP too, query_pre_attn_scalar, soft-capping; Gemma 3 normalizes q and k heads.
+void ReadGemma(const json& root, const std::string& source, bool run, ModelConfig& c) {
+  c.mlp_activation = MlpActivation::kGeluTanh;
+  c.scale_embedding = c.sandwich_norm = true;
+  c.qk_norm = c.model_type == "gemma3_text";
+  // transformers' Gemma MLP reads hidden_activation (hidden_act is an older alias it ignores).
+  if (run) {
+    RequireValue(root, "hidden_activation", "gelu_pytorch_tanh", source,
+                 "plumb's Gemma MLP is GeGLU with GELU's tanh form");
+    RequireValue(root, "attention_bias", false, source, "plumb's Gemma projections have no biases");
+    RequireValue(root, "use_bidirectional_attention", false, source, "plumb's attention is causal");
+  }
+  const float query_pre_attn_scalar = OptionalFloat(root, "query_pre_attn_scalar", 256.0f, source);
+  if (!(query_pre_attn_scalar > 0.0f)) {
+    throw MakeError(source, ": query_pre_attn_scalar = ", query_pre_attn_scalar, " must be positive");
+  }
+  // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float), applied to FP32 scores.
+  c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(query_pre_attn_scalar)));
+  const bool gemma2 = c.model_type == "gemma2";
+  const float gemma2_cap = gemma2 ? 50.0f : 0.0f, final_cap = gemma2 ? 30.0f : 0.0f;
+  // transformers' defaults where a key is absent; null switches the cap off.
+  c.attn_logit_softcap = root.contains("attn_logit_softcapping")
+                             ? OptionalFloat(root, "attn_logit_softcapping", 0.0f, source)
+                             : gemma2_cap;
+  c.final_logit_softcap = root.contains("final_logit_softcapping")
+                              ? OptionalFloat(root, "final_logit_softcapping", 0.0f, source)
+                              : final_cap;
+  for (const float cap : {c.attn_logit_softcap, c.final_logit_softcap}) {
+    if (cap < 0.0f) throw MakeError(source, ": a soft-capping of ", cap, " must not be negative");
+  }
+}
+
+// OLMo 2: no RMSNorm before attention and MLP, one after each (before the residual add), and QK-norm over
+// the whole q and k projections.
+void ReadOlmo2(const json& root, const std::string& source, bool run, ModelConfig& c) {
+  c.pre_norm = false;
+  c.sandwich_norm = c.qk_norm = c.qk_norm_whole = true;
+  // Olmo2Attention gives o_proj a bias too when attention_bias is set: not plumb's.
+  if (run) RequireValue(root, "attention_bias", false, source, "plumb's OLMo 2 projections have no biases");
+  c.attention_bias = false;
+}
+
+// SmolLM3: no_rope_layers[i] = 0 marks a NoPE layer (1: RoPE); without the list, every
+// no_rope_layer_interval-th layer (transformers' default 4).
+void ReadSmolLm3(const json& root, const std::string& source, ModelConfig& c) {
+  const json* list = Find(root, "no_rope_layers");
+  if (list == nullptr) {
+    const int interval = OptionalInt(root, "no_rope_layer_interval", 4, source);
+    if (interval <= 0) throw MakeError(source, ": no_rope_layer_interval = ", interval, " must be positive");
+    for (int layer = 0; layer < c.num_layers; ++layer) {
+      if ((layer + 1) % interval == 0) c.nope_layers.push_back(layer);
+    }
+    return;
+  }
+  if (!list->is_array() || list->size() != static_cast<std::size_t>(c.num_layers)) {
+    throw MakeError(source, ": no_rope_layers must hold a 0 or 1 for each of the ", c.num_layers,
+                    " layers, got ", list->dump());
+  }
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    if ((*list)[i] != 0 && (*list)[i] != 1) {
+      throw MakeError(source, ": no_rope_layers[", i, "] = ", (*list)[i].dump(), " must be 0 or 1");
+    }
+    if ((*list)[i] == 0) c.nope_layers.push_back(static_cast<int>(i));
+  }
+}
+
+// Mixtral: every layer a mixture of num_local_experts SwiGLU experts of intermediate_size, the top
+// num_experts_per_tok of a softmax over all, renormalized (transformers' MixtralTopKRouter).
+void ReadMixtral(const json& root, const std::string& source, ModelConfig& c) {
+  c.num_experts = RequireInt(root, "num_local_experts", source);
+  c.experts_per_token = RequireInt(root, "num_experts_per_tok", source);
+  c.moe_intermediate_size = c.intermediate_size;
+  c.moe_routing = MoeRouting::kSoftmaxTopK;
+  c.moe_renormalize = true;
+  if (c.num_experts <= 0)
+    throw MakeError(source, ": num_local_experts = ", c.num_experts, " must be positive");
+  if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts) {
+    throw MakeError(source, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ",
+                    c.num_experts, "]");
   }
 }
 
@@ -216,7 +333,8 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   c.model_type = type != nullptr ? type->get<std::string>() : "";
   const Family* family = FindFamily(c.model_type);
   if (run && family == nullptr) {
-    const std::string gemma = c.model_type.starts_with("gemma3") ? "; Gemma 3 runs from its GGUF file" : "";
+    const std::string gemma =
+        c.model_type == "gemma3" ? "; a multimodal Gemma 3's text model is model_type gemma3_text" : "";
     throw MakeError(source, ": model_type ", type != nullptr ? type->dump() : std::string("is missing and"),
                     " is not a family plumb runs from a Hugging Face checkpoint (", FamilyNames(), gemma,
                     "; docs/models.md \"What plumb refuses\")");
@@ -229,8 +347,10 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
                         family->architecture, "\"] for model_type \"", c.model_type, "\"");
       }
     }
-    RequireValue(root, "hidden_act", "silu", source, "plumb's MLP is SwiGLU, silu(gate) * up");
-    if (c.model_type == "llama") {
+    if (!IsGemma(c.model_type)) {
+      RequireValue(root, "hidden_act", "silu", source, "plumb's MLP is SwiGLU, silu(gate) * up");
+    }
+    if (c.model_type == "llama" || c.model_type == "smollm3") {
       RequireValue(root, "mlp_bias", false, source, "plumb's MLP projections have no biases");
     }
   }
@@ -247,15 +367,20 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   c.tie_word_embeddings = OptionalBool(root, "tie_word_embeddings", false, source);
   // Qwen2's Q/K/V projections always carry biases (transformers' Qwen2Attention: bias=True, whatever
   // config.json says); Mistral's never do; Llama's say so in attention_bias.
+  // Mistral, Mixtral and Phi-3 never have them (their transformers models build the projections without).
   if (c.model_type == "qwen2") {
     c.attention_bias = true;
-  } else if (c.model_type != "mistral") {
+  } else if (c.model_type != "mistral" && c.model_type != "mixtral" && c.model_type != "phi3") {
     c.attention_bias = OptionalBool(root, "attention_bias", false, source);
   }
   ReadSlidingWindow(root, source, run, c);
   // Qwen3: an RMSNorm of every query and key head before RoPE (transformers' Qwen3Attention q_norm, k_norm).
   c.qk_norm = IsQwen3(c.model_type);
   if (c.model_type == "qwen3_moe") ReadQwen3Moe(root, source, c);
+  if (c.model_type == "mixtral") ReadMixtral(root, source, c);
+  if (IsGemma(c.model_type)) ReadGemma(root, source, run, c);
+  if (c.model_type == "olmo2") ReadOlmo2(root, source, run, c);
+  if (c.model_type == "smollm3") ReadSmolLm3(root, source, c);
   c.bos_token_id = OptionalInt(root, "bos_token_id", -1, source);
   if (const json* eos = Find(root, "eos_token_id"); eos != nullptr) {
     if (eos->is_array()) {
@@ -355,7 +480,11 @@ nlohmann::json ShortestJson(float value) {
 
 std::string ConfigToJson(const ModelConfig& c) {
   const Family* family = FindFamily(c.model_type.empty() ? "llama" : c.model_type);
-  if (family == nullptr) {
+  // The families whose config.json this writes in full; the others have keys of their own it does not
+  // write yet (docs/models.md).
+  const bool writable = c.model_type.empty() || c.model_type == "llama" || c.model_type == "mistral" ||
+                        c.model_type == "qwen2" || IsQwen3(c.model_type);
+  if (family == nullptr || !writable) {
     throw MakeError("config.json: model_type \"", c.model_type,
                     "\" has no Hugging Face checkpoint form in plumb (", FamilyNames(), ")");
   }

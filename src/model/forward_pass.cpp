@@ -210,6 +210,11 @@ void ForwardPass::AddProjection(ForwardKernel kernel, int layer, const WeightMat
 }
 
 void ForwardPass::QkNorm(int layer, const std::vector<float>& q_norm, const std::vector<float>& k_norm) {
+  if (c_.qk_norm_whole) {  // OLMo 2: each row's whole q (k) is one vector
+    kernels::RmsNorm(a_.q.data(), q_norm.data(), a_.q.data(), rows_, c_.QueryDim(), c_.rms_norm_eps);
+    kernels::RmsNorm(a_.k.data(), k_norm.data(), a_.k.data(), rows_, c_.KvDim(), c_.rms_norm_eps);
+    return Done(ForwardKernel::kQkNorm, layer);
+  }
   kernels::RmsNorm(a_.q.data(), q_norm.data(), a_.q.data(), rows_ * c_.num_heads, c_.head_dim,
                    c_.rms_norm_eps);
   kernels::RmsNorm(a_.k.data(), k_norm.data(), a_.k.data(), rows_ * c_.num_kv_heads, c_.head_dim,
@@ -236,11 +241,29 @@ void ForwardPass::Rope(int layer) {
   for (const SequenceChunk& chunk : chunks_) {
     const int n = static_cast<int>(chunk.tokens.size());
     const int first_pos = chunk.kv->length();
-    kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta, factors);
-    kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta, factors);
+    if (c_.RotaryDim() == c_.head_dim) {
+      kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta, factors);
+      kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta,
+                              factors);
+    } else {
+      RotatePart(&a_.q[row * q_dim], n, c_.num_heads, first_pos, theta, factors);
+      RotatePart(&a_.k[row * kv_dim], n, c_.num_kv_heads, first_pos, theta, factors);
+    }
     row += n;
   }
   Done(ForwardKernel::kRope, layer);
+}
+
+// Partial rotary (Phi-3): RoPE, rotate-half within the first RotaryDim() dims of each head, at frequencies of
+// that width (transformers: inv_freq_i = theta^(−2i / rotary_dim)); the rest of the head passes unturned.
+// The parts are gathered into rope_part_, rotated as heads of RotaryDim(), and put back.
+void ForwardPass::RotatePart(float* x, int rows, int heads, int first_pos, float theta,
+                             const float* factors) {
+  const std::size_t dim = c_.RotaryDim(), hd = c_.head_dim, vectors = Extent(rows, heads);
+  rope_part_.resize(vectors * dim);
+  for (std::size_t v = 0; v < vectors; ++v) std::copy_n(x + v * hd, dim, &rope_part_[v * dim]);
+  kernels::RopeRotateHalf(rope_part_.data(), rows, heads, static_cast<int>(dim), first_pos, theta, factors);
+  for (std::size_t v = 0; v < vectors; ++v) std::copy_n(&rope_part_[v * dim], dim, x + v * hd);
 }
 
 void ForwardPass::WriteKv(int layer) {
@@ -266,8 +289,13 @@ void ForwardPass::Attend(int layer) {
   for (std::size_t i = 0; i < chunks_.size(); ++i) {
     KvSequence& kv = *chunks_[i].kv;
     const int n = static_cast<int>(chunks_[i].tokens.size());
-    a_.items[i] = {&a_.q[row * q_dim], &a_.attention[row * q_dim], n, kv.length(),
-                   kv.Layer(layer),    c_.AttentionWindow(layer)};
+    a_.items[i] = {&a_.q[row * q_dim],
+                   &a_.attention[row * q_dim],
+                   n,
+                   kv.length(),
+                   kv.Layer(layer),
+                   c_.AttentionWindow(layer),
+                   {c_.attention_scale, c_.attn_logit_softcap}};
     row += n;
   }
   kernels::CausalAttention(std::span(a_.items.data(), chunks_.size()), c_.num_heads);

@@ -72,6 +72,7 @@ class ForwardPass {
               Activations& a, ForwardObserver* observer, ForwardPhase phase);
   ~ForwardPass();
   ForwardPass(const ForwardPass&) = delete;
+  const ModelConfig& config() const { return c_; }
   ForwardPass& operator=(const ForwardPass&) = delete;
 
   // x[row] = table[token of row], dequantized (· √d where the model scales its embedding).
@@ -103,7 +104,7 @@ class ForwardPass {
   void AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_kernel, int layer, const WeightMatrix& W,
                            const std::vector<float>& in, const std::vector<float>& norm);
   // Rotates q and k of each chunk at its positions kv.length() ..., with the layer's RoPE base and
-  // frequency divisors (RoPE scaling).
+  // frequency divisors (RoPE scaling), the first RotaryDim() dims of each head.
   void Rope(int layer);
   // Writes k and v of each chunk into its cache, at the same positions.
   void WriteKv(int layer);
@@ -149,6 +150,7 @@ class ForwardPass {
   // out = in · Wᵀ over the pass's rows: Multiply, or from xq_ when `quantized` (QuantizeAlone ran): the
   // same bits.
   void MultiplyRows(const WeightMatrix& W, const float* in, float* out, bool quantized);
+  void RotatePart(float* x, int rows, int heads, int first_pos, float theta, const float* factors);
   // `kernel` of `layer` (-1 outside the layers) has just finished over `rows` rows (-1: the pass's).
   void Done(ForwardKernel kernel, int layer, int rows = -1);
 
@@ -163,6 +165,7 @@ class ForwardPass {
   int decodes_ = 0;                                    // chunks of one token
   kernels::Int8Activations xq_;                        // QuantizeAlone's
   mutable std::vector<float> decode_in_, decode_out_;  // MultiplyMixed's gathered decode rows
+  std::vector<float> rope_part_;                       // RotatePart's gathered dims
   Clock::time_point last_;
 };
 

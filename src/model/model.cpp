@@ -5,13 +5,14 @@
 //                     x += down_proj(silu(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x)))
 //   logits = lm_head(rmsnorm(x))
 //
-// A mixture-of-experts model (Qwen3-MoE) replaces the MLP of its MoE layers by k of its experts, weighted
-// by its router (MoeBlock).
+// A mixture-of-experts model (Qwen3-MoE, Mixtral) replaces the MLP of its MoE layers by k of its experts,
+// weighted by its router (MoeBlock).
 //
-// Gemma 3 (docs/models.md) is the same skeleton with a few more steps, each an `if` below: the embedding
-// times √d, an RMSNorm of every q and k head, an RMSNorm of each block's output before it joins x, GELU
-// (tanh form) in place of SiLU, a sliding attention window and RoPE base on five of every six layers, and
-// optionally soft-capped logits.
+// The other families are the same skeleton with a few more steps, each an `if` below on a ModelConfig switch
+// (docs/models.md has the table): Gemma's embedding times √d, post-block norms, GELU (tanh form), query scale
+// and soft-caps; an RMSNorm of q and k (per head: Qwen3, Gemma 3; over the whole projection: OLMo 2); OLMo
+// 2's missing pre-norms; sliding windows and local RoPE bases on some layers (Mistral, Gemma); RoPE on part
+// of each head (Phi-3) or on no part of some layers (SmolLM3).
 //
 // Prefill, Decode and Step run this one layer over different rows. What tells the phases apart is where the
 // cost is (include/plumb/model/model.h): a projection of many rows is a GEMM that reuses every weight it
@@ -35,20 +36,30 @@ using detail::Projection;
 
 namespace {
 
+// A block's input: rmsnorm(x) ⊙ norm, or x itself where the family normalizes only the block's output
+// (OLMo 2, whose norm weights before the blocks are absent).
+const std::vector<float>& BlockInput(ForwardPass& pass, Activations& a, ForwardKernel kernel, int layer,
+                                     const std::vector<float>& norm) {
+  if (norm.empty()) return a.x;
+  pass.RmsNorm(kernel, layer, a.x, norm, a.x_norm);
+  return a.x_norm;
+}
+
 // x += o_proj(attention(rope(q), rope(k), v)), with q, k, v the projections of rmsnorm(x).
-// Gemma 3 also normalizes each head of q and k before RoPE, and o_proj's output before the residual add:
-// x += rmsnorm(o_proj(...)).
+// Gemma 3, Qwen3 and OLMo 2 also normalize q and k (each head, or OLMo 2's whole projection) before RoPE;
+// Gemma and OLMo 2 normalize o_proj's output before the residual add: x += rmsnorm(o_proj(...)).
 void AttentionBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
-  pass.RmsNorm(ForwardKernel::kAttnNorm, layer, a.x, w.attn_norm, a.x_norm);
-  pass.Project(layer, a.x_norm,
+  const std::vector<float>& h = BlockInput(pass, a, ForwardKernel::kAttnNorm, layer, w.attn_norm);
+  pass.Project(layer, h,
                {{ForwardKernel::kQProj, &w.wq, &w.bq, &a.q},
                 {ForwardKernel::kKProj, &w.wk, &w.bk, &a.k},
                 {ForwardKernel::kVProj, &w.wv, &w.bv, &a.v}});
   if (!w.q_norm.empty()) pass.QkNorm(layer, w.q_norm, w.k_norm);
-  pass.Rope(layer);     // q and k at each sequence's own positions (the layer's RoPE base)
+  // q and k at each sequence's own positions (the layer's RoPE base); SmolLM3's NoPE layers skip it.
+  if (pass.config().UsesRope(layer)) pass.Rope(layer);
   pass.WriteKv(layer);  // k and v join each sequence's cache
-  pass.Attend(layer);  // attention = softmax(q·Kᵀ/√hd)·V over the cache (or the layer's sliding window of
-                       // it), causal, grouped-query
+  pass.Attend(layer);   // attention = softmax(q·Kᵀ·scale [soft-capped])·V over the cache (or the layer's
+                        // sliding window of it), causal, grouped-query
   if (w.post_attn_norm.empty()) {
     pass.AddProjection(ForwardKernel::kOProj, layer, w.wo, a.attention);
   } else {
@@ -58,11 +69,11 @@ void AttentionBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, in
 }
 
 // x += down_proj(act(gate_proj(rmsnorm(x))) ⊙ up_proj(rmsnorm(x))), act = silu (Llama, Qwen2) or gelu_tanh
-// (Gemma 3, which also normalizes down_proj's output before the residual add).
+// (Gemma, which also normalizes down_proj's output before the residual add, as OLMo 2 does).
 void MlpBlock(ForwardPass& pass, Activations& a, const LayerWeights& w, int layer) {
   static const std::vector<float> kNoBias;
-  pass.RmsNorm(ForwardKernel::kMlpNorm, layer, a.x, w.mlp_norm, a.x_norm);
-  pass.Project(layer, a.x_norm,
+  const std::vector<float>& h = BlockInput(pass, a, ForwardKernel::kMlpNorm, layer, w.mlp_norm);
+  pass.Project(layer, h,
                {{ForwardKernel::kGateProj, &w.w_gate, &kNoBias, &a.gate},
                 {ForwardKernel::kUpProj, &w.w_up, &kNoBias, &a.up}});
   pass.GatedActivation(layer);

@@ -45,9 +45,10 @@ void SetRopeScaling(ModelConfig& c, const RopeScaling& scaling) {
   c.rope_scaling = scaling;
   c.rope_freq_factors.clear();
   if (scaling.type == RopeScalingType::kLinear) {
-    c.rope_freq_factors.assign(static_cast<std::size_t>(c.head_dim / 2), static_cast<float>(scaling.factor));
+    c.rope_freq_factors.assign(static_cast<std::size_t>(c.RotaryDim() / 2),
+                               static_cast<float>(scaling.factor));
   } else if (scaling.type == RopeScalingType::kLlama3) {
-    c.rope_freq_factors = Llama3RopeFreqFactors(scaling, c.rope_theta, c.head_dim);
+    c.rope_freq_factors = Llama3RopeFreqFactors(scaling, c.rope_theta, c.RotaryDim());
   }
 }
 
@@ -74,7 +75,11 @@ std::string RopeDescription(const ModelConfig& c) {
           << " (rope_freqs.weight)";
       break;
   }
+  if (c.rotary_dim > 0 && c.rotary_dim < c.head_dim) {
+    out << "; on the first " << c.rotary_dim << " of " << c.head_dim << " dims of each head";
+  }
   if (c.rope_theta_local > 0.0f && c.sliding_window > 0) out << "; local layers theta " << c.rope_theta_local;
+  if (!c.nope_layers.empty()) out << "; " << c.nope_layers.size() << " layers without RoPE";
   return out.str();
 }
 
@@ -91,14 +96,25 @@ double PositiveNumber(const json& object, const char* key, const std::string& wh
   return value->get<double>();
 }
 
-// partial_rotary_factor, at the top level (transformers 4) or in the RoPE object (5): RoPE on part of each
-// head, which plumb does not implement. `where` prefixes the key in the message.
-void RefusePartialRotary(const json& object, const std::string& where) {
-  if (const json* partial = Find(object, "partial_rotary_factor");
-      partial && *partial != 1 && *partial != 1.0) {
+// partial_rotary_factor, at the top level (transformers 4) or in the RoPE object (5): RoPE on the first
+// head_dim · factor dims of each head. Phi-3's transformers model reads it (Phi-4-mini: 0.75); for any other
+// family plumb refuses a factor other than 1. `where` prefixes the key in the message.
+void ReadPartialRotary(const json& object, const std::string& where, ModelConfig& c) {
+  const json* partial = Find(object, "partial_rotary_factor");
+  if (partial == nullptr || partial->is_null() || *partial == 1 || *partial == 1.0) return;
+  if (c.model_type != "phi3") {
     throw MakeError(where, "partial_rotary_factor = ", partial->dump(),
-                    " (RoPE on part of each head) is not supported");
+                    " (RoPE on part of each head) is not ", "supported for model_type \"", c.model_type,
+                    "\" (plumb reads it for phi3)");
   }
+  const double factor = partial->is_number() ? partial->get<double>() : 0.0;
+  // transformers: dim = int(head_dim · factor), rotated in pairs.
+  const int dim = static_cast<int>(c.head_dim * factor);
+  if (!(factor > 0.0 && factor <= 1.0) || dim < 2 || dim % 2 != 0) {
+    throw MakeError(where, "partial_rotary_factor = ", partial->dump(), " must give an even number of ",
+                    "rotated dims in [2, head_dim = ", c.head_dim, "]");
+  }
+  c.rotary_dim = dim;
 }
 
 std::string TypeOf(const json& object, const std::string& where) {
@@ -119,38 +135,13 @@ std::string TypeOf(const json& object, const std::string& where) {
 
 }  // namespace
 
-void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose, ModelConfig& c) {
-  const json* parameters = Find(root, "rope_parameters");
-  const json* scaling = Find(root, "rope_scaling");
-  const float top_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);
-  c.rope_theta = top_theta;
-  const bool run = purpose == ConfigPurpose::kRun;
-  if (run) RefusePartialRotary(root, source + ": ");
-  if (parameters == nullptr && scaling == nullptr) return;
-  // The object that says the rule: rope_parameters (transformers 5) or rope_scaling (4); when a file has
-  // both, they must say the same.
-  const json& rope = parameters != nullptr ? *parameters : *scaling;
-  const std::string where = source + ": " + (parameters != nullptr ? "rope_parameters" : "rope_scaling");
-  if (!rope.is_object()) throw MakeError(where, " must be an object, got ", rope.dump());
-  if (parameters != nullptr) {
-    if (const json* theta = Find(rope, "rope_theta"); theta != nullptr) {
-      c.rope_theta = static_cast<float>(PositiveNumber(rope, "rope_theta", where));
-      if (Find(root, "rope_theta") != nullptr && top_theta != c.rope_theta) {
-        throw MakeError(where, ".rope_theta = ", theta->dump(),
-                        " contradicts rope_theta = ", root["rope_theta"].dump());
-      }
-    }
-  }
-  if (!run) return;
-  if (parameters != nullptr && scaling != nullptr &&
-      TypeOf(*scaling, source + ": rope_scaling") != TypeOf(rope, where)) {
-    throw MakeError(source, ": rope_parameters ", parameters->dump(), " and rope_scaling ", scaling->dump(),
-                    " disagree");
-  }
+// The rule of one RoPE object (rope_parameters, rope_scaling, or one layer type's entry of Gemma 3's):
+// its scaling, checked key by key.
+RopeScaling ReadRopeRule(const json& rope, const std::string& where, ModelConfig& c) {
   const std::string type = TypeOf(rope, where);
   // The keys of the RoPE object plumb reads for this type; any other is refused below.
   std::vector<std::string> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
-  RefusePartialRotary(rope, where + ".");
+  ReadPartialRotary(rope, where + ".", c);
   RopeScaling s;
   if (type == "default") {
     s.type = RopeScalingType::kNone;
@@ -187,7 +178,80 @@ void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose
                       " is not a field plumb knows for rope_type \"", type, "\"");
     }
   }
-  SetRopeScaling(c, s);
+  return s;
+}
+
+// Gemma 3's two RoPEs: the global layers' (rope_theta, and its scaling) and the sliding layers' base
+// (rope_local_base_freq), unscaled. transformers 5 writes them as rope_parameters {"full_attention": {...},
+// "sliding_attention": {...}}; transformers 4 as top-level rope_theta, rope_scaling and rope_local_base_freq.
+void ReadGemma3Rope(const json& root, const std::string& source, ConfigPurpose purpose, ModelConfig& c) {
+  const bool run = purpose == ConfigPurpose::kRun;
+  RopeScaling global;
+  if (const json* parameters = Find(root, "rope_parameters"); parameters != nullptr) {
+    const std::string where = source + ": rope_parameters";
+    for (const auto& item : parameters->items()) {
+      if (item.key() != "full_attention" && item.key() != "sliding_attention") {
+        throw MakeError(where, ".", item.key(), " is not a layer type (full_attention, sliding_attention)");
+      }
+    }
+    for (const char* key : {"full_attention", "sliding_attention"}) {
+      const json* rope = Find(*parameters, key);
+      if (rope == nullptr || !rope->is_object()) throw MakeError(where, ".", key, " must be an object");
+    }
+    const json& full = (*parameters)["full_attention"];
+    const json& sliding = (*parameters)["sliding_attention"];
+    c.rope_theta = static_cast<float>(PositiveNumber(full, "rope_theta", where + ".full_attention"));
+    c.rope_theta_local =
+        static_cast<float>(PositiveNumber(sliding, "rope_theta", where + ".sliding_attention"));
+    if (!run) return;
+    global = ReadRopeRule(full, where + ".full_attention", c);
+    if (ReadRopeRule(sliding, where + ".sliding_attention", c).type != RopeScalingType::kNone) {
+      throw MakeError(where, ".sliding_attention = ", sliding.dump(), ": plumb rotates the sliding layers ",
+                      "unscaled (as every Gemma 3 does)");
+    }
+  } else {
+    c.rope_theta = OptionalFloat(root, "rope_theta", 1000000.0f, source);
+    c.rope_theta_local = OptionalFloat(root, "rope_local_base_freq", 10000.0f, source);
+    if (!run) return;
+    if (const json* scaling = Find(root, "rope_scaling"); scaling != nullptr && !scaling->is_null()) {
+      if (!scaling->is_object())
+        throw MakeError(source, ": rope_scaling must be an object, got ", scaling->dump());
+      global = ReadRopeRule(*scaling, source + ": rope_scaling", c);
+    }
+  }
+  SetRopeScaling(c, global);
+}
+
+void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose, ModelConfig& c) {
+  if (c.model_type == "gemma3_text") return ReadGemma3Rope(root, source, purpose, c);
+  const json* parameters = Find(root, "rope_parameters");
+  const json* scaling = Find(root, "rope_scaling");
+  const float top_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);
+  c.rope_theta = top_theta;
+  const bool run = purpose == ConfigPurpose::kRun;
+  if (run) ReadPartialRotary(root, source + ": ", c);
+  if (parameters == nullptr && scaling == nullptr) return SetRopeScaling(c, {});
+  // The object that says the rule: rope_parameters (transformers 5) or rope_scaling (4); when a file has
+  // both, they must say the same.
+  const json& rope = parameters != nullptr ? *parameters : *scaling;
+  const std::string where = source + ": " + (parameters != nullptr ? "rope_parameters" : "rope_scaling");
+  if (!rope.is_object()) throw MakeError(where, " must be an object, got ", rope.dump());
+  if (parameters != nullptr) {
+    if (const json* theta = Find(rope, "rope_theta"); theta != nullptr) {
+      c.rope_theta = static_cast<float>(PositiveNumber(rope, "rope_theta", where));
+      if (Find(root, "rope_theta") != nullptr && top_theta != c.rope_theta) {
+        throw MakeError(where, ".rope_theta = ", theta->dump(),
+                        " contradicts rope_theta = ", root["rope_theta"].dump());
+      }
+    }
+  }
+  if (!run) return;
+  if (parameters != nullptr && scaling != nullptr &&
+      TypeOf(*scaling, source + ": rope_scaling") != TypeOf(rope, where)) {
+    throw MakeError(source, ": rope_parameters ", parameters->dump(), " and rope_scaling ", scaling->dump(),
+                    " disagree");
+  }
+  SetRopeScaling(c, ReadRopeRule(rope, where, c));
 }
 
 }  // namespace config_json

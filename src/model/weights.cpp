@@ -90,6 +90,26 @@ class ShardSet {
                               Shard(name).Bytes(name).data(), ShardOwner(name));
   }
 
+  // Rows [first, first + rows) of `prefix`.weight, a [total_rows, cols] F32/F16/BF16 matrix that fuses
+  // several (Phi-3's qkv_proj and gate_up_proj), as Plain reads a whole one.
+  WeightMatrix PlainRows(const std::string& prefix, int total_rows, int cols, int first, int rows) const {
+    const std::string name = prefix + ".weight";
+    const TensorInfo& info = Checked(name, {total_rows, cols}, nullptr);
+    if (info.dtype == DType::F32) {
+      const std::int64_t shape[] = {total_rows, cols};
+      const std::vector<float> all = Shard(name).ReadF32(name, shape);
+      const auto begin = all.begin() + static_cast<std::ptrdiff_t>(first) * cols;
+      return WeightMatrix::FromF32(
+          MatrixF32{rows, cols, std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(rows) * cols)});
+    }
+    if (info.dtype != DType::F16 && info.dtype != DType::BF16) {
+      throw Fail(name, "has dtype ", DTypeName(info.dtype), ", expected F32, F16 or BF16");
+    }
+    const std::uint8_t* data = Shard(name).Bytes(name).data() + static_cast<std::size_t>(first) * cols * 2;
+    return WeightMatrix::View(info.dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16, rows, cols, data,
+                              ShardOwner(name));
+  }
+
   // `prefix`.weight (F8_E4M3 / F8_E5M2, [rows, cols]) and `prefix`.weight_scale (F32, [rows] or [] / [1]).
   WeightMatrix Fp8(const std::string& prefix, int rows, int cols, const PackFormat& format) const {
     const std::string name = prefix + ".weight";
@@ -291,44 +311,85 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
   // Linear weights follow quantization_config; the embedding and LM head too unless it says "f16".
   const WeightPacking* linear = c.packing ? &*c.packing : nullptr;
   const WeightPacking* embedding = c.packing && c.packing->embedding_packed ? linear : nullptr;
+  const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
+  const bool fused = c.model_type == "phi3", mixtral = c.model_type == "mixtral";
+  if (fused && linear != nullptr) {
+    throw MakeError(files.front()->path(),
+                    ": a packed Phi-3 checkpoint (fused qkv_proj, gate_up_proj) is not "
+                    "supported");
+  }
+  // Gemma's RMSNorm multiplies by (1 + w) (transformers' Gemma2RMSNorm): the 1 is added here, in FP32, so
+  // the forward pass multiplies by the weight as for every other family (llama.cpp's converter stores
+  // the same sums in a Gemma GGUF).
+  const auto norm = [&](const std::string& name, int length) {
+    std::vector<float> weight = shards.Vector(name, length);
+    if (gemma) {
+      for (float& x : weight) x += 1.0f;
+    }
+    return weight;
+  };
   ModelWeights w;
   w.token_embedding = shards.Matrix("model.embed_tokens", c.vocab_size, d, embedding);
   w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    l.attn_norm = shards.Vector(p + "input_layernorm.weight", d);
-    l.wq = shards.Matrix(p + "self_attn.q_proj", c.QueryDim(), d, linear);
-    l.wk = shards.Matrix(p + "self_attn.k_proj", c.KvDim(), d, linear);
-    l.wv = shards.Matrix(p + "self_attn.v_proj", c.KvDim(), d, linear);
+    if (c.pre_norm) l.attn_norm = norm(p + "input_layernorm.weight", d);
+    if (fused) {  // q, k and v stacked as the rows of one matrix
+      const int rows = c.QueryDim() + 2 * c.KvDim();
+      l.wq = shards.PlainRows(p + "self_attn.qkv_proj", rows, d, 0, c.QueryDim());
+      l.wk = shards.PlainRows(p + "self_attn.qkv_proj", rows, d, c.QueryDim(), c.KvDim());
+      l.wv = shards.PlainRows(p + "self_attn.qkv_proj", rows, d, c.QueryDim() + c.KvDim(), c.KvDim());
+    } else {
+      l.wq = shards.Matrix(p + "self_attn.q_proj", c.QueryDim(), d, linear);
+      l.wk = shards.Matrix(p + "self_attn.k_proj", c.KvDim(), d, linear);
+      l.wv = shards.Matrix(p + "self_attn.v_proj", c.KvDim(), d, linear);
+    }
     if (c.attention_bias) {
       l.bq = shards.Vector(p + "self_attn.q_proj.bias", c.QueryDim());
       l.bk = shards.Vector(p + "self_attn.k_proj.bias", c.KvDim());
       l.bv = shards.Vector(p + "self_attn.v_proj.bias", c.KvDim());
     }
     l.wo = shards.Matrix(p + "self_attn.o_proj", d, c.QueryDim(), linear);
-    if (c.qk_norm) {
-      l.q_norm = shards.Vector(p + "self_attn.q_norm.weight", c.head_dim);
-      l.k_norm = shards.Vector(p + "self_attn.k_norm.weight", c.head_dim);
+    if (c.qk_norm) {  // per head (head_dim) or, for OLMo 2, over the whole projection
+      l.q_norm = norm(p + "self_attn.q_norm.weight", c.qk_norm_whole ? c.QueryDim() : c.head_dim);
+      l.k_norm = norm(p + "self_attn.k_norm.weight", c.qk_norm_whole ? c.KvDim() : c.head_dim);
     }
-    l.mlp_norm = shards.Vector(p + "post_attention_layernorm.weight", d);
+    // The norms around the MLP and after attention, by each family's names: Llama's post_attention_layernorm
+    // is the norm before the MLP; Gemma's and OLMo 2's is the norm of the attention output.
+    if (!c.sandwich_norm) {
+      l.mlp_norm = norm(p + "post_attention_layernorm.weight", d);
+    } else {
+      l.post_attn_norm = norm(p + "post_attention_layernorm.weight", d);
+      l.post_mlp_norm = norm(p + "post_feedforward_layernorm.weight", d);
+      if (c.pre_norm) l.mlp_norm = norm(p + "pre_feedforward_layernorm.weight", d);
+    }
     if (c.IsMoeLayer(i)) {
-      // The router stays as stored, whatever the packing: its logits choose the experts.
-      l.router = shards.Plain(p + "mlp.gate", c.num_experts, d);
+      // The router stays as stored, whatever the packing: its logits choose the experts. Mixtral's names:
+      // block_sparse_moe.gate, experts.e.w1 (gate), w3 (up), w2 (down).
+      const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      l.router = shards.Plain(moe + "gate", c.num_experts, d);
       l.experts.resize(c.num_experts);
       for (int e = 0; e < c.num_experts; ++e) {
-        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        l.experts[e] = {shards.Matrix(x + "gate_proj", c.moe_intermediate_size, d, linear),
-                        shards.Matrix(x + "up_proj", c.moe_intermediate_size, d, linear),
-                        shards.Matrix(x + "down_proj", d, c.moe_intermediate_size, linear)};
+        const std::string x = moe + "experts." + std::to_string(e) + ".";
+        const int ffn = c.moe_intermediate_size;
+        l.experts[e] = {shards.Matrix(x + (mixtral ? "w1" : "gate_proj"), ffn, d, linear),
+                        shards.Matrix(x + (mixtral ? "w3" : "up_proj"), ffn, d, linear),
+                        shards.Matrix(x + (mixtral ? "w2" : "down_proj"), d, ffn, linear)};
       }
       continue;
     }
-    l.w_gate = shards.Matrix(p + "mlp.gate_proj", c.intermediate_size, d, linear);
-    l.w_up = shards.Matrix(p + "mlp.up_proj", c.intermediate_size, d, linear);
+    if (fused) {  // gate and up stacked: gate_up_proj's first intermediate_size rows are the gate
+      const int ffn = c.intermediate_size;
+      l.w_gate = shards.PlainRows(p + "mlp.gate_up_proj", 2 * ffn, d, 0, ffn);
+      l.w_up = shards.PlainRows(p + "mlp.gate_up_proj", 2 * ffn, d, ffn, ffn);
+    } else {
+      l.w_gate = shards.Matrix(p + "mlp.gate_proj", c.intermediate_size, d, linear);
+      l.w_up = shards.Matrix(p + "mlp.up_proj", c.intermediate_size, d, linear);
+    }
     l.w_down = shards.Matrix(p + "mlp.down_proj", d, c.intermediate_size, linear);
   }
-  w.final_norm = shards.Vector("model.norm.weight", d);
+  w.final_norm = norm("model.norm.weight", d);
   // Some tied checkpoints still store lm_head.weight (a copy); reading it is correct either way.
   const bool has_head = shards.Contains("lm_head.weight") || shards.Contains("lm_head.qweight");
   if (has_head) {

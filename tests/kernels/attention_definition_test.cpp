@@ -8,7 +8,7 @@
 // heads) of attention_by_head.cpp); 1, 2 and 3 threads; the CPU's vector code and PLUMB_ISA=scalar's. Sliding
 // windows (AttentionItem::window) of 1 position, of sizes off every chunk, block and vector width, equal to
 // and beyond the context, a prefill whose rows cross from unwindowed to windowed, and batches whose items
-// have different windows.
+// have different windows and score rules (Gemma's scale and soft-cap, AttentionItem::rule).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,7 +44,7 @@ constexpr int kLength = 300;
 
 // The definition: one AttendOneHead per (row, head), in row and head order, with scalar::Dot.
 std::vector<float> Definition(const std::vector<float>& q, int rows, int first_pos, const KvLayerView& kv,
-                              int n_heads, int window = 0) {
+                              int n_heads, int window = 0, kernels::AttentionScoreRule rule = {}) {
   std::vector<float> out(q.size());
   std::vector<float> scratch(static_cast<std::size_t>(first_pos + rows + kv.head_dim));
   const int group = n_heads / kv.n_kv_heads;
@@ -52,7 +52,7 @@ std::vector<float> Definition(const std::vector<float>& q, int rows, int first_p
     for (int h = 0; h < n_heads; ++h) {
       const std::size_t offset = (static_cast<std::size_t>(r) * n_heads + h) * kv.head_dim;
       kernels::scalar::AttendOneHead(q.data() + offset, kv, h / group, first_pos + r + 1, window,
-                                     scratch.data(), out.data() + offset);
+                                     scratch.data(), out.data() + offset, kernels::scalar::Dot, rule);
     }
   }
   return out;
@@ -240,6 +240,12 @@ TEST(AttentionDefinition, BatchesOfSequencesGiveEachTheDefinitionsBits) {
       for (const bool windowed : {false, true}) {
         for (const std::size_t batch : {std::size(lengths), std::size_t{3}, std::size_t{1}}) {
           const auto window_of = [&](std::size_t i) { return windowed ? mixed_windows[i] : 0; };
+          // With the windows, every other item also scores by Gemma's rule: another scale, and a soft-cap
+          // that bites (|q·k| · 0.2 reaches well past 3 with these q).
+          const auto rule_of = [&](std::size_t i) {
+            return windowed && i % 2 == 0 ? kernels::AttentionScoreRule{0.2f, 3.0f}
+                                          : kernels::AttentionScoreRule{};
+          };
           // Item 0 takes its last 4 rows (a chunk), the others decode their last row.
           std::vector<std::vector<float>> qs, expected, outs;
           std::vector<kernels::AttentionItem> items;
@@ -248,7 +254,8 @@ TEST(AttentionDefinition, BatchesOfSequencesGiveEachTheDefinitionsBits) {
             const int rows = i == 0 ? 4 : 1;
             qs.push_back(RandomVector(static_cast<std::size_t>(rows) * s.n_heads * s.head_dim,
                                       static_cast<std::uint32_t>(40 + i), 2.0f));
-            expected.push_back(Definition(qs.back(), rows, lengths[i] - rows, kv, s.n_heads, window_of(i)));
+            expected.push_back(
+                Definition(qs.back(), rows, lengths[i] - rows, kv, s.n_heads, window_of(i), rule_of(i)));
           }
           const kernels::Isa best = kernels::ActiveIsa();
           for (const kernels::Isa isa : {best, kernels::Isa::kScalar}) {
@@ -261,7 +268,7 @@ TEST(AttentionDefinition, BatchesOfSequencesGiveEachTheDefinitionsBits) {
                 outs[i].assign(qs[i].size(), -1.0f);
                 const int rows = i == 0 ? 4 : 1;
                 items.push_back({qs[i].data(), outs[i].data(), rows, lengths[i] - rows, caches[i]->Layer(0),
-                                 window_of(i)});
+                                 window_of(i), rule_of(i)});
               }
               kernels::CausalAttention(items, s.n_heads);
               for (std::size_t i = 0; i < batch; ++i) {

@@ -1,6 +1,7 @@
 // config.json parsing: the fields plumb reads, their defaults, and a clear error for each kind of mistake.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -76,7 +77,7 @@ TEST(Config, Qwen2ImpliesAttentionBias) {
 }
 
 TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
-  for (const char* type : {"gemma3", "gemma3_text", "gemma2", "qwen2_moe", "olmo2", "phi3", "mixtral"}) {
+  for (const char* type : {"gemma3", "qwen2_moe", "granite", "gpt_oss", "deepseek_v3", "olmo"}) {
     nlohmann::json j = LlamaConfig();
     j["model_type"] = type;
     const std::string message = ErrorOf(j);
@@ -90,7 +91,7 @@ TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
               j["model_type"] = "gemma3";
               return j;
             }())
-                .find("Gemma 3 runs from its GGUF file"),
+                .find("a multimodal Gemma 3's text model is model_type gemma3_text"),
             std::string::npos);
   nlohmann::json j = LlamaConfig();
   j.erase("model_type");
@@ -100,6 +101,98 @@ TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
   j["model_type"] = "qwen3";
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   EXPECT_EQ(ParseConfigJson(j.dump(), "cfg.json", ConfigPurpose::kShapes).hidden_size, 64);
+}
+
+// Gemma 2 and 3, OLMo 2, Phi-3, SmolLM3 and Mixtral: each family's switches from its config.json, with
+// transformers' defaults where a key is absent, and the layouts plumb does not run refused.
+TEST(Config, EachFamilyReadsItsSwitches) {
+  const auto parse = [](const nlohmann::json& j) { return ParseConfigJson(j.dump(), "cfg.json"); };
+  nlohmann::json j = LlamaConfig();
+  j.erase("hidden_act");
+  j["model_type"] = "gemma2";
+  j["architectures"] = {"Gemma2ForCausalLM"};
+  ModelConfig c = parse(j);  // transformers' Gemma2Config defaults
+  EXPECT_EQ(c.mlp_activation, MlpActivation::kGeluTanh);
+  EXPECT_TRUE(c.scale_embedding && c.sandwich_norm && c.pre_norm);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.attn_logit_softcap, 50.0f);
+  EXPECT_EQ(c.final_logit_softcap, 30.0f);
+  EXPECT_EQ(c.attention_scale, 1.0f / 16.0f);  // query_pre_attn_scalar 256
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_TRUE(c.IsLocalLayer(0));
+  EXPECT_FALSE(c.IsLocalLayer(1));
+  j["attn_logit_softcapping"] = nullptr;  // null switches it off
+  j["query_pre_attn_scalar"] = 24;
+  j["sliding_window"] = 6;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  c = parse(j);
+  EXPECT_EQ(c.attn_logit_softcap, 0.0f);
+  EXPECT_EQ(c.attention_scale, static_cast<float>(1.0 / std::sqrt(24.0)));
+  EXPECT_EQ(c.sliding_window_pattern, 2);
+  j["hidden_activation"] = "gelu";
+  EXPECT_NE(ErrorOf(j).find("hidden_activation"), std::string::npos) << ErrorOf(j);
+  j.erase("hidden_activation");
+  j["num_hidden_layers"] = 3;
+  j["layer_types"] = {"sliding_attention", "full_attention", "full_attention"};  // not periodic
+  EXPECT_NE(ErrorOf(j).find("layer_types[2]"), std::string::npos) << ErrorOf(j);
+
+  j = LlamaConfig();
+  j.erase("hidden_act");
+  j["model_type"] = "gemma3_text";
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["sliding_window"] = 8;
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  c = parse(j);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.rope_theta_local, 1e4f);
+  EXPECT_EQ(c.RopeFreqFactors(0), nullptr);  // the local layer rotates unscaled
+  ASSERT_NE(c.RopeFreqFactors(1), nullptr);
+  EXPECT_EQ(c.RopeFreqFactors(1)[0], 8.0f);
+  j["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+  EXPECT_NE(ErrorOf(j).find("sliding_attention"), std::string::npos) << ErrorOf(j);
+
+  j = LlamaConfig();
+  j["model_type"] = "olmo2";
+  c = parse(j);
+  EXPECT_FALSE(c.pre_norm);
+  EXPECT_TRUE(c.sandwich_norm && c.qk_norm && c.qk_norm_whole);
+  j["attention_bias"] = true;
+  EXPECT_NE(ErrorOf(j).find("attention_bias"), std::string::npos) << ErrorOf(j);
+
+  j = LlamaConfig();
+  j["model_type"] = "phi3";
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.75}};
+  c = parse(j);
+  EXPECT_EQ(c.RotaryDim(), 12);  // head_dim 16 · 0.75
+  j["rope_parameters"]["rope_type"] = "longrope";
+  EXPECT_NE(ErrorOf(j).find("\"longrope\" is not supported"), std::string::npos) << ErrorOf(j);
+  j = LlamaConfig();
+  j["partial_rotary_factor"] = 0.5;  // transformers' Llama would rotate all: refused, not guessed
+  EXPECT_NE(ErrorOf(j).find("plumb reads it for phi3"), std::string::npos) << ErrorOf(j);
+
+  j = LlamaConfig();
+  j["model_type"] = "smollm3";
+  j["num_hidden_layers"] = 8;
+  c = parse(j);  // transformers' default: every fourth layer without RoPE
+  EXPECT_EQ(c.nope_layers, (std::vector<int>{3, 7}));
+  j["num_hidden_layers"] = 2;
+  j["no_rope_layers"] = {1, 2};
+  EXPECT_NE(ErrorOf(j).find("no_rope_layers[1]"), std::string::npos) << ErrorOf(j);
+
+  j = LlamaConfig();
+  j["model_type"] = "mixtral";
+  j["num_local_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  c = parse(j);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.moe_intermediate_size, c.intermediate_size);
+  EXPECT_TRUE(c.moe_renormalize);
+  EXPECT_TRUE(c.IsMoeLayer(0));
+  j["num_experts_per_tok"] = 9;
+  EXPECT_NE(ErrorOf(j).find("num_experts_per_tok = 9"), std::string::npos) << ErrorOf(j);
 }
 
 // Qwen3: QK-norm; Qwen3-MoE: the experts, in both spellings of their count, and which layers are MoE.
@@ -157,7 +250,7 @@ TEST(Config, MathChangingFieldsAreReadOrRefusedByName) {
   refused([](auto& j) { j["mlp_bias"] = true; }, "mlp_bias = true is not supported");
   refused([](auto& j) { j["architectures"] = {"LlamaForSequenceClassification"}; },
           "architectures = [\"LlamaForSequenceClassification\"]: plumb runs [\"LlamaForCausalLM\"]");
-  refused([](auto& j) { j["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor = 0.5");
+  refused([](auto& j) { j["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor = 0.5");  // not phi3
   refused(
       [](auto& j) {
         j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 5e5}, {"factor", 4.0}};

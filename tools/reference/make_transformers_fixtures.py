@@ -117,6 +117,8 @@ LLAMA3_ROPE = {
 # largest unchosen router logit over every decision of the float64 reference's runs).
 MIN_ROUTING_GAP = 1e-3
 SEED_QWEN3, SEED_QWEN3_MOE = 8, 6
+# A feature override (Spec.must_matter) must move the logits by at least this, relative to max|logit|.
+FEATURE_BITES = 1e-3
 
 # Standard deviations of the redrawn parameters (RMSNorm weights: 1 + norm * N(0, 1)).
 INIT_STD = {"norm": 0.1, "bias": 0.2, "embed": 0.1, "lm_head": 0.3, "matrix": 0.15}
@@ -134,6 +136,13 @@ class Spec:
     v4_spelling: bool = False  # rewrite config.json into the transformers 4 spelling after saving
     same_weights_as: str = ""  # copy the checkpoint (and outputs) of another spec, only respell config.json
     extra: dict = field(default_factory=dict)
+    # The independent float64 check: "llama_ref" (the NumPy reference, for the families it implements) or
+    # "transformers64" (transformers itself reloaded in float64; its logits are written as logits64).
+    reference: str = "llama_ref"
+    # Config overrides that must each change the logits (> FEATURE_BITES relative): evidence that a family's
+    # feature is switched on and bites at these shapes (a soft-cap that never caps tests nothing).
+    must_matter: dict = field(default_factory=dict)
+    init_std: dict = field(default_factory=dict)  # INIT_STD entries this family draws otherwise
 
 
 SPECS = [
@@ -197,42 +206,121 @@ SPECS = [
     ),
     Spec(
         "gemma2",
-        "Gemma 2",
+        "Gemma 2: sqrt(d) embedding scale, (1 + w) RMSNorms, post-attention and pre/post feed-forward norms, "
+        "GELU-tanh MLP, query_pre_attn_scalar 24 (not head_dim), attention-logit soft-capping 3 and final-logit "
+        "soft-capping 6 (both bite), layer 0 sliding (window 6) and layer 1 global; tied",
         "gemma2",
         dict(
             head_dim=16,
-            query_pre_attn_scalar=16,
+            query_pre_attn_scalar=24,
             sliding_window=6,
+            attn_logit_softcapping=3.0,
+            final_logit_softcapping=6.0,
             pad_token_id=0,
             tie_word_embeddings=True,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
-        expect="refused",
-        refused_because="Gemma 2 is not a Llama: embeddings scaled by sqrt(hidden_size), RMSNorm with (1 + w), "
-        "extra pre/post feed-forward and post-attention norms, GELU-tanh MLP, attention and final logit "
-        "soft-capping, query_pre_attn_scalar, alternating sliding-window layers",
+        seed=1,
+        reference="transformers64",
+        init_std={"embed": 0.025},
+        must_matter={
+            "attn_logit_softcapping": None,
+            "final_logit_softcapping": None,
+            "query_pre_attn_scalar": 16,
+            "sliding_window": 64,
+        },
+    ),
+    Spec(
+        "gemma3",
+        "Gemma 3 (text, Gemma3ForCausalLM): Gemma 2's norms and scale with a per-head RMSNorm of q and k, layer 0 "
+        "sliding (window 6, RoPE base 10000) and layer 1 global (RoPE base 1e6, linear scaling factor 4), "
+        "query_pre_attn_scalar 24; tied",
+        "gemma3_text",
+        dict(
+            head_dim=16,
+            query_pre_attn_scalar=24,
+            sliding_window=6,
+            layer_types=["sliding_attention", "full_attention"],
+            pad_token_id=0,
+            tie_word_embeddings=True,
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0},
+            },
+        ),
+        seed=7,
+        reference="transformers64",
+        init_std={"embed": 0.025},
+        must_matter={"sliding_window": 64, "query_pre_attn_scalar": 16},
     ),
     Spec(
         "olmo2",
-        "OLMo 2",
+        "OLMo 2: no norm before attention or MLP, an RMSNorm of each block's output before the residual add "
+        "(post_attention_layernorm, post_feedforward_layernorm), and q_norm / k_norm over the whole q and k "
+        "projections (not per head); untied",
         "olmo2",
-        dict(pad_token_id=None, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
-        expect="refused",
-        refused_because="OLMo 2 normalises after attention and MLP (post_attention_layernorm, post_feedforward_layernorm, "
-        "no input_layernorm) and applies RMSNorm to the whole q and k projections (q_norm, k_norm)",
+        dict(pad_token_id=None, tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        seed=4,
+        reference="transformers64",
     ),
     Spec(
         "phi3",
-        "Phi-3",
+        "Phi-3 / Phi-4-mini: fused self_attn.qkv_proj and mlp.gate_up_proj, partial rotary (partial_rotary_factor "
+        "0.5: RoPE on the first 8 of 16 dimensions of each head, as Phi-4-mini's 0.75), no window; tied",
         "phi3",
         dict(
             pad_token_id=None,
             original_max_position_embeddings=128,
             tie_word_embeddings=True,
+            sliding_window=None,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+        ),
+        seed=8,
+        reference="transformers64",
+    ),
+    Spec(
+        "smollm3",
+        "SmolLM3: a Llama whose layers listed 0 in no_rope_layers skip RoPE (NoPE); here layer 1 of 2 "
+        "(no_rope_layer_interval 2; SmolLM3-3B skips every fourth); tied",
+        "smollm3",
+        dict(
+            no_rope_layer_interval=2,
+            use_sliding_window=False,
+            pad_token_id=None,
+            tie_word_embeddings=True,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ),
+        seed=2,
+        reference="transformers64",
+        must_matter={"no_rope_layers": [1, 1]},
+    ),
+    Spec(
+        "mixtral",
+        "Mixtral: every layer a mixture of 4 SwiGLU experts of width 64, 2 per token (softmax over all, the top 2 "
+        "renormalized), no shared expert; sliding_window null; untied",
+        "mixtral",
+        dict(
+            intermediate_size=64,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=None,
+            tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        ),
+        seed=2,
+        reference="transformers64",
+    ),
+    Spec(
+        "granite",
+        "Granite",
+        "granite",
+        dict(pad_token_id=None, tie_word_embeddings=True, embedding_multiplier=12.0, attention_multiplier=0.25,
+             residual_multiplier=0.5, logits_scaling=4.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         expect="refused",
-        refused_because="Phi-3 stores fused projections (self_attn.qkv_proj, mlp.gate_up_proj) under other tensor names",
+        refused_because="Granite looks like a Llama (the same tensor names) but scales the embedding, the attention "
+        "scores, every residual branch and the logits by config multipliers: run as a Llama it would give plausible, "
+        "wrong text",
     ),
     Spec(
         "qwen3",
@@ -287,19 +375,20 @@ def build_model(spec, seed):
     torch.manual_seed(seed)  # transformers' own init first (then every parameter is redrawn below)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
     generator = torch.Generator().manual_seed(seed)
+    std = {**INIT_STD, **spec.init_std}
     with torch.no_grad():
         for name, parameter in sorted(model.named_parameters()):
             noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
             if parameter.ndim == 1 and "norm" in name:
-                parameter.copy_(1 + INIT_STD["norm"] * noise)
+                parameter.copy_(1 + std["norm"] * noise)
             elif name.endswith(".bias"):
-                parameter.copy_(INIT_STD["bias"] * noise)
+                parameter.copy_(std["bias"] * noise)
             elif "embed_tokens" in name:
-                parameter.copy_(INIT_STD["embed"] * noise)
+                parameter.copy_(std["embed"] * noise)
             elif name.startswith("lm_head"):
-                parameter.copy_(INIT_STD["lm_head"] * noise)
+                parameter.copy_(std["lm_head"] * noise)
             else:
-                parameter.copy_(INIT_STD["matrix"] * noise)
+                parameter.copy_(std["matrix"] * noise)
     model.eval()
     return model
 
@@ -319,11 +408,16 @@ def save_checkpoint(model, directory):
         raise AssertionError(f"{directory}: save_pretrained wrote {os.listdir(directory)}")
 
 
-def load_checkpoint(directory, **overrides):
+def load_checkpoint(directory, dtype=None, **overrides):
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager", **overrides)
+    dtype = dtype or torch.float32
+    # Eager attention, and eager experts (a loop over each expert's tokens; the default grouped GEMM takes no
+    # float64).
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        directory, dtype=dtype, attn_implementation="eager", experts_implementation="eager", **overrides
+    )
     model.eval()
     return model
 
@@ -378,12 +472,49 @@ def greedy(model, prompt_ids, steps):
     return ids, torch.stack(rows).numpy()
 
 
-def forward(model, ids):
-    """float32 logits [len(ids), vocab] of one forward pass without a cache."""
+def forward(model, ids, dtype=np.float32):
+    """logits [len(ids), vocab] of one forward pass without a cache (float32, or float64 for a float64 model)."""
     import torch
 
     with torch.no_grad():
-        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].numpy().astype(np.float32)
+        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].numpy().astype(dtype)
+
+
+def transformers64(directory, sequence):
+    """transformers itself in float64 (weights widened from F16 exactly): the teacher-forced logits over
+    `sequence`, its greedy ids through its own cache, and, for a mixture of experts, every routing decision's
+    distance from flipping (chosen minimum minus unchosen maximum router logit, from a hook on each router).
+    transformers computes some steps in float32 whatever the model's dtype (RMSNorm's variance in most families,
+    the RoPE frequencies), so this is float64 matmuls, attention and softmax around float32 norms and angles."""
+    import torch
+
+    model = load_checkpoint(directory, dtype=torch.float64)
+    gaps = []
+
+    def on_route(module, inputs, output):
+        logits = output[0].detach().double().reshape(-1, output[0].shape[-1])
+        ordered = torch.sort(logits, dim=-1, descending=True).values
+        k = module.top_k
+        gaps.extend((ordered[:, k - 1] - ordered[:, k]).tolist())
+
+    for name, module in model.named_modules():
+        if name.endswith(".gate") and hasattr(module, "top_k"):
+            module.register_forward_hook(on_route)
+    logits = forward(model, sequence, np.float64)
+    greedy_ids, _ = greedy(model, PROMPT_IDS, GREEDY_STEPS)
+    return logits, greedy_ids, gaps
+
+
+def feature_evidence(directory, spec, sequence, logits):
+    """Spec.must_matter: each override, reloaded on the same weights, must move the logits."""
+    evidence = {}
+    for key, value in spec.must_matter.items():
+        changed = forward(load_checkpoint(directory, **{key: value}), sequence)
+        difference = llama_ref.max_relative_error(changed, logits)
+        if difference < FEATURE_BITES:
+            raise AssertionError(f"{spec.name}: {key} = {value} changes the logits by only {difference:.2e}")
+        evidence[f"{key}={json.dumps(value)}"] = significant(difference)
+    return evidence
 
 
 def gaps_along(logits, first_row, ids):
@@ -586,23 +717,29 @@ def make_runnable(spec, out_dir, seed, results):
     if run["relative_gap"] < MIN_RELATIVE_GAP:
         raise AssertionError(f"{spec.name}: min gap / max|logit| = {run['relative_gap']:.2e} < {MIN_RELATIVE_GAP} (choose another seed)")
     sequence = PROMPT_IDS + run["greedy_ids"][:-1]
-    config, ref_model, ref_logits = reference_logits(directory, sequence)
-    ref_error = llama_ref.max_relative_error(run["logits"], ref_logits)
-    ref_greedy, _ = llama_ref.greedy_decode(ref_model, PROMPT_IDS, GREEDY_STEPS)
+    logits64, config, routing_gaps = None, None, []
+    if spec.reference == "llama_ref":
+        config, ref_model, ref_logits = reference_logits(directory, sequence)
+        ref_error = llama_ref.max_relative_error(run["logits"], ref_logits)
+        ref_greedy, _ = llama_ref.greedy_decode(ref_model, PROMPT_IDS, GREEDY_STEPS)
+        routing_gaps = ref_model.routing_gaps if config.num_experts else []
+    else:
+        logits64, ref_greedy, routing_gaps = transformers64(directory, sequence)
+        ref_error = llama_ref.max_relative_error(run["logits"], logits64)
     if ref_error > REF_TOLERANCE or list(ref_greedy) != run["greedy_ids"]:
-        raise AssertionError(f"{spec.name}: llama_ref differs from transformers by {ref_error:.2e} (greedy {list(ref_greedy)})")
+        raise AssertionError(f"{spec.name}: {spec.reference} differs from transformers by {ref_error:.2e} (greedy {list(ref_greedy)})")
 
     routing = {}
-    if config.num_experts:
-        min_routing_gap = min(ref_model.routing_gaps)
+    if routing_gaps:
+        min_routing_gap = min(routing_gaps)
         if min_routing_gap < MIN_ROUTING_GAP:
             raise AssertionError(f"{spec.name}: a routing decision is {min_routing_gap:.2e} from flipping (choose another seed)")
         routing = {
             "routing": {
-                "moe_layers": list(config.moe_layers),
-                "decisions": len(ref_model.routing_gaps),
+                **({"moe_layers": list(config.moe_layers)} if config else {}),
+                "decisions": len(routing_gaps),
                 "min_router_logit_gap": significant(min_routing_gap),
-                "why": "every expert choice of the float64 reference (the teacher-forced forward and its greedy run) is at "
+                "why": f"every expert choice of the float64 reference ({spec.reference}: the teacher-forced forward and its greedy run) is at "
                 "least this far in router logit from flipping, beyond any float32 engine's rounding",
             }
         }
@@ -617,12 +754,22 @@ def make_runnable(spec, out_dir, seed, results):
             "min_gap_step": gap_step,
             "max_abs_logit": significant(run["max_abs_logit"]),
             "min_gap_over_max_abs_logit": significant(run["relative_gap"]),
-            "llama_ref_vs_transformers_max_rel": significant(ref_error),
+            **(
+                {"llama_ref_vs_transformers_max_rel": significant(ref_error)}
+                if spec.reference == "llama_ref"
+                else {"transformers_float32_vs_float64_max_rel": significant(ref_error)}
+            ),
             "transformers_kv_cache_vs_full_forward_max_rel": significant(run["cache_vs_full"]),
             **routing,
         }
     )
-    if config.rope_divisors is not None:
+    if spec.must_matter:
+        manifest["features_bite"] = {
+            "max_rel_change_with": feature_evidence(directory, spec, sequence, run["logits"]),
+            "why": "the same weights reloaded with each feature switched off (or changed) give logits this far from "
+            f"the fixture's (at least {FEATURE_BITES} of max|logit|): the feature is on and matters at these shapes",
+        }
+    if config is not None and config.rope_divisors is not None:
         factor = LLAMA3_ROPE["factor"]
         kept, smoothed, divided = rope_regimes(config.rope_divisors, factor)
         if not (kept and smoothed and divided):
@@ -646,7 +793,7 @@ def make_runnable(spec, out_dir, seed, results):
             "and the positions 0..30 run well past L (llama3 scaling does not depend on the position itself, only "
             "each pair's regime depends on L)",
         }
-    if config.sliding_window is not None:
+    if config is not None and config.sliding_window is not None:
         unwindowed = load_checkpoint(directory, sliding_window=None)
         full = forward(unwindowed, sequence)
         w = config.sliding_window
@@ -677,6 +824,11 @@ def make_runnable(spec, out_dir, seed, results):
             "greedy_ids": f"I32 [{GREEDY_STEPS}]: argmax through transformers' KV cache, EOS not applied",
             "logits": f"F32 [{len(sequence)}, {SHAPES['vocab_size']}]: transformers float32 eager, one forward over "
             "prompt_ids + greedy_ids[:-1]; row 11 + i chose greedy_ids[i]",
+            **(
+                {"logits64": f"F64 [{len(sequence)}, {SHAPES['vocab_size']}]: the same forward in transformers float64"}
+                if logits64 is not None
+                else {}
+            ),
         },
     }
     safetensors_io.save_file(
@@ -685,13 +837,14 @@ def make_runnable(spec, out_dir, seed, results):
             "prompt_ids": np.array(PROMPT_IDS, dtype=np.int32),
             "greedy_ids": np.array(run["greedy_ids"], dtype=np.int32),
             "logits": run["logits"].astype(np.float32),
+            **({"logits64": logits64.astype(np.float64)} if logits64 is not None else {}),
         },
     )
     write_json(os.path.join(directory, "manifest.json"), manifest)
     results[spec.name] = manifest
     print(
         f"{spec.name}: seed {seed} gap {manifest['min_top1_top2_gap']} (rel {manifest['min_gap_over_max_abs_logit']}), "
-        f"max|logit| {manifest['max_abs_logit']}, llama_ref {manifest['llama_ref_vs_transformers_max_rel']}, "
+        f"max|logit| {manifest['max_abs_logit']}, reference {significant(ref_error)}, "
         f"greedy {run['greedy_ids']}"
     )
 
@@ -727,7 +880,7 @@ def search_seeds(spec, count):
             directory = os.path.join(tmp, "x")
             save_checkpoint(build_model(spec, seed), directory)
             run = run_checkpoint(directory)
-            print(f"{spec.name} seed {seed}: rel gap {run['relative_gap']:.3e} gap {np.min(run['gaps']):.4f} max {run['max_abs_logit']:.2f} ids {run['greedy_ids']}")
+            print(f"{spec.name} seed {seed}: distinct {len(set(run['greedy_ids']))} rel gap {run['relative_gap']:.3e} gap {np.min(run['gaps']):.4f} max {run['max_abs_logit']:.2f} ids {run['greedy_ids']}")
 
 
 def main(argv=None):

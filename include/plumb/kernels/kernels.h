@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "plumb/kernels/attention_rule.h"
 #include "plumb/kernels/kv_layer_view.h"
 #include "plumb/kernels/matrix.h"
 #include "plumb/kernels/weight_matrix.h"
@@ -111,8 +112,9 @@ struct AttentionItem {
   int rows = 0;
   int first_pos = 0;
   KvLayerView kv;
-  int window = 0;  // sliding window in positions; 0: none (every earlier position). Last, so that
+  int window = 0;  // sliding window in positions; 0: none (every earlier position). After kv, so that
                    // {q, out, rows, first_pos, kv} still initialises an unwindowed item.
+  AttentionScoreRule rule{};  // the scores' scale and soft-cap (scalar::AttendOneHead)
 
   // Row r's positions: [Begin(r), End(r)).
   int End(int r) const { return first_pos + r + 1; }

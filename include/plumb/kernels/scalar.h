@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "plumb/kernels/attention_rule.h"
 #include "plumb/kernels/kv_layer_view.h"
 
 namespace plumb::kernels::scalar {
@@ -75,7 +76,7 @@ inline constexpr float kGeluCubic = 0.044715f;
 
 // Attention of one query head, at position n_ctx − 1, over positions [begin, n_ctx) of KV head kv_head of one
 // cache layer, begin = max(0, n_ctx − window) for a sliding window of `window` positions, 0 for window 0:
-//   scores[t] = Dot(q, k_t, head_dim) · (1 / sqrt(head_dim))       t ascending from begin
+//   scores[t] = Dot(q, k_t, head_dim) · scale                      t ascending from begin (scale: rule below)
 //   p         = Softmax(scores)                                   over exactly those positions
 //   out[j]    = Σ_t p[t] · v_t[j]                                 FP32, t ascending from out[j] = 0
 // where k_t and v_t are position t's rows decoded to FP32: DecodeKv(kv.dtype, ..., head's scale), which for
@@ -83,8 +84,10 @@ inline constexpr float kGeluCubic = 0.044715f;
 // for every layout and block table; positions before begin are never read. scratch holds n_ctx + head_dim
 // floats (the scores, one decoded row). `dot` computes the scores' Dot; kernels pass a vector variant that
 // returns the same bits (kernels/row_dot.h).
+// rule: the score's scale (rule.scale, or 1 / sqrt(head_dim) when 0) and, when rule.softcap > 0, Gemma 2's
+// soft-capping of each score, scores[t] = SoftCap(scores[t], rule.softcap), before the softmax.
 using DotFn = float (*)(const float* a, const float* b, int n);
 void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, int window, float* scratch,
-                   float* out, DotFn dot = Dot);
+                   float* out, DotFn dot = Dot, AttentionScoreRule rule = {});
 
 }  // namespace plumb::kernels::scalar

@@ -49,7 +49,7 @@ enum class MlpActivation {
 };
 
 struct ModelConfig {
-  std::string model_type;     // "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3"
+  std::string model_type;     // "llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3", ... (kFamilies)
   int hidden_size = 0;        // d
   int intermediate_size = 0;  // MLP width
   int num_layers = 0;         // num_hidden_layers
@@ -59,7 +59,7 @@ struct ModelConfig {
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
-  // [head_dim / 2]: each rotated pair's frequency divisor f_i, or empty for none (every f_i = 1). From
+  // [RotaryDim() / 2]: each rotated pair's frequency divisor f_i, or empty for none (every f_i = 1). From
   // rope_scaling for a config.json, from rope_freqs.weight for a GGUF. Layers with a RoPE base of their own
   // (Gemma 3's local layers) rotate unscaled, as in llama.cpp.
   std::vector<float> rope_freq_factors;
@@ -83,6 +83,15 @@ struct ModelConfig {
   int sliding_window_pattern = 0;
   float rope_theta_local = 0.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
+  // The other families' switches (docs/models.md has a row for each); a Llama leaves them at these defaults.
+  // Attention scores = q·k · attention_scale (0: 1/√head_dim; Gemma's query_pre_attn_scalar^−½), then, where
+  // attn_logit_softcap > 0 (Gemma 2), cap · tanh(score / cap) before the mask and softmax.
+  float attention_scale = 0.0f;
+  float attn_logit_softcap = 0.0f;
+  bool pre_norm = true;        // RMSNorm before attention and MLP (OLMo 2: none, only sandwich_norm's after)
+  bool qk_norm_whole = false;  // qk_norm over the whole q (k) projection, not per head (OLMo 2)
+  int rotary_dim = 0;          // RoPE turns the first rotary_dim dims of each head (0: all; Phi-3's partial)
+  std::vector<int> nope_layers;  // layers that skip RoPE (SmolLM3's NoPE layers)
   // Mixture of experts (docs/models.md "Qwen3-MoE"). plumb runs Qwen3-MoE's kind: softmax routing, routed
   // SwiGLU experts, no shared expert; `plumb estimate`'s cost model reads the rest too (DeepSeek-V3,
   // Mixtral, gpt-oss cards; docs/roofline.md "Mixture of experts and latent attention"). num_experts 0:
@@ -128,6 +137,10 @@ struct ModelConfig {
   int AttentionWindow(int layer) const { return IsLocalLayer(layer) ? sliding_window : 0; }  // 0: all
   bool HasOwnLocalRope(int layer) const { return IsLocalLayer(layer) && rope_theta_local > 0.0f; }
   float RopeTheta(int layer) const { return HasOwnLocalRope(layer) ? rope_theta_local : rope_theta; }
+  bool UsesRope(int layer) const {
+    return std::find(nope_layers.begin(), nope_layers.end(), layer) == nope_layers.end();
+  }
+  int RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   // The layer's RoPE frequency divisors for kernels::RopeRotateHalf (null: unscaled).
   const float* RopeFreqFactors(int layer) const {
     return rope_freq_factors.empty() || HasOwnLocalRope(layer) ? nullptr : rope_freq_factors.data();

@@ -129,15 +129,16 @@ void ForEachPosition(const KvLayerView& kv, const void* data, float scale, int k
 }  // namespace
 
 void AttendOneHead(const float* q, const KvLayerView& kv, int kv_head, int n_ctx, int window, float* scratch,
-                   float* out, DotFn dot) {
+                   float* out, DotFn dot, AttentionScoreRule rule) {
   const int head_dim = kv.head_dim;
   const int begin = window > 0 && n_ctx > window ? n_ctx - window : 0;
   const int n = n_ctx - begin;   // positions attended
   float* scores = scratch;       // [n], position t's at t − begin
   float* decoded = scratch + n;  // [head_dim] one K or V row in FP32 (dtypes other than f32)
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale = rule.ScaleFor(head_dim);
   ForEachPosition(kv, kv.keys, kv.KScale(kv_head), kv_head, begin, n_ctx, decoded,
                   [&](int t, const float* k) { scores[t - begin] = dot(q, k, head_dim) * scale; });
+  if (rule.softcap > 0.0f) SoftCap(scores, n, rule.softcap);
   Softmax(scores, n);
   for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
   ForEachPosition(kv, kv.values, kv.VScale(kv_head), kv_head, begin, n_ctx, decoded,
