@@ -1,8 +1,9 @@
 // GGUF (llama.cpp's names and layout) → ModelConfig and ModelWeights.
 //
-// Quantized matrices are used where they lie in the mapped file; only attn_q and attn_k are copied, because
-// llama.cpp's converter reorders their rows for its adjacent-pair RoPE and plumb's RoPE is Hugging Face's
-// rotate-half (docs/formats.md "RoPE pairing").
+// Quantized matrices are used where they lie in the mapped file; only attn_q and attn_k of the llama and
+// smollm3 archs are copied, because llama.cpp's converter reorders their rows for its adjacent-pair RoPE and
+// plumb's RoPE is Hugging Face's rotate-half (docs/formats.md "RoPE pairing"). The archs and what each reads:
+// tools/reference/export_gguf.py's docstring, which writes them from Hugging Face checkpoints.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -92,6 +93,15 @@ class TensorReader {
     return WeightMatrix::View(t.type, rows, cols, t.data, file_);
   }
 
+  // Rows [first, first + rows) of a [total_rows][cols] matrix that fuses several (Phi-3's attn_qkv and its
+  // ffn_up holding gate and up), used in place: a block never spans two rows, so each part starts on a row.
+  WeightMatrix MatrixRows(const std::string& name, int total_rows, int cols, int first, int rows) {
+    used_.insert(name);
+    const GgufTensorInfo& t = Require(*file_, name);
+    CheckDims(*file_, t, {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(total_rows)});
+    return WeightMatrix::View(t.type, rows, cols, t.data + Extent(first, GgmlRowBytes(t.type, cols)), file_);
+  }
+
   // A [experts][rows][cols] stack of matrices (GGUF dims {cols, rows, experts}: llama.cpp's ffn_*_exps),
   // each expert's rows used in place. A block never spans two rows, so each expert starts on a row.
   std::vector<WeightMatrix> Experts(const std::string& name, int experts, int rows, int cols) {
@@ -153,23 +163,108 @@ std::vector<float> UnpermuteRopeBias(const std::vector<float>& gguf, int head_di
   return hf;
 }
 
+// The architectures plumb runs from a GGUF (general.architecture), with the model_type each becomes.
+struct GgufArch {
+  const char* name;
+  const char* model_type;
+};
+constexpr GgufArch kGgufArchs[] = {{"llama", "llama"},        {"qwen2", "qwen2"},   {"qwen3", "qwen3"},
+                                   {"qwen3moe", "qwen3_moe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3"},
+                                   {"olmo2", "olmo2"},        {"phi3", "phi3"},     {"smollm3", "smollm3"}};
+
+std::string GgufArchNames() {
+  std::string names;
+  const std::size_t n = std::size(kGgufArchs);
+  for (std::size_t i = 0; i < n; ++i) {
+    names += (i == 0 ? "'" : i + 1 == n ? " and '" : ", '") + std::string(kGgufArchs[i].name) + "'";
+  }
+  return names;
+}
+
+// llama.cpp's converter permutes Q/K rows for its LlamaModel and subclasses (llama: Llama, Mistral, Mixtral;
+// smollm3), which llama.cpp runs with adjacent-pair RoPE; the other archs keep Hugging Face's order and
+// llama.cpp runs them with NEOX (rotate-half) RoPE.
+bool PermutesRopeRows(const std::string& arch) {
+  return arch == "llama" || arch == "smollm3";
+}
+
+// A uint key that must fit an int and be positive, or nullopt when absent.
+std::optional<int> OptionalPositive(const GgufFile& file, const std::string& key) {
+  if (!file.FindValue(key)) return std::nullopt;
+  return PositiveInt(file, key);
+}
+
+// A float key that must be a number in [0, 1e30), or nullopt when absent.
+std::optional<float> OptionalNonNegative(const GgufFile& file, const std::string& key) {
+  const std::optional<double> value = file.FindFloat(key);
+  if (!value) return std::nullopt;
+  if (!(*value >= 0.0 && *value < 1e30)) {
+    throw MakeError(file.path(), ": metadata key '", key, "' = ", *value, " must be a non-negative number");
+  }
+  return static_cast<float>(*value);
+}
+
+// `<arch>.attention.scale`: the query scale where it is not 1/sqrt(head_dim). llama.cpp defines the key (for
+// Granite and others) but derives Gemma's from the model size; export_gguf.py writes it for a Gemma whose
+// query_pre_attn_scalar is not head_dim, which llama.cpp's layout cannot say otherwise.
+void ReadAttentionScale(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  if (const std::optional<float> scale = OptionalNonNegative(file, arch + ".attention.scale")) {
+    if (*scale == 0.0f) throw MakeError(file.path(), ": metadata key '", arch, ".attention.scale' = 0");
+    c.attention_scale = *scale;
+  }
+}
+
+// `<arch>.attention.sliding_window_pattern` as a period (llama.cpp's set_swa_pattern: layer i is local unless
+// (i + 1) is a multiple of it), where a Gemma's differs from llama.cpp's fixed one.
+void ReadSwaPattern(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  const std::string key = arch + ".attention.sliding_window_pattern";
+  const GgufValue* v = file.FindValue(key);
+  if (v == nullptr) return;
+  if (v->type == GgufValueType::ARRAY) {
+    throw MakeError(file.path(), ": metadata key '", key,
+                    "' is a per-layer array; plumb reads a period (an unsigned integer)");
+  }
+  c.sliding_window_pattern = PositiveInt(file, key);
+}
+
+// Gemma 2 as llama.cpp reads it (LLM_ARCH_GEMMA2): window 4096 on every other layer unless the file says,
+// attention soft-capping 50 and final 30 unless it says (llama_hparams' defaults), GeGLU, sqrt(d) embedding
+// scale, the norms around attention and MLP; the 27B (46 layers) scales queries by 1/sqrt(d / n_heads).
+void ReadGemma2(const GgufFile& file, ModelConfig& c) {
+  c.model_type = "gemma2";
+  c.mlp_activation = MlpActivation::kGeluTanh;
+  c.scale_embedding = c.sandwich_norm = true;
+  c.sliding_window = OptionalPositive(file, "gemma2.attention.sliding_window").value_or(4096);
+  c.sliding_window_pattern = 2;
+  ReadSwaPattern(file, "gemma2", c);
+  c.attn_logit_softcap = OptionalNonNegative(file, "gemma2.attn_logit_softcapping").value_or(50.0f);
+  c.final_logit_softcap = OptionalNonNegative(file, "gemma2.final_logit_softcapping").value_or(30.0f);
+  if (c.num_layers == 46) {
+    c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads)));
+  }
+  ReadAttentionScale(file, "gemma2", c);
+}
+
 // Gemma 3's hyper-parameters as llama.cpp reads them (llama_model::load_hparams, LLM_ARCH_GEMMA3): what the
 // file does not say is fixed by the architecture. docs/models.md "Gemma 3".
 void ReadGemma3(const GgufFile& file, ModelConfig& c) {
-  // Five local layers, then a global one; the local layers rotate with base 10000, the global ones with
-  // gemma3.rope.freq_base (1e6).
+  // Five local layers, then a global one; the local layers rotate with base 10000 (the converter's
+  // gemma3.rope.freq_base_swa where written), the global ones with gemma3.rope.freq_base (1e6).
   const std::uint64_t window = file.FindUint("gemma3.attention.sliding_window").value_or(0);
   if (window > (1u << 30)) {
     throw MakeError(file.path(), ": metadata key 'gemma3.attention.sliding_window' = ", window,
                     " is out of range");
   }
   SetGemma3Architecture(c, static_cast<int>(window));
-  if (const std::optional<double> cap = file.FindFloat("gemma3.final_logit_softcapping")) {
-    if (!(*cap >= 0.0 && *cap < 1e30)) {
-      throw MakeError(file.path(), ": metadata key 'gemma3.final_logit_softcapping' = ", *cap,
-                      " must be a non-negative number");
+  if (window > 0) {
+    ReadSwaPattern(file, "gemma3", c);
+    if (const std::optional<float> base = OptionalNonNegative(file, "gemma3.rope.freq_base_swa")) {
+      if (*base == 0.0f) throw MakeError(file.path(), ": metadata key 'gemma3.rope.freq_base_swa' = 0");
+      c.rope_theta_local = *base;
     }
-    c.final_logit_softcap = static_cast<float>(*cap);
+  }
+  if (const std::optional<float> cap = OptionalNonNegative(file, "gemma3.final_logit_softcapping")) {
+    c.final_logit_softcap = *cap;
   }
   if (file.FindFloat("gemma3.attn_logit_softcapping").value_or(0.0) > 0.0) {
     throw MakeError(file.path(),
@@ -177,10 +272,11 @@ void ReadGemma3(const GgufFile& file, ModelConfig& c) {
                     "soft-capping; Gemma 3 has none)");
   }
   // llama.cpp scales queries by 1/√head_dim for every Gemma 3 but the 27B (62 layers), which uses
-  // 1/√(d / n_heads); plumb's attention scales by 1/√head_dim only.
-  if (c.num_layers == 62 && c.hidden_size / c.num_heads != c.head_dim) {
-    throw MakeError(file.path(), ": Gemma 3 27B's query scale 1/sqrt(d / n_heads) is not supported");
+  // 1/√(d / n_heads).
+  if (c.num_layers == 62) {
+    c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads)));
   }
+  ReadAttentionScale(file, "gemma3", c);
 }
 
 // The `<arch>.*` keys plumb reads or checks (llama.cpp's names, without the prefix). Any other key of the
@@ -207,9 +303,35 @@ constexpr const char* kKnownArchKeys[] = {"context_length",
                                           "expert_count",
                                           "expert_used_count",
                                           "expert_feed_forward_length"};
-// And those of Gemma 3 alone (ReadGemma3).
-constexpr const char* kGemma3Keys[] = {"attention.sliding_window", "final_logit_softcapping",
-                                       "attn_logit_softcapping"};
+// And those of some archs alone (ReadGemma2, ReadGemma3, ReadSlidingWindow).
+struct ArchKey {
+  const char* arch;
+  const char* key;
+};
+constexpr ArchKey kArchOnlyKeys[] = {{"gemma2", "attention.sliding_window"},
+                                     {"gemma2", "attention.sliding_window_pattern"},
+                                     {"gemma2", "attention.scale"},
+                                     {"gemma2", "final_logit_softcapping"},
+                                     {"gemma2", "attn_logit_softcapping"},
+                                     {"gemma3", "attention.sliding_window"},
+                                     {"gemma3", "attention.sliding_window_pattern"},
+                                     {"gemma3", "attention.scale"},
+                                     {"gemma3", "rope.freq_base_swa"},
+                                     {"gemma3", "final_logit_softcapping"},
+                                     {"gemma3", "attn_logit_softcapping"},
+                                     {"llama", "attention.sliding_window"},
+                                     {"phi3", "attention.sliding_window"}};
+
+// A window on every layer: Mistral's, which export_gguf.py writes as llama.attention.sliding_window
+// (llama.cpp's llama arch has no window and ignores the key), and Phi-3's phi3.attention.sliding_window (0:
+// none, as the converter writes for a config.json without one). Both run as transformers runs them.
+void ReadSlidingWindow(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  const std::string key = arch + ".attention.sliding_window";
+  const std::optional<std::uint64_t> window = file.FindUint(key);
+  if (!window || *window == 0) return;
+  c.sliding_window = PositiveInt(file, key);
+  c.sliding_window_pattern = 0;
+}
 
 std::string ValueText(const GgufValue& v) {
   if (v.type == GgufValueType::STRING) return "'" + v.string + "'";
@@ -230,8 +352,9 @@ void RefuseUnknownArchKeys(const GgufFile& file, const std::string& arch) {
     if (!key.starts_with(p)) continue;
     const std::string_view rest = std::string_view(key).substr(p.size());
     const auto is_rest = [&](const char* k) { return rest == k; };
-    const bool known = std::ranges::any_of(kKnownArchKeys, is_rest) ||
-                       (arch == "gemma3" && std::ranges::any_of(kGemma3Keys, is_rest));
+    const bool known =
+        std::ranges::any_of(kKnownArchKeys, is_rest) ||
+        std::ranges::any_of(kArchOnlyKeys, [&](const ArchKey& k) { return arch == k.arch && rest == k.key; });
     if (!known) {
       throw MakeError(file.path(), ": metadata key '", key, "' = ", ValueText(value),
                       " is not one plumb implements (it may change the math; docs/models.md \"What plumb "
@@ -282,13 +405,19 @@ void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig&
   }
 }
 
-// Qwen3-MoE as llama.cpp runs it (LLM_ARCH_QWEN3MOE): every layer MoE, softmax routing, the chosen
-// weights always renormalized (llama.cpp passes norm_w = true; Qwen3-MoE's checkpoints set norm_topk_prob).
-void ReadQwen3Moe(const GgufFile& file, ModelConfig& c) {
-  const std::string p = "qwen3moe.";
+// Mixture of experts as llama.cpp runs Qwen3-MoE (LLM_ARCH_QWEN3MOE) and a llama with llama.expert_count
+// (Mixtral): every layer MoE, softmax routing, the chosen weights always renormalized (llama.cpp passes
+// norm_w = true; Qwen3-MoE's checkpoints set norm_topk_prob, Mixtral's router always renormalizes). A Mixtral
+// expert is as wide as feed_forward_length; a Qwen3-MoE one says its width in expert_feed_forward_length.
+void ReadExperts(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  const std::string p = arch + ".";
   c.num_experts = PositiveInt(file, p + "expert_count");
+  if (!file.FindValue(p + "expert_used_count")) {
+    throw MakeError(file.path(), ": a mixture-of-experts '", arch, "' model (", p,
+                    "expert_count = ", c.num_experts, ") needs ", p, "expert_used_count");
+  }
   c.experts_per_token = PositiveInt(file, p + "expert_used_count");
-  c.moe_intermediate_size = PositiveInt(file, p + "expert_feed_forward_length");
+  c.moe_intermediate_size = PositiveInt(file, p + "expert_feed_forward_length", c.intermediate_size);
   if (c.experts_per_token > c.num_experts) {
     throw MakeError(file.path(), ": ", p, "expert_used_count = ", c.experts_per_token, " exceeds ", p,
                     "expert_count = ", c.num_experts);
@@ -301,21 +430,25 @@ void ReadQwen3Moe(const GgufFile& file, ModelConfig& c) {
 
 ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string& arch = file.GetString("general.architecture");
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "gemma3") {
-    throw MakeError(file.path(), ": general.architecture '", arch,
-                    "' is not supported (plumb runs 'llama', 'qwen2', 'qwen3', 'qwen3moe' and 'gemma3'; "
-                    "docs/models.md)");
+  const GgufArch* known = std::ranges::find_if(kGgufArchs, [&](const GgufArch& a) { return arch == a.name; });
+  if (known == std::end(kGgufArchs)) {
+    throw MakeError(file.path(), ": general.architecture '", arch, "' is not supported (plumb runs ",
+                    GgufArchNames(), "; docs/models.md)");
   }
   RefuseUnknownArchKeys(file, arch);
   const std::string p = arch + ".";
-  for (const char* moe : {"expert_count", "expert_used_count", "expert_feed_forward_length"}) {
-    if (arch != "qwen3moe" && file.FindUint(p + moe).value_or(0) > 0) {
-      throw MakeError(file.path(), ": mixture-of-experts '", arch, "' models (", p, moe, " = ",
-                      *file.FindUint(p + moe), ") are not supported (plumb runs 'qwen3moe')");
+  // llama.cpp's llama arch is Mixtral when it has experts; qwen3moe always has them; the others never.
+  const bool moe =
+      arch == "qwen3moe" || (arch == "llama" && file.FindUint(p + "expert_count").value_or(0) > 0);
+  for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length"}) {
+    if (!moe && file.FindUint(p + key).value_or(0) > 0) {
+      throw MakeError(file.path(), ": mixture-of-experts '", arch, "' models (", p, key, " = ",
+                      *file.FindUint(p + key),
+                      ") are not supported (plumb runs 'qwen3moe' and 'llama' ones)");
     }
   }
   ModelConfig c;
-  c.model_type = arch == "qwen3moe" ? "qwen3_moe" : arch;  // one name per family: config.json's
+  c.model_type = known->model_type;  // one name per family: config.json's
   c.hidden_size = PositiveInt(file, p + "embedding_length");
   // A MoE model's dense MLP width says nothing when every layer is MoE (llama.cpp reads it as optional).
   c.intermediate_size =
@@ -332,10 +465,18 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
                     " differs from attention.key_length = ", c.head_dim,
                     " (plumb's value heads are as long as its key heads)");
   }
+  // Phi-3 turns only the first rope.dimension_count dims of each head (Phi-4-mini: 3/4 of them), as the
+  // converter writes it (int(partial_rotary_factor * n_embd) // n_head); every other arch turns them all.
   if (const std::optional<std::uint64_t> rot = file.FindUint(p + "rope.dimension_count");
       rot && *rot != static_cast<std::uint64_t>(c.head_dim)) {
-    throw MakeError(file.path(), ": ", p, "rope.dimension_count = ", *rot, " differs from the head size ",
-                    c.head_dim, " (partial rotary embeddings are not supported)");
+    if (arch != "phi3" || *rot == 0 || *rot > static_cast<std::uint64_t>(c.head_dim) || *rot % 2 != 0) {
+      throw MakeError(file.path(), ": ", p, "rope.dimension_count = ", *rot, " differs from the head size ",
+                      c.head_dim,
+                      arch == "phi3" ? " and is not an even number below it"
+                                     : " (partial rotary embeddings are not supported for '" + arch +
+                                           "'; plumb reads them for 'phi3')");
+    }
+    c.rotary_dim = static_cast<int>(*rot);
   }
   c.rms_norm_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon"));
   c.rope_theta = static_cast<float>(file.FindFloat(p + "rope.freq_base").value_or(10000.0));
@@ -346,9 +487,21 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
       embedding.dims.size() == 2 && embedding.dims[1] <= (1u << 30) ? static_cast<int>(embedding.dims[1]) : 0;
   c.vocab_size = PositiveInt(file, p + "vocab_size", embedding_rows);
   c.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
+  if (arch == "gemma2") ReadGemma2(file, c);
   if (arch == "gemma3") ReadGemma3(file, c);
+  if (arch == "llama" || arch == "phi3") ReadSlidingWindow(file, arch, c);
   if (arch == "qwen3" || arch == "qwen3moe") c.qk_norm = true;  // attn_q_norm, attn_k_norm
-  if (arch == "qwen3moe") ReadQwen3Moe(file, c);
+  if (arch == "olmo2") {
+    // No norm before attention and MLP, one after each (post_attention_norm, post_ffw_norm), and QK-norm over
+    // the whole q and k projections (llama.cpp's olmo2 graph: attn_q_norm is [n_embd_head · n_head]).
+    c.pre_norm = false;
+    c.sandwich_norm = c.qk_norm = c.qk_norm_whole = true;
+  }
+  if (arch == "smollm3") {
+    // llama.cpp skips RoPE on every 4th layer (n_no_rope_layer_step = 4, which no GGUF key sets).
+    for (int layer = 3; layer < c.num_layers; layer += 4) c.nope_layers.push_back(layer);
+  }
+  if (moe) ReadExperts(file, arch, c);
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
   if (std::optional<std::uint64_t> bos = file.FindUint("tokenizer.ggml.bos_token_id"))
     c.bos_token_id = static_cast<int>(std::min<std::uint64_t>(*bos, 1u << 30));
@@ -361,23 +514,29 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
 ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const GgufFile>& file) {
   TensorReader f(file);
   const int d = c.hidden_size;
-  // llama.cpp's converter permutes Q/K rows for Llama only; Qwen2, Qwen3 and Gemma 3 GGUFs keep Hugging
-  // Face's order and llama.cpp runs them with its NEOX (rotate-half) RoPE.
-  const bool permuted_rope_rows = c.model_type == "llama";
+  const bool permuted_rope_rows = PermutesRopeRows(file->GetString("general.architecture"));
+  const bool fused = c.model_type == "phi3";  // attn_qkv, and ffn_up holding gate then up
   ModelWeights w;
   w.token_embedding = f.Matrix("token_embd.weight", c.vocab_size, d);
   w.layers.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w.layers[i];
-    l.attn_norm = f.Vector(p + "attn_norm.weight", d);
-    l.wq = f.Matrix(p + "attn_q.weight", c.QueryDim(), d);
-    l.wk = f.Matrix(p + "attn_k.weight", c.KvDim(), d);
+    if (c.pre_norm) l.attn_norm = f.Vector(p + "attn_norm.weight", d);
+    if (fused) {
+      const int rows = c.QueryDim() + 2 * c.KvDim();
+      l.wq = f.MatrixRows(p + "attn_qkv.weight", rows, d, 0, c.QueryDim());
+      l.wk = f.MatrixRows(p + "attn_qkv.weight", rows, d, c.QueryDim(), c.KvDim());
+      l.wv = f.MatrixRows(p + "attn_qkv.weight", rows, d, c.QueryDim() + c.KvDim(), c.KvDim());
+    } else {
+      l.wq = f.Matrix(p + "attn_q.weight", c.QueryDim(), d);
+      l.wk = f.Matrix(p + "attn_k.weight", c.KvDim(), d);
+      l.wv = f.Matrix(p + "attn_v.weight", c.KvDim(), d);
+    }
     if (permuted_rope_rows) {
       l.wq = UnpermuteRopeRows(l.wq, c.head_dim);
       l.wk = UnpermuteRopeRows(l.wk, c.head_dim);
     }
-    l.wv = f.Matrix(p + "attn_v.weight", c.KvDim(), d);
     if (c.attention_bias) {
       l.bq = f.Vector(p + "attn_q.bias", c.QueryDim());
       l.bk = f.Vector(p + "attn_k.bias", c.KvDim());
@@ -388,15 +547,15 @@ ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const G
       }
     }
     l.wo = f.Matrix(p + "attn_output.weight", d, c.QueryDim());
-    if (c.qk_norm) {
-      l.q_norm = f.Vector(p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = f.Vector(p + "attn_k_norm.weight", c.head_dim);
+    if (c.qk_norm) {  // per head, or OLMo 2's over the whole projection
+      l.q_norm = f.Vector(p + "attn_q_norm.weight", c.qk_norm_whole ? c.QueryDim() : c.head_dim);
+      l.k_norm = f.Vector(p + "attn_k_norm.weight", c.qk_norm_whole ? c.KvDim() : c.head_dim);
     }
     if (c.sandwich_norm) {
       l.post_attn_norm = f.Vector(p + "post_attention_norm.weight", d);
       l.post_mlp_norm = f.Vector(p + "post_ffw_norm.weight", d);
     }
-    l.mlp_norm = f.Vector(p + "ffn_norm.weight", d);
+    if (c.pre_norm) l.mlp_norm = f.Vector(p + "ffn_norm.weight", d);
     if (c.IsMoeLayer(i)) {
       const int e = c.num_experts, ffn = c.moe_intermediate_size;
       l.router = f.Matrix(p + "ffn_gate_inp.weight", e, d);
@@ -406,9 +565,15 @@ ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const G
       for (int x = 0; x < e; ++x) l.experts.push_back({gate[x], up[x], down[x]});
       continue;
     }
-    l.w_gate = f.Matrix(p + "ffn_gate.weight", c.intermediate_size, d);
-    l.w_up = f.Matrix(p + "ffn_up.weight", c.intermediate_size, d);
-    l.w_down = f.Matrix(p + "ffn_down.weight", d, c.intermediate_size);
+    const int ffn = c.intermediate_size;
+    if (fused) {  // llama.cpp's swiglu over the fused ffn_up: silu of the first half times the second
+      l.w_gate = f.MatrixRows(p + "ffn_up.weight", 2 * ffn, d, 0, ffn);
+      l.w_up = f.MatrixRows(p + "ffn_up.weight", 2 * ffn, d, ffn, ffn);
+    } else {
+      l.w_gate = f.Matrix(p + "ffn_gate.weight", ffn, d);
+      l.w_up = f.Matrix(p + "ffn_up.weight", ffn, d);
+    }
+    l.w_down = f.Matrix(p + "ffn_down.weight", d, ffn);
   }
   w.final_norm = f.Vector("output_norm.weight", d);
   if (!c.tie_word_embeddings) w.lm_head = f.Matrix("output.weight", c.vocab_size, d);

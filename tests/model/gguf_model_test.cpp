@@ -227,8 +227,8 @@ TEST(GgufModel, EveryMissingOrInconsistentPieceIsNamed) {
        "edited.gguf: tensor 'blk.0.attn_q_norm.weight' (offset "},
       {{.add_tensor = "rope_freqs.weight", .add_dims = {7}}, "tensor 'rope_freqs.weight' (offset "},
       {{.set_key = "general.architecture", .set_value = testing::GgufString("deepseek2")},
-       "general.architecture 'deepseek2' is not supported (plumb runs 'llama', 'qwen2', 'qwen3', 'qwen3moe' "
-       "and 'gemma3'"},
+       "general.architecture 'deepseek2' is not supported (plumb runs 'llama', 'qwen2', 'qwen3', 'qwen3moe', "
+       "'gemma2', 'gemma3', 'olmo2', 'phi3' and 'smollm3'"},
       {{.drop_tensor = "blk.1.ffn_down.weight"}, "edited.gguf: missing tensor 'blk.1.ffn_down.weight'"},
       {{.drop_tensor = "token_embd.weight"}, "missing tensor 'token_embd.weight'"},
       {{.reshape_tensor = "blk.0.attn_k.weight"}, "tensor 'blk.0.attn_k.weight' (offset "},

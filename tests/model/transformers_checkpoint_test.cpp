@@ -1,7 +1,8 @@
 // Checkpoints that Hugging Face transformers built and saved itself (fixtures/transformers, written by
 // tools/reference/make_transformers_fixtures.py with the versions its manifests name): each one plumb runs
-// gives transformers' logits and greedy ids, and each one it does not run is refused naming its family. None
-// runs silently wrong: the point of issue #31 and of docs/models.md "What plumb refuses".
+// gives transformers' logits and greedy ids, from the checkpoint and from its GGUF, and each one it does not
+// run is refused naming its family. None runs silently wrong: the point of issues #31 and #35 and of
+// docs/models.md "What plumb refuses".
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -87,6 +89,18 @@ std::vector<double> ExpectedLogits(const SafetensorsFile& expected) {
   }
   const std::vector<float> f32 = expected.ReadF32("logits");
   return {f32.begin(), f32.end()};
+}
+
+// Directories of fixtures/transformers that hold a model.f16.gguf.
+std::vector<std::string> GgufCheckpoints() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(testing::FixtureDir("transformers"))) {
+    if (entry.is_directory() && fs::exists(entry.path() / "model.f16.gguf")) {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // Logits of every position of the teacher-forced sequence, then plumb's own greedy continuation, with each
@@ -187,6 +201,91 @@ TEST(TransformersCheckpoints, Llama3ScalingFromAGgufsRopeFreqs) {
         << "pair " << i;
   }
   ExpectTransformersOutput(dir + "/model.f32.gguf", dir + "/expected.safetensors");
+}
+
+// The same checkpoints as GGUFs (model.f16.gguf, written by tools/reference/export_gguf.py
+// transformers-fixtures the way llama.cpp's converter writes each architecture: its metadata keys, tensor
+// names, Q/K permutation, fused Phi-3 tensors, Gemma's norms + 1, stacked experts). Each loads through
+// plumb's normal loader and gives transformers' logits and greedy ids: the F16 weights are the same numbers,
+// so expected.safetensors applies.
+TEST(TransformersGguf, EachRunsAsTransformersDoes) {
+  const std::vector<std::string> names = GgufCheckpoints();
+  // Every runnable family but qwen3-moe and smollm3, whose layouts llama.cpp's GGUF cannot say
+  // (fixtures/transformers/README.md, "GGUF").
+  ASSERT_GE(names.size(), 13u) << "fixtures/transformers lost GGUFs";
+  for (const std::string& name : names) {
+    const std::string dir = testing::FixtureDir("transformers") + "/" + name;
+    ExpectTransformersOutput(dir + "/model.f16.gguf", dir + "/expected.safetensors");
+  }
+}
+
+// The GGUF and the safetensors checkpoint must read into the same hyper-parameters: the tolerance above could
+// hide a field that changes the logits only a little.
+TEST(TransformersGguf, ConfigMatchesTheCheckpoints) {
+  for (const std::string& name : GgufCheckpoints()) {
+    SCOPED_TRACE(name);
+    const std::string dir = testing::FixtureDir("transformers") + "/" + name;
+    const ModelConfig g = Model::Load(dir + "/model.f16.gguf").config();
+    const ModelConfig h = Model::Load(dir).config();
+    EXPECT_EQ(g.num_layers, h.num_layers);
+    EXPECT_EQ(g.head_dim, h.head_dim);
+    EXPECT_EQ(g.RotaryDim(), h.RotaryDim());
+    EXPECT_EQ(g.rope_theta, h.rope_theta);
+    EXPECT_EQ(g.tie_word_embeddings, h.tie_word_embeddings);
+    EXPECT_EQ(g.attention_bias, h.attention_bias);
+    EXPECT_EQ(g.sliding_window, h.sliding_window);
+    for (int layer = 0; layer < h.num_layers; ++layer) {
+      EXPECT_EQ(g.AttentionWindow(layer), h.AttentionWindow(layer)) << "layer " << layer;
+      EXPECT_EQ(g.RopeTheta(layer), h.RopeTheta(layer)) << "layer " << layer;
+      EXPECT_EQ(g.UsesRope(layer), h.UsesRope(layer)) << "layer " << layer;
+      EXPECT_EQ(g.IsMoeLayer(layer), h.IsMoeLayer(layer)) << "layer " << layer;
+    }
+    EXPECT_EQ(g.mlp_activation, h.mlp_activation);
+    EXPECT_EQ(g.scale_embedding, h.scale_embedding);
+    EXPECT_EQ(g.qk_norm, h.qk_norm);
+    EXPECT_EQ(g.qk_norm_whole, h.qk_norm_whole);
+    EXPECT_EQ(g.sandwich_norm, h.sandwich_norm);
+    EXPECT_EQ(g.pre_norm, h.pre_norm);
+    EXPECT_EQ(g.attn_logit_softcap, h.attn_logit_softcap);
+    EXPECT_EQ(g.final_logit_softcap, h.final_logit_softcap);
+    // 0 means 1/sqrt(head_dim) for both.
+    const auto scale = [](const ModelConfig& c) {
+      return c.attention_scale > 0 ? c.attention_scale : static_cast<float>(1.0 / std::sqrt(c.head_dim));
+    };
+    EXPECT_FLOAT_EQ(scale(g), scale(h));
+    EXPECT_EQ(g.num_experts, h.num_experts);
+    EXPECT_EQ(g.experts_per_token, h.experts_per_token);
+    EXPECT_EQ(g.moe_intermediate_size, h.moe_intermediate_size);
+    EXPECT_EQ(g.rope_scaling.type == RopeScalingType::kLinear,
+              h.rope_scaling.type == RopeScalingType::kLinear);
+  }
+}
+
+// A GGUF of an architecture plumb does not run is refused naming the ones it does.
+TEST(TransformersGguf, UnknownArchitectureIsRefusedNamingTheSupportedList) {
+  const std::string source = testing::FixtureDir("transformers") + "/qwen2/model.f16.gguf";
+  std::ifstream in(source, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // general.architecture is the first key: its value "qwen2" becomes "qwen9" in place (same length), and
+  // every qwen2.* key with it stays as it is (refused or not, the architecture is judged first).
+  const std::string from = "qwen2", to = "qwen9";
+  const auto at = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  ASSERT_NE(at, bytes.end());
+  std::copy(to.begin(), to.end(), at);
+  const fs::path path = fs::path(::testing::TempDir()) / "unknown-arch.gguf";
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  try {
+    Model::Load(path.string());
+    ADD_FAILURE() << "a 'qwen9' GGUF loaded";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("general.architecture 'qwen9' is not supported"), std::string::npos) << message;
+    for (const char* arch : {"'llama'", "'qwen2'", "'qwen3'", "'qwen3moe'", "'gemma2'", "'gemma3'", "'olmo2'",
+                             "'phi3'", "'smollm3'"}) {
+      EXPECT_NE(message.find(arch), std::string::npos) << arch << " missing from: " << message;
+    }
+  }
+  fs::remove(path);
 }
 
 }  // namespace

@@ -1,11 +1,46 @@
-"""Convert a Hugging Face Llama checkpoint to GGUF, as llama.cpp's converter does, and write the
-tiny-llama GGUF fixtures with their float64 goldens.
+"""Convert a Hugging Face checkpoint to GGUF, as llama.cpp's converter does, and write the tiny-llama GGUF
+fixtures with their float64 goldens and fixtures/transformers/*/model.f16.gguf.
 
     python3 tools/reference/export_gguf.py convert CHECKPOINT_DIR OUT.gguf [--type f32|f16|q8_0|q4_0|q4_1]
     python3 tools/reference/export_gguf.py fixtures [--out DIR]        # default DIR: <repo>/fixtures
+    python3 tools/reference/export_gguf.py transformers-fixtures [--root DIR]   # fixtures/transformers
 
-`convert` reads CHECKPOINT_DIR/config.json and CHECKPOINT_DIR/model.safetensors (one file,
-LlamaForCausalLM) and writes the GGUF with gguf-py's GGUFWriter, following llama.cpp's
+Families (ARCHITECTURES; the converter's classes, convert_hf_to_gguf.py / conversion/*.py): Llama, Mistral and
+Mixtral as arch llama (LlamaModel), SmolLM3 as smollm3 (a LlamaModel), Qwen2 qwen2, Qwen3 qwen3, Qwen3-MoE
+qwen3moe, Gemma 2 gemma2, Gemma 3 (text) gemma3, OLMo 2 olmo2, Phi-3 phi3. Tensor names are gguf-py's
+TensorNameMap for the arch (what the converter's map_tensor_name reads). Per family, beyond Llama's below:
+Q/K rows are permuted for llama and smollm3 only (the others keep Hugging Face's order: llama.cpp runs them
+with rotate-half RoPE); Mixtral's experts are stacked into blk.N.ffn_{gate,down,up}_exps [n_expert, rows, cols]
+(w1, w2, w3) where the converter meets a layer's last one, its router ffn_gate_inp F32, llama.expert_count and
+expert_used_count written; Phi-3's fused qkv_proj and gate_up_proj are stored as attn_qkv and ffn_up (gate
+rows first) with phi3.rope.dimension_count = int(partial_rotary_factor * n_embd) // n_head,
+phi3.rope.scaling.original_context_length and phi3.attention.sliding_window (0 for none); Gemma 2 and 3 norms
+are stored as w + 1 (attn_norm, post_attention_norm, ffn_norm = pre_feedforward_layernorm, post_ffw_norm,
+Gemma 3's attn_q_norm / attn_k_norm), with <arch>.attn_logit_softcapping / final_logit_softcapping and
+<arch>.attention.sliding_window, Gemma 3's linear RoPE scaling as rope.scaling.type / factor and its local base
+as rope.freq_base_swa (TextModel's keys); OLMo 2 has attn_q_norm / attn_k_norm over the whole projections and
+only post_attention_norm / post_ffw_norm. The metadata keys of each follow its converter class's
+set_gguf_parameters in order.
+
+Deviations from the converter, each because its output would not be this checkpoint's math:
+  * Gemma's +1 is added in float32 (transformers multiplies by 1 + w.float()); the converter adds it to the F16
+    tensor before widening it, which rounds 1 + w to F16 (up to 1e-3 here: far beyond the 1e-5 tolerance).
+  * <arch>.attention.scale (query_pre_attn_scalar^-1/2 in float32) for a Gemma whose query_pre_attn_scalar is
+    not head_dim: llama.cpp derives Gemma's scale from the model size (1/sqrt(head_dim) but for the 27B) and
+    reads the key, which it defines, for other archs only. Written only when it differs from head_dim.
+  * gemma3.attention.sliding_window_pattern (a period, uint32) when the checkpoint's layer_types period is not
+    llama.cpp's fixed 6 (gemma2: 2); llama.cpp defines the key for other archs and ignores it for these.
+  * llama.attention.sliding_window for Mistral's window on every layer: llama.cpp's llama arch has no window
+    (it runs such a file with full attention); the key is the one it defines for other archs.
+  * No tokenizer.* keys (below), so Gemma 3's token_embd keeps every row (the converter drops rows past the
+    tokenizer's vocabulary), and no vocab_size key where the converter takes it from the tokenizer.
+Refused (ValueError), because no GGUF key says it: Qwen3-MoE with dense layers (mlp_only_layers,
+decoder_sparse_step), SmolLM3 whose NoPE layers are not every 4th (llama.cpp's fixed n_no_rope_layer_step),
+Qwen's partial sliding window, LongRoPE, a RoPE type other than default (linear for Gemma 3, llama3 for llama).
+
+The rest of this docstring describes the llama arch.
+
+`convert` reads CHECKPOINT_DIR/config.json and CHECKPOINT_DIR/model.safetensors (one file) and writes the GGUF with gguf-py's GGUFWriter, following llama.cpp's
 convert_hf_to_gguf.py (class LlamaModel) for everything it covers:
 
   * tensor names: token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
@@ -73,8 +108,39 @@ FIXTURE_NAME = "tiny-llama"
 # Every checkpoint the `fixtures` command converts, with the types it writes (f32 first: it has no golden of
 # its own). tiny-qwen3moe: the MoE model as llama.cpp's qwen3moe architecture.
 GGUF_FIXTURES = {FIXTURE_NAME: TYPES, "tiny-qwen3moe": ("f32", "q8_0", "q4_0")}
-# The GGUF architecture written for each Hugging Face class.
-ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen3MoeForCausalLM": "qwen3moe"}
+# The GGUF architecture written for each Hugging Face class, as the converter registers them: Mistral and
+# Mixtral are its LlamaModel (arch llama), SmolLM3 a LlamaModel subclass with an arch of its own.
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "llama",
+    "MixtralForCausalLM": "llama",
+    "SmolLM3ForCausalLM": "smollm3",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3moe",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3",
+    "Olmo2ForCausalLM": "olmo2",
+    "Phi3ForCausalLM": "phi3",
+}
+# The converter's LlamaModel and its subclasses permute Q/K rows (undo_permute) and llama.cpp runs them with
+# adjacent-pair RoPE (LLAMA_ROPE_TYPE_NORM); every other class here keeps Hugging Face's row order and
+# llama.cpp runs it with rotate-half RoPE (LLAMA_ROPE_TYPE_NEOX).
+PERMUTED_ARCHITECTURES = ("llama", "smollm3")
+# Gemma's RMSNorm multiplies by (1 + w): the converter stores w + 1 (Gemma2Model / Gemma3Model.modify_tensors).
+GEMMA_ARCHITECTURES = ("gemma2", "gemma3")
+# llama.cpp's fixed values where a GGUF key is absent (llama_model::load_hparams): Gemma 3's and Gemma 2's
+# sliding-window period, and SmolLM3's NoPE step (n_no_rope_layer_step, which no key sets).
+LLAMA_CPP_SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
+LLAMA_CPP_NO_ROPE_LAYER_STEP = 4
+# The fixtures/transformers checkpoints `transformers-fixtures` converts to model.f16.gguf, and those it does not,
+# with the reason (what llama.cpp's GGUF cannot say).
+TRANSFORMERS_GGUF_SKIPPED = {
+    "granite": "not a family plumb runs (no expected.safetensors)",
+    "qwen3-moe": "mlp_only_layers [0]: llama.cpp's qwen3moe makes every layer MoE",
+    "smollm3": "NoPE on layer 1 of 2 (no_rope_layer_interval 2): llama.cpp's smollm3 skips RoPE on every 4th "
+    "layer (n_no_rope_layer_step = 4) and no GGUF key says otherwise",
+}
 GOLDEN_DIR = "gguf-goldens"
 # The float32 GGUF must reproduce the safetensors golden to float64 rounding level: the weights are
 # the same numbers, only the Q/K row order and the RoPE pairing (and so the summation order in the
@@ -110,17 +176,19 @@ def permute(weights, n_head, n_head_kv):
     return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def gguf_tensor_name(hf_name):
-    """The GGUF name of a Hugging Face Llama / Qwen3 tensor name (the inverse of gguf_ref.hf_name)."""
-    for gguf_name, hf in gguf_ref.GLOBAL_TENSORS.items():
-        if hf == hf_name:
-            return gguf_name
-    parts = hf_name.split(".", 3)
-    if len(parts) == 4 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
-        for suffix, hf_suffix in {**gguf_ref.LAYER_TENSORS, **gguf_ref.QWEN3_LAYER_TENSORS}.items():
-            if hf_suffix == parts[3]:
-                return f"blk.{int(parts[2])}.{suffix}"
-    raise KeyError(f"no GGUF name for Hugging Face tensor {hf_name!r}")
+def gguf_tensor_name(hf_name, architecture="llama", n_layers=None):
+    """The GGUF name of a Hugging Face tensor name, by gguf-py's TensorNameMap for `architecture` (the table
+    the converter's map_tensor_name reads: e.g. post_attention_layernorm is ffn_norm for llama, qwen2/3 and
+    phi3, but post_attention_norm for gemma2/3 and olmo2); raises KeyError for a name it does not know."""
+    import gguf
+
+    parts = hf_name.split(".")
+    layers = n_layers if n_layers is not None else (int(parts[2]) + 1 if len(parts) > 2 and parts[2].isdigit() else 1)
+    arch = next(a for a, name in gguf.MODEL_ARCH_NAMES.items() if name == architecture)
+    name = gguf.get_tensor_name_map(arch, layers).get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    if name is None:
+        raise KeyError(f"no GGUF name for Hugging Face tensor {hf_name!r} ({architecture})")
+    return name
 
 
 def stack_experts(tensors):
@@ -168,21 +236,54 @@ def file_type(out_type):
     return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "q8_0": F.MOSTLY_Q8_0, "q4_0": F.MOSTLY_Q4_0, "q4_1": F.MOSTLY_Q4_1}[out_type]
 
 
+MIXTRAL_EXPERT = "block_sparse_moe.experts."
+
+
+def mixtral_experts(name, tensors, n_experts, done):
+    """The converter's LlamaModel.modify_tensors for Mixtral's block_sparse_moe.experts.E.w{1,2,3}: once the
+    last of a layer's 3 * n_experts matrices has been met (in name order), the stacked [n_experts, rows, cols]
+    tensors of w1, w2, w3 in that order, i.e. ffn_gate_exps, ffn_down_exps, ffn_up_exps; else nothing."""
+    layer = int(name.split(".")[2])
+    prefix = f"model.layers.{layer}.{MIXTRAL_EXPERT}"
+    names = [f"{prefix}{e}.{w}.weight" for w in ("w1", "w2", "w3") for e in range(n_experts)]
+    missing = [n for n in names if n not in tensors]
+    if missing:
+        raise ValueError(f"layer {layer}: missing expert tensors {missing}")
+    done.add(name)
+    if not all(n in done for n in names):
+        return []
+    out = []
+    for w, suffix in (("w1", "ffn_gate_exps"), ("w2", "ffn_down_exps"), ("w3", "ffn_up_exps")):
+        stacked = np.stack([np.asarray(tensors[f"{prefix}{e}.{w}.weight"], dtype=np.float32) for e in range(n_experts)])
+        out.append((f"blk.{layer}.{suffix}.weight", stacked))
+    return out
+
+
 def gguf_tensors(hf_config, tensors):
-    """(GGUF name, float32 values) in writing order: sorted HF names, Q/K permuted for Llama only (llama.cpp
-    rotates halves for Qwen3-MoE); a MoE checkpoint's experts stacked per layer and matrix, after the rest."""
+    """(GGUF name, float32 values) in writing order: sorted HF names, Q/K permuted for the LlamaModel archs
+    (llama, smollm3) only; Gemma's norms + 1 (in float32, see the module docstring); Mixtral's experts stacked
+    where the converter meets the last of a layer's, Qwen3-MoE's stacked per layer and matrix after the rest."""
+    architecture = ARCHITECTURES[hf_config["architectures"][0]]
+    n_layers = hf_config["num_hidden_layers"]
     n_head = hf_config["num_attention_heads"]
     n_head_kv = hf_config.get("num_key_value_heads", n_head)
-    permuted = ARCHITECTURES[hf_config["architectures"][0]] == "llama"
-    tensors, stacked = stack_experts(tensors)
-    out = []
+    permuted = architecture in PERMUTED_ARCHITECTURES
+    stacked = {}
+    if architecture == "qwen3moe":
+        tensors, stacked = stack_experts(tensors)
+    out, done = [], set()
     for name in sorted(tensors):
+        if MIXTRAL_EXPERT in name:
+            out += mixtral_experts(name, tensors, hf_config["num_local_experts"], done)
+            continue
         values = np.asarray(tensors[name], dtype=np.float32)
         if permuted and name.endswith(("q_proj.weight", "q_proj.bias")):
             values = permute(values, n_head, n_head)
         elif permuted and name.endswith(("k_proj.weight", "k_proj.bias")):
             values = permute(values, n_head, n_head_kv)
-        out.append((gguf_tensor_name(name), values))
+        if architecture in GEMMA_ARCHITECTURES and name.endswith("norm.weight"):
+            values = values + np.float32(1.0)
+        out.append((gguf_tensor_name(name, architecture, n_layers), values))
     return out + sorted(stacked.items())
 
 
@@ -245,6 +346,204 @@ def rope_settings(hf):
     raise ValueError(f"RoPE type {kind!r} is not supported by this converter (only default and llama3)")
 
 
+def rope_parameters(hf):
+    """The converter's TextModel.rope_parameters, as far as these checkpoints need it: rope_parameters
+    (transformers 5) or rope_scaling (4), with a top-level rope_theta mirrored in; Gemma 3's nested
+    {"full_attention": ..., "sliding_attention": ...} kept as is."""
+    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    if "full_attention" not in rope and "rope_theta" not in rope and hf.get("rope_theta") is not None:
+        rope["rope_theta"] = hf["rope_theta"]
+    return rope
+
+
+def head_dim_of(hf):
+    return hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]
+
+
+def query_scale(hf):
+    """Gemma's attention scale query_pre_attn_scalar^-1/2 (transformers' default scalar 256), as the float32
+    transformers multiplies the scores by; None where llama.cpp's own scale, 1/sqrt(head_dim), is that."""
+    scalar = hf.get("query_pre_attn_scalar", 256)
+    if scalar == head_dim_of(hf):
+        return None
+    return float(np.float32(1.0 / math.sqrt(scalar)))
+
+
+def swa_pattern(hf):
+    """The period p of a Gemma checkpoint's layer_types (layer i full exactly when (i + 1) % p == 0), checked to
+    be one; transformers' own default where layer_types is absent."""
+    types = hf.get("layer_types")
+    if types is None:
+        return hf.get("sliding_window_pattern") or LLAMA_CPP_SWA_PATTERN[ARCHITECTURES[hf["architectures"][0]]]
+    period = next((i + 1 for i, t in enumerate(types) if t == "full_attention"), 0)
+    want = ["full_attention" if period and (i + 1) % period == 0 else "sliding_attention" for i in range(len(types))]
+    if types != want:
+        raise ValueError(f"layer_types {types} is not periodic: no GGUF key says it")
+    return period
+
+
+def check_representable(hf, architecture, where):
+    """Raises for a checkpoint whose math llama.cpp's GGUF of its architecture cannot say (the module docstring
+    lists what is written instead where a key llama.cpp defines elsewhere can)."""
+    if architecture == "qwen3moe" and (hf.get("mlp_only_layers") or hf.get("decoder_sparse_step", 1) != 1 or not hf.get("norm_topk_prob")):
+        raise ValueError(f"{where}: llama.cpp's qwen3moe has every layer MoE with renormalized weights")
+    if architecture == "smollm3":
+        layers = hf["num_hidden_layers"]
+        flags = hf.get("no_rope_layers")
+        if flags is None:
+            interval = hf.get("no_rope_layer_interval", 4)
+            flags = [int((i + 1) % interval != 0) for i in range(layers)]
+        llama_cpp = [int((i + 1) % LLAMA_CPP_NO_ROPE_LAYER_STEP != 0) for i in range(layers)]
+        if list(flags) != llama_cpp:
+            raise ValueError(
+                f"{where}: no_rope_layers {flags}: llama.cpp's smollm3 skips RoPE on every "
+                f"{LLAMA_CPP_NO_ROPE_LAYER_STEP}th layer ({llama_cpp}) and no GGUF key says otherwise"
+            )
+    if architecture in ("qwen2", "qwen3", "smollm3") and hf.get("use_sliding_window"):
+        raise ValueError(f"{where}: use_sliding_window (a window on some layers) has no GGUF key")
+    if architecture == "olmo2" and (hf.get("sliding_window") is not None or hf.get("attention_bias")):
+        raise ValueError(f"{where}: an OLMo 2 with a sliding window or attention biases is not written here")
+    rope = rope_parameters(hf)
+    full = rope.get("full_attention", rope)
+    kind = full.get("rope_type", full.get("type", "default"))
+    if architecture in ("qwen2", "qwen3", "olmo2", "gemma2", "phi3") and kind != "default":
+        raise ValueError(f"{where}: RoPE type {kind!r} is not written for {architecture}")
+    if architecture == "gemma3":
+        if kind not in ("default", "linear"):
+            raise ValueError(f"{where}: RoPE type {kind!r} is not written for gemma3")
+        local = rope.get("sliding_attention", {})
+        if local.get("rope_type", "default") != "default":
+            raise ValueError(f"{where}: Gemma 3's sliding layers rotate unscaled in llama.cpp")
+    if architecture == "phi3" and (full.get("long_factor") or full.get("short_factor")):
+        raise ValueError(f"{where}: Phi-3's LongRoPE factors are not written here")
+
+
+def write_llama_hparams(writer, hf, architecture, out_type, rope_theta):
+    """The converter's LlamaModel.set_gguf_parameters (arch llama: Llama, Mistral, Mixtral; smollm3), and the
+    qwen3moe keys this exporter has always written in this order."""
+    writer.add_block_count(hf["num_hidden_layers"])
+    writer.add_context_length(hf["max_position_embeddings"])
+    writer.add_embedding_length(hf["hidden_size"])
+    writer.add_feed_forward_length(hf["intermediate_size"])
+    writer.add_head_count(hf["num_attention_heads"])
+    if "num_key_value_heads" in hf:
+        writer.add_head_count_kv(hf["num_key_value_heads"])
+    if rope_theta is not None:
+        writer.add_rope_freq_base(rope_theta)
+    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
+    if hf.get("num_local_experts") and architecture == "llama":  # Mixtral: TextModel's expert keys
+        writer.add_expert_count(hf["num_local_experts"])
+        writer.add_expert_used_count(hf["num_experts_per_tok"])
+    if hf.get("head_dim") is not None:
+        writer.add_key_length(hf["head_dim"])
+        writer.add_value_length(hf["head_dim"])
+    if architecture == "qwen3moe":
+        writer.add_expert_count(hf["num_experts"] if "num_experts" in hf else hf["num_local_experts"])
+        writer.add_expert_used_count(hf["num_experts_per_tok"])
+        writer.add_expert_feed_forward_length(hf["moe_intermediate_size"])
+    if architecture == "llama" and hf.get("sliding_window"):
+        # Mistral's window (every layer): llama.cpp's llama arch has no window and ignores this key, which it
+        # defines for other archs (LLM_KV_ATTENTION_SLIDING_WINDOW). A deviation: see the module docstring.
+        writer.add_sliding_window(hf["sliding_window"])
+    writer.add_file_type(file_type(out_type))
+    writer.add_vocab_size(hf["vocab_size"])
+    writer.add_rope_dimension_count(head_dim_of(hf))
+
+
+def write_text_model_hparams(writer, hf, architecture):
+    """The converter's TextModel.set_gguf_parameters (Qwen2Model, Qwen3Model and Olmo2Model add nothing these
+    checkpoints use), in its order, without general.file_type (written by the caller, last)."""
+    rope = rope_parameters(hf)
+    full = rope.get("full_attention", rope)
+    writer.add_block_count(hf["num_hidden_layers"])
+    writer.add_context_length(hf["max_position_embeddings"])
+    writer.add_embedding_length(hf["hidden_size"])
+    writer.add_feed_forward_length(hf["intermediate_size"])
+    writer.add_head_count(hf["num_attention_heads"])
+    if "num_key_value_heads" in hf:
+        writer.add_head_count_kv(hf["num_key_value_heads"])
+    if full.get("rope_type", full.get("type")) == "linear" and full.get("factor") is not None:
+        writer.add_rope_scaling_type(gguf_module().RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(full["factor"])
+    if full.get("rope_theta") is not None:
+        writer.add_rope_freq_base(full["rope_theta"])
+    if rope.get("sliding_attention", {}).get("rope_theta") is not None:
+        writer.add_rope_freq_base_swa(rope["sliding_attention"]["rope_theta"])
+    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
+    if hf.get("head_dim") is not None:
+        writer.add_key_length(hf["head_dim"])
+        writer.add_value_length(hf["head_dim"])
+
+
+def gguf_module():
+    import gguf
+
+    return gguf
+
+
+def write_gemma2_hparams(writer, hf, out_type):
+    """The converter's Gemma2Model.set_gguf_parameters (it writes no RoPE base: llama.cpp's default 10000), plus
+    gemma2.attention.scale where query_pre_attn_scalar is not head_dim (a deviation: the module docstring)."""
+    writer.add_context_length(hf["max_position_embeddings"])
+    writer.add_embedding_length(hf["hidden_size"])
+    writer.add_block_count(hf["num_hidden_layers"])
+    writer.add_feed_forward_length(hf["intermediate_size"])
+    writer.add_head_count(hf["num_attention_heads"])
+    writer.add_head_count_kv(hf.get("num_key_value_heads", hf["num_attention_heads"]))
+    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
+    writer.add_key_length(hf["head_dim"])
+    writer.add_value_length(hf["head_dim"])
+    writer.add_file_type(file_type(out_type))
+    if hf.get("attn_logit_softcapping") is not None:
+        writer.add_attn_logit_softcapping(hf["attn_logit_softcapping"])
+    if hf.get("final_logit_softcapping") is not None:
+        writer.add_final_logit_softcapping(hf["final_logit_softcapping"])
+    writer.add_sliding_window(hf["sliding_window"])
+    theta = rope_parameters(hf).get("rope_theta", 10000.0)
+    if theta != 10000.0:
+        writer.add_rope_freq_base(theta)  # a deviation: llama.cpp reads it for any arch, the converter omits it
+    if swa_pattern(hf) != LLAMA_CPP_SWA_PATTERN["gemma2"]:
+        writer.add_sliding_window_pattern(swa_pattern(hf))
+    if query_scale(hf) is not None:
+        writer.add_attention_scale(query_scale(hf))
+
+
+def write_gemma3_hparams(writer, hf):
+    """The keys the converter's Gemma3Model.set_gguf_parameters adds after TextModel's (those it writes again,
+    e.g. the head counts, keep their first place and value), plus gemma3.attention.sliding_window_pattern where
+    the checkpoint's period is not llama.cpp's 6 and gemma3.attention.scale where query_pre_attn_scalar is not
+    head_dim (deviations: the module docstring)."""
+    if hf.get("attn_logit_softcapping") is not None:
+        raise ValueError("Gemma 3 has no attention soft-capping (the converter asserts it)")
+    if hf.get("final_logit_softcapping"):
+        writer.add_final_logit_softcapping(hf["final_logit_softcapping"])
+    if hf.get("sliding_window_pattern") != 1:
+        writer.add_sliding_window(hf["sliding_window"])
+    if swa_pattern(hf) != LLAMA_CPP_SWA_PATTERN["gemma3"]:
+        writer.add_sliding_window_pattern(swa_pattern(hf))
+    if query_scale(hf) is not None:
+        writer.add_attention_scale(query_scale(hf))
+
+
+def write_phi3_hparams(writer, hf, out_type):
+    """The converter's Phi3MiniModel.set_gguf_parameters: rope.dimension_count = int(partial_rotary_factor *
+    n_embd) // n_head, a sliding window of 0 where config.json has none."""
+    rope = rope_parameters(hf)
+    n_embd, n_head = hf["hidden_size"], hf["num_attention_heads"]
+    writer.add_context_length(hf["max_position_embeddings"])
+    writer.add_rope_scaling_orig_ctx_len(rope.get("original_max_position_embeddings", hf["original_max_position_embeddings"]))
+    writer.add_embedding_length(n_embd)
+    writer.add_feed_forward_length(hf["intermediate_size"])
+    writer.add_block_count(hf["num_hidden_layers"])
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(hf["num_key_value_heads"])
+    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
+    writer.add_rope_dimension_count(int(rope.get("partial_rotary_factor", 1.0) * n_embd) // n_head)
+    writer.add_rope_freq_base(rope["rope_theta"])
+    writer.add_file_type(file_type(out_type))
+    writer.add_sliding_window(hf.get("sliding_window") or 0)
+
+
 def convert(checkpoint_dir, out_path, out_type, model_name=None):
     """Write the GGUF of a HF checkpoint directory. Returns {GGUF name: ggml type name}."""
     import gguf
@@ -257,36 +556,29 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     if len(classes) != 1 or classes[0] not in ARCHITECTURES:
         raise ValueError(f"{checkpoint_dir}: only {sorted(ARCHITECTURES)} are supported, config says {hf.get('architectures')}")
     architecture = ARCHITECTURES[classes[0]]
-    if architecture == "qwen3moe" and (hf.get("mlp_only_layers") or hf.get("decoder_sparse_step", 1) != 1 or not hf.get("norm_topk_prob")):
-        raise ValueError(f"{checkpoint_dir}: llama.cpp's qwen3moe has every layer MoE with renormalized weights")
+    check_representable(hf, architecture, checkpoint_dir)
     tensors, _ = safetensors_io.load_file(os.path.join(checkpoint_dir, "model.safetensors"))
     if hf.get("tie_word_embeddings", False) != ("lm_head.weight" not in tensors):
         raise ValueError(f"{checkpoint_dir}: tie_word_embeddings disagrees with the presence of lm_head.weight")
-    rope_theta, rope_freqs = rope_settings(hf)
+    rope_freqs = None
 
     writer = gguf.GGUFWriter(out_path, architecture)  # writes general.architecture
     writer.add_type("model")
     writer.add_name(model_name or os.path.basename(os.path.normpath(checkpoint_dir)))
-    writer.add_block_count(hf["num_hidden_layers"])
-    writer.add_context_length(hf["max_position_embeddings"])
-    writer.add_embedding_length(hf["hidden_size"])
-    writer.add_feed_forward_length(hf["intermediate_size"])
-    writer.add_head_count(hf["num_attention_heads"])
-    if "num_key_value_heads" in hf:
-        writer.add_head_count_kv(hf["num_key_value_heads"])
-    if rope_theta is not None:
-        writer.add_rope_freq_base(rope_theta)
-    writer.add_layer_norm_rms_eps(hf["rms_norm_eps"])
-    if hf.get("head_dim") is not None:
-        writer.add_key_length(hf["head_dim"])
-        writer.add_value_length(hf["head_dim"])
-    if architecture == "qwen3moe":
-        writer.add_expert_count(hf["num_experts"])
-        writer.add_expert_used_count(hf["num_experts_per_tok"])
-        writer.add_expert_feed_forward_length(hf["moe_intermediate_size"])
-    writer.add_file_type(file_type(out_type))
-    writer.add_vocab_size(hf["vocab_size"])
-    writer.add_rope_dimension_count(hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"])
+    if architecture in ("llama", "smollm3", "qwen3moe"):
+        rope_theta, rope_freqs = rope_settings(hf)
+        write_llama_hparams(writer, hf, architecture, out_type, rope_theta)
+    elif architecture in ("qwen2", "qwen3", "olmo2"):
+        write_text_model_hparams(writer, hf, architecture)
+        writer.add_file_type(file_type(out_type))
+    elif architecture == "gemma2":
+        write_gemma2_hparams(writer, hf, out_type)
+    elif architecture == "gemma3":
+        write_text_model_hparams(writer, hf, architecture)
+        writer.add_file_type(file_type(out_type))
+        write_gemma3_hparams(writer, hf)
+    else:
+        write_phi3_hparams(writer, hf, out_type)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     types = {}
@@ -561,6 +853,25 @@ def write_fixtures(out_dir, name=FIXTURE_NAME):
     return lines
 
 
+def write_transformers_ggufs(root=None):
+    """fixtures/transformers/<name>/model.f16.gguf for every runnable checkpoint but TRANSFORMERS_GGUF_SKIPPED's
+    (F16 keeps the F16 weights exact and the norms go F32 as the converter writes them, so each directory's
+    expected.safetensors is the GGUF's golden too). Returns report lines."""
+    root = root or os.path.join(make_fixtures.REPO_ROOT, "fixtures", "transformers")
+    lines = []
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(folder, "config.json")):
+            continue
+        if name in TRANSFORMERS_GGUF_SKIPPED:
+            lines.append(f"{name}: skipped: {TRANSFORMERS_GGUF_SKIPPED[name]}")
+            continue
+        path = os.path.join(folder, file_name("f16"))
+        types = convert(folder, path, "f16", model_name=name)
+        lines.append(f"{name}/{file_name('f16')}: {os.path.getsize(path)} bytes, {len(types)} tensors")
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -571,8 +882,13 @@ def main(argv=None):
     c.add_argument("--name", default=None, help="general.name (default: the checkpoint folder's name)")
     f = commands.add_parser("fixtures", help="write the tiny-llama and tiny-qwen3moe GGUF fixtures and their goldens")
     f.add_argument("--out", default=os.path.join(make_fixtures.REPO_ROOT, "fixtures"), help="fixtures folder (default: repo fixtures/)")
+    t = commands.add_parser("transformers-fixtures", help="write fixtures/transformers/*/model.f16.gguf")
+    t.add_argument("--root", default=None, help="folder of the checkpoints (default: repo fixtures/transformers)")
     args = parser.parse_args(argv)
-    if args.command == "convert":
+    if args.command == "transformers-fixtures":
+        for line in write_transformers_ggufs(args.root):
+            print(line)
+    elif args.command == "convert":
         types = convert(args.checkpoint, args.out, args.type, model_name=args.name)
         counts = {}
         for t in types.values():

@@ -745,6 +745,64 @@ def test_safetensors_reader_rejects_bad_offsets():
     raise AssertionError("a truncated data section was accepted")
 
 
+def test_transformers_ggufs_hold_the_checkpoints():
+    """fixtures/transformers/*/model.f16.gguf (export_gguf.py transformers-fixtures), read back by gguf-py's
+    GGUFReader: the architecture llama.cpp's converter gives the class, every tensor named as the converter
+    names it, and each equal to the safetensors one after the converter's changes (Q/K rows permuted for
+    llama/smollm3, Gemma's norms + 1 in float32, Phi-3's qkv and gate_up fused as stored, experts stacked);
+    every checkpoint of export_gguf.TRANSFORMERS_GGUF_SKIPPED has none."""
+    import gguf
+    import export_gguf
+
+    root = os.path.join(REPO_ROOT, "fixtures", "transformers")
+    checked = 0
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        path = os.path.join(folder, "model.f16.gguf")
+        if name in export_gguf.TRANSFORMERS_GGUF_SKIPPED or not os.path.isfile(os.path.join(folder, "config.json")):
+            assert not os.path.exists(path), f"{name}: a GGUF of a checkpoint the exporter skips"
+            continue
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            hf = json.load(f)
+        architecture = export_gguf.ARCHITECTURES[hf["architectures"][0]]
+        reader = gguf.GGUFReader(path)
+        assert reader.fields["general.architecture"].contents() == architecture, name
+        stored = {t.name: t for t in reader.tensors}
+        assert len(stored) == len(reader.tensors), f"{name}: duplicate tensor names"
+        original, _ = safetensors_io.load_file(os.path.join(folder, "model.safetensors"))
+        n_head = hf["num_attention_heads"]
+        n_kv = hf.get("num_key_value_heads", n_head)
+        want = {}
+        experts = {}
+        for hf_name, values in original.items():
+            values = np.asarray(values, dtype=np.float32)
+            parts = hf_name.split(".")
+            if "block_sparse_moe.experts." in hf_name:  # Mixtral: w1 gate, w2 down, w3 up
+                suffix = {"w1": "ffn_gate_exps", "w2": "ffn_down_exps", "w3": "ffn_up_exps"}[parts[6]]
+                experts.setdefault(f"blk.{parts[2]}.{suffix}.weight", {})[int(parts[5])] = values
+                continue
+            if architecture in export_gguf.PERMUTED_ARCHITECTURES and ".q_proj." in hf_name:
+                values = export_gguf.permute(values, n_head, n_head)
+            elif architecture in export_gguf.PERMUTED_ARCHITECTURES and ".k_proj." in hf_name:
+                values = export_gguf.permute(values, n_head, n_kv)
+            if architecture in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
+                values = values + np.float32(1.0)
+            want[export_gguf.gguf_tensor_name(hf_name, architecture, hf["num_hidden_layers"])] = values
+        for gguf_name, by_expert in experts.items():
+            want[gguf_name] = np.stack([by_expert[e] for e in range(len(by_expert))])
+        if "rope_freqs.weight" in stored:  # Llama 3.x scaling: the divisors, as export_gguf computes them
+            _, want["rope_freqs.weight"] = export_gguf.rope_settings(hf)
+        assert sorted(stored) == sorted(want), f"{name}: {sorted(set(stored) ^ set(want))}"
+        for gguf_name, values in want.items():
+            t = stored[gguf_name]
+            expected_type = "F32" if values.ndim == 1 or gguf_name.endswith("ffn_gate_inp.weight") else "F16"
+            assert t.tensor_type.name == expected_type, f"{name}: {gguf_name} is {t.tensor_type.name}"
+            got = np.asarray(t.data, dtype=np.float32).reshape(values.shape)
+            assert np.array_equal(got, values), f"{name}: {gguf_name} differs from model.safetensors"
+        checked += 1
+    assert checked >= 13, f"only {checked} GGUFs in fixtures/transformers"
+
+
 def all_tests():
     return [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
 
