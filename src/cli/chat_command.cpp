@@ -28,8 +28,10 @@ Flags ChatFlags() {
   Flags f;
   AddModelFlag(f);
   f.AddValue("system", "TEXT", "system prompt (default: the chat template's own, if it has one)");
-  f.AddValue("chat-template", "NAME",
-             "chatml, llama3, llama2, gemma or gemma3, instead of the one the model file names");
+  f.AddValue(
+      "chat-template", "NAME",
+      "chatml, llama3, llama2, gemma, gemma3, mistral, phi3, phi4-mini, olmo2 or qwen3, instead of the "
+      "one the model file names");
   f.AddValue("max-tokens", "N", "maximum length of one reply, in tokens", "1024");
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");

@@ -16,7 +16,9 @@ Flags ServeFlags() {
   f.AddValue("host", "ADDR", "the address to listen on (0.0.0.0 to serve other machines too)", "127.0.0.1");
   f.AddValue("port", "N", "the port; 0 = any free one (printed on stderr)", "8080");
   f.AddValue("model-name", "NAME", "the model's id in /v1/models and responses (default: the file's name)");
-  f.AddValue("chat-template", "NAME", "chatml, llama3, llama2, gemma or gemma3 instead of the model's own");
+  f.AddValue("chat-template", "NAME",
+             "chatml, llama3, llama2, gemma, gemma3, mistral, phi3, phi4-mini, olmo2 or qwen3 instead of the "
+             "model's own");
   f.AddValue("max-body-kib", "KiB", "the largest request body accepted (413 above)", "1024");
   f.AddValue("max-queue", "N", "requests waiting for admission beyond --max-batch running ones (429 above)",
              "64");

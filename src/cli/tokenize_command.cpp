@@ -34,7 +34,8 @@ Flags TokenizeFlags() {
   f.AddSwitch("chat", "tokenize the prompt as the user's message of a chat, as plumb chat sends it");
   f.AddValue("system", "TEXT", "with --chat: the system prompt (default: the chat template's own, if any)");
   f.AddValue("chat-template", "NAME",
-             "with --chat: chatml, llama3, llama2, gemma or gemma3 instead of the model's own");
+             "with --chat: chatml, llama3, llama2, gemma, gemma3, mistral, phi3, phi4-mini, olmo2 or qwen3 "
+             "instead of the model's own");
   return f;
 }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,20 +21,41 @@
 namespace plumb {
 namespace {
 
-constexpr std::array<ChatStyle, 5> kStyles = {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2,
-                                              ChatStyle::kGemma, ChatStyle::kGemma3};
+constexpr std::array<ChatStyle, 10> kStyles = {
+    ChatStyle::kChatMl,  ChatStyle::kLlama3, ChatStyle::kLlama2,   ChatStyle::kGemma, ChatStyle::kGemma3,
+    ChatStyle::kMistral, ChatStyle::kPhi3,   ChatStyle::kPhi4Mini, ChatStyle::kOlmo2, ChatStyle::kQwen3};
 
 // What every "cannot apply this template" error ends with.
 constexpr std::string_view kKnownStyles =
     "plumb renders chatml (<|im_start|>), llama3 (<|start_header_id|>, Llama 3.0), llama2 (Meta's "
-    "[INST] <<SYS>> format), gemma (<start_of_turn>, Gemma 1 and 2) and gemma3 (Gemma 3's, with a system "
-    "prompt); choose one by name with --chat-template NAME";
+    "[INST] <<SYS>> format), gemma (<start_of_turn>, Gemma 1 and 2), gemma3 (Gemma 3's, with a system "
+    "prompt), mistral (Mistral/Mixtral's [INST] without a system role), phi3 (Phi-3.5's <|user|>\\n), "
+    "phi4-mini (Phi-4-mini's <|user|>), olmo2 (OLMo 2's Tulu format) and qwen3 (Qwen3's, with <think>); "
+    "choose one by name with --chat-template NAME";
 
 constexpr std::string_view kAlternate = "Conversation roles must alternate user/assistant/user/assistant/...";
 constexpr std::string_view kNoSystem = "System role not supported";
+constexpr std::string_view kMistralRoles = "Only user and assistant roles are supported!";
 
 bool Contains(std::string_view text, std::string_view marker) {
   return text.find(marker) != std::string_view::npos;
+}
+
+// A marker written with real newlines inside its Jinja string literals is found in the template with
+// either real newlines (as tokenizer_config.json decodes them, and as GGUF stores such templates) or the
+// Jinja escape \n in their place: both render the same text.
+bool ContainsEitherNewline(std::string_view text, std::string_view marker) {
+  if (Contains(text, marker)) return true;
+  std::string escaped;
+  for (const char c : marker) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return Contains(text, escaped);
+}
+
+bool ContainsAll(std::string_view text, std::initializer_list<std::string_view> markers) {
+  for (const std::string_view marker : markers) {
+    if (!ContainsEitherNewline(text, marker)) return false;
+  }
+  return true;
 }
 
 // --- UTF-8 and Python's notion of whitespace -------------------------------------------------------------
@@ -276,6 +298,69 @@ bool IsGemma3Template(std::string_view jinja) {
          Contains(jinja, "{{ bos_token }}");
 }
 
+// Mistral-7B-Instruct-v0.2's first template, also Mixtral-8x7B-Instruct-v0.1's: {{ bos_token }}, then
+// '[INST] ' + message['content'] + ' [/INST]' and message['content'] + eos_token, no strip, roles
+// alternating from the first message and only user and assistant. Mistral's later templates (a system
+// message folded into the first turn, ' [INST] ' with a leading space, [SYSTEM_PROMPT], tools) differ.
+bool IsMistralTemplate(std::string_view jinja) {
+  return ContainsAll(jinja, {"{{ bos_token }}{% for message in messages %}",
+                             "{{ '[INST] ' + message['content'] + ' [/INST]' }}",
+                             "{{ message['content'] + eos_token}}", kMistralRoles}) &&
+         !Contains(jinja, "system");
+}
+
+// Phi-3.5-mini-instruct: each message '<|role|>\n' + content + '<|end|>\n' (a system message only if its
+// content is not empty), then '<|assistant|>\n' as the generation prompt or else eos_token.
+bool IsPhi3Template(std::string_view jinja) {
+  return ContainsAll(jinja,
+                     {"{% if message['role'] == 'system' and message['content'] %}",
+                      "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}",
+                      "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}",
+                      "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}",
+                      "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"});
+}
+
+// Phi-4-mini-instruct: '<|' + role + '|>' + content + '<|end|>' (its tools branch needs a message with
+// a 'tools' key, which plumb's messages never have), then '<|assistant|>' or else eos_token.
+bool IsPhi4MiniTemplate(std::string_view jinja) {
+  return ContainsAll(jinja, {"{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}",
+                             "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}"});
+}
+
+// OLMo 2 Instruct (Tulu 3): {{ bos_token }}, '<|system|>\n' / '<|user|>\n' + content + '\n', replies
+// '<|assistant|>\n'  + content + eos_token, + '\n' unless last, and the generation prompt inside the loop
+// after the last message.
+bool IsOlmo2Template(std::string_view jinja) {
+  return ContainsAll(jinja,
+                     {"{{ bos_token }}", "{{ '<|system|>\n' + message['content'] + '\n' }}",
+                      "{{ '<|user|>\n' + message['content'] + '\n' }}",
+                      "{{ '<|assistant|>\n'  + message['content'] + eos_token + '\n' }}",
+                      "{{ '<|assistant|>\n'  + message['content'] + eos_token }}",
+                      "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"});
+}
+
+// Qwen3 (both revisions of Qwen/Qwen3-*): ChatML without a default system turn; a reply is split at
+// '</think>' into reasoning and content, and only replies after the last user query (the last user
+// message not wrapped in <tool_response> tags) keep a '<think>\n' ... '\n</think>\n\n' block: the last
+// message always, earlier ones when their reasoning is not empty. The generation prompt is
+// '<|im_start|>assistant\n' (plumb renders with enable_thinking undefined, as apply_chat_template does by
+// default). Variants that add 'or reasoning_content' to the last-query test, or open <think> in the
+// generation prompt (Qwen3-*-Thinking-2507), write other text and are not this style.
+bool IsQwen3Template(std::string_view jinja) {
+  return ContainsAll(
+             jinja,
+             {"<|im_start|>", "namespace(multi_step_tool=true, last_query_index=messages|length - 1)",
+              "message.content.startswith('<tool_response>') and "
+              "message.content.endswith('</tool_response>')",
+              ".split('</think>')[-1].lstrip('\n')",
+              ".split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')",
+              "{%- if loop.index0 > ns.last_query_index %}",
+              "{%- if loop.last or (not loop.last and reasoning_content) %}",
+              "'\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n')",
+              "{{- '<|im_start|>assistant\n' }}"}) &&
+         !ContainsEitherNewline(jinja, "'<|im_start|>assistant\n<think>");
+}
+
 Error CannotApply(std::string_view jinja, std::string_view why) {
   return MakeError("chat template ", why, " (it starts ", QuoteStart(jinja), "); ", kKnownStyles);
 }
@@ -290,7 +375,13 @@ ChatStyle DetectStyle(std::string_view jinja) {
         "Date\" and today's date, which plumb does not render (llama3 is the 3.0 format)");
   }
   if (Contains(jinja, "<think>")) {
-    throw CannotApply(jinja, "not supported: reasoning templates (<think> blocks) are not rendered by plumb");
+    if (IsQwen3Template(jinja)) return ChatStyle::kQwen3;
+    throw CannotApply(jinja,
+                      "not supported: a reasoning template (<think> blocks) that is not Qwen3's, which "
+                      "is the only one plumb renders");
+  }
+  if (Contains(jinja, "<|im_sep|>")) {
+    throw CannotApply(jinja, "not supported: <|im_sep|> headers (Phi-4) are not ChatML's role + newline");
   }
   if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>")) return ChatStyle::kChatMl;
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|end_header_id|>") &&
@@ -304,10 +395,20 @@ ChatStyle DetectStyle(std::string_view jinja) {
         Contains(jinja, "content.strip()")) {
       return ChatStyle::kLlama2;
     }
+    if (IsMistralTemplate(jinja)) return ChatStyle::kMistral;
     throw CannotApply(jinja,
-                      "not supported: an [INST] template that is not Meta's Llama 2 chat format (which has "
-                      "<<SYS>>, bos_token + '[INST] ' and content.strip())");
+                      "not supported: an [INST] template that is neither Meta's Llama 2 chat format (which "
+                      "has <<SYS>>, bos_token + '[INST] ' and content.strip()) nor Mistral's first one "
+                      "('[INST] ' + message['content'] + ' [/INST]', no system role)");
   }
+  if (Contains(jinja, "<|end|>")) {
+    if (IsPhi3Template(jinja)) return ChatStyle::kPhi3;
+    if (IsPhi4MiniTemplate(jinja)) return ChatStyle::kPhi4Mini;
+    throw CannotApply(jinja,
+                      "not supported: an <|end|> template that is neither Phi-3.5-mini's nor "
+                      "Phi-4-mini's (other Phi-3 revisions strip, add BOS or drop the system role)");
+  }
+  if (Contains(jinja, "<|assistant|>") && IsOlmo2Template(jinja)) return ChatStyle::kOlmo2;
   if (Contains(jinja, "<start_of_turn>") && Contains(jinja, "<end_of_turn>")) {
     // Gemma 1 and 2 reject system messages; Gemma 3 puts them in the first user turn.
     if (Contains(jinja, kNoSystem)) return ChatStyle::kGemma;
@@ -336,6 +437,19 @@ void ValidateConversation(ChatStyle style, const std::vector<ChatMessage>& messa
     throw MakeError("chat template ", ChatStyleName(style), ": the conversation is empty");
   if (style == ChatStyle::kGemma && messages[0].role == "system") {
     throw BadMessage(style, 0, messages[0], std::string(kNoSystem) + " (Gemma has no system role)");
+  }
+  if (style == ChatStyle::kMistral) {
+    // The template's loop: the alternation test first, then any role but user and assistant raises, so a
+    // first system message fails the alternation (it is not a user message at an even index).
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      if ((messages[i].role == "user") != (i % 2 == 0)) {
+        throw BadMessage(style, i, messages[i],
+                         std::string(kAlternate) + " (Mistral's template has no system role)");
+      }
+      if (messages[i].role != "user" && messages[i].role != "assistant") {
+        throw BadMessage(style, i, messages[i], kMistralRoles);
+      }
+    }
   }
   if (style == ChatStyle::kLlama2 || style == ChatStyle::kGemma || style == ChatStyle::kGemma3) {
     // {% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}, over the
@@ -453,6 +567,129 @@ RenderedChat RenderGemma(const std::vector<ChatMessage>& messages, bool add_gene
   return r;
 }
 
+// Mistral-7B-Instruct-v0.2's first template (Mixtral-8x7B-Instruct-v0.1's too): {{ bos_token }}, then
+// '[INST] ' + message['content'] + ' [/INST]' for a user turn and message['content'] + eos_token for a
+// reply, contents as they are. No generation prompt: a prompt ending with a user turn ends with [/INST].
+RenderedChat RenderMistral(const std::vector<ChatMessage>& messages, const std::string& bos,
+                           const std::string& eos) {
+  RenderedChat r{bos, {}};
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      r.text += "[INST] ";
+      AppendContent(r, m.content);
+      r.text += " [/INST]";
+    } else {
+      AppendContent(r, m.content);
+      r.text += eos;
+    }
+  }
+  return r;
+}
+
+// Phi-3.5-mini: '<|' role '|>\n' + message['content'] + '<|end|>\n' for each message, a system message
+// only when its content is not empty ({% if message['role'] == 'system' and message['content'] %});
+// '<|assistant|>\n' for the generation prompt, else eos_token. Phi-4-mini: the same without either
+// newline, and '<|assistant|>'.
+RenderedChat RenderPhi(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool newlines,
+                       const std::string& eos) {
+  const std::string after_header = newlines ? "\n" : "";
+  RenderedChat r;
+  for (const ChatMessage& m : messages) {
+    if (newlines && m.role == "system" && m.content.empty()) continue;
+    r.text += "<|" + m.role + "|>" + after_header;
+    AppendContent(r, m.content);
+    r.text += "<|end|>" + after_header;
+  }
+  r.text += add_generation_prompt ? "<|assistant|>" + after_header : eos;
+  return r;
+}
+
+// OLMo 2 Instruct: {{ bos_token }}, then '<|system|>\n' / '<|user|>\n' + message['content'] + '\n';
+// a reply '<|assistant|>\n'  + message['content'] + eos_token, + '\n' unless it is the last message;
+// the generation prompt '<|assistant|>\n' after the last message.
+RenderedChat RenderOlmo2(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const std::string& bos, const std::string& eos) {
+  RenderedChat r{bos, {}};
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    r.text += "<|" + m.role + "|>\n";
+    AppendContent(r, m.content);
+    if (m.role != "assistant") {
+      r.text += "\n";
+    } else {
+      r.text += eos;
+      if (i + 1 < messages.size()) r.text += "\n";
+    }
+  }
+  if (add_generation_prompt) r.text += "<|assistant|>\n";
+  return r;
+}
+
+// Python's str.lstrip('\n') / rstrip('\n'): only newlines, unlike strip().
+std::string_view LstripNewlines(std::string_view text) {
+  const std::size_t begin = text.find_first_not_of('\n');
+  return begin == std::string_view::npos ? std::string_view() : text.substr(begin);
+}
+
+std::string_view RstripNewlines(std::string_view text) {
+  const std::size_t last = text.find_last_not_of('\n');
+  return last == std::string_view::npos ? std::string_view() : text.substr(0, last + 1);
+}
+
+// Qwen3. A system message first: '<|im_start|>system\n' + content + '<|im_end|>\n'; user messages as
+// ChatML. A reply with '</think>' in it splits into
+//   content = content.split('</think>')[-1].lstrip('\n')    (after the last </think>)
+//   reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+// and, when it comes after the last user query and is the last message or has reasoning, is written as
+// '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n'),
+// else as '<|im_start|>assistant\n' + content (so past reasoning is dropped once the user speaks again);
+// then '<|im_end|>\n'. The last query is the last user message whose content does not both start with
+// '<tool_response>' and end with '</tool_response>'; with none, it is the last message (no reply is after
+// it). The generation prompt is '<|im_start|>assistant\n'.
+RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::size_t last_query = messages.size() - 1;
+  for (std::size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    if (messages[i].role == "user" &&
+        !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
+  constexpr std::string_view kOpen = "<think>";
+  constexpr std::string_view kClose = "</think>";
+  RenderedChat r;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    r.text += "<|im_start|>" + m.role + "\n";
+    if (m.role != "assistant") {
+      AppendContent(r, m.content);
+      r.text += "<|im_end|>\n";
+      continue;
+    }
+    std::string_view content = m.content;
+    std::string_view reasoning;
+    if (const std::size_t last_close = content.rfind(kClose); last_close != std::string_view::npos) {
+      reasoning = RstripNewlines(content.substr(0, content.find(kClose)));
+      if (const std::size_t open = reasoning.rfind(kOpen); open != std::string_view::npos) {
+        reasoning = reasoning.substr(open + kOpen.size());
+      }
+      reasoning = LstripNewlines(reasoning);
+      content = LstripNewlines(content.substr(last_close + kClose.size()));
+    }
+    if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+      r.text += "<think>\n";
+      AppendContent(r, LstripNewlines(RstripNewlines(reasoning)));
+      r.text += "\n</think>\n\n";
+      content = LstripNewlines(content);
+    }
+    AppendContent(r, content);
+    r.text += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
+  return r;
+}
+
 std::string StyleNames() {
   std::string names;
   for (ChatStyle style : kStyles) names += (names.empty() ? "" : ", ") + std::string(ChatStyleName(style));
@@ -473,6 +710,16 @@ std::string_view ChatStyleName(ChatStyle style) {
       return "gemma";
     case ChatStyle::kGemma3:
       return "gemma3";
+    case ChatStyle::kMistral:
+      return "mistral";
+    case ChatStyle::kPhi3:
+      return "phi3";
+    case ChatStyle::kPhi4Mini:
+      return "phi4-mini";
+    case ChatStyle::kOlmo2:
+      return "olmo2";
+    case ChatStyle::kQwen3:
+      return "qwen3";
   }
   return "unknown";
 }
@@ -516,6 +763,16 @@ RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& me
     case ChatStyle::kGemma:
     case ChatStyle::kGemma3:
       return RenderGemma(messages, add_generation_prompt, bos_text_);
+    case ChatStyle::kMistral:
+      return RenderMistral(messages, bos_text_, eos_text_);
+    case ChatStyle::kPhi3:
+      return RenderPhi(messages, add_generation_prompt, /*newlines=*/true, eos_text_);
+    case ChatStyle::kPhi4Mini:
+      return RenderPhi(messages, add_generation_prompt, /*newlines=*/false, eos_text_);
+    case ChatStyle::kOlmo2:
+      return RenderOlmo2(messages, add_generation_prompt, bos_text_, eos_text_);
+    case ChatStyle::kQwen3:
+      return RenderQwen3(messages, add_generation_prompt);
   }
   throw MakeError("chat template: unknown style ", static_cast<int>(style_));
 }

@@ -26,6 +26,10 @@ namespace {
 
 using nlohmann::json;
 
+// Every style by name, in ChatStyleName's spelling.
+const std::vector<std::string> kStyleNames = {"chatml",  "llama3", "llama2",    "gemma", "gemma3",
+                                              "mistral", "phi3",   "phi4-mini", "olmo2", "qwen3"};
+
 struct Fixture {
   std::string file;
   json data;
@@ -97,8 +101,7 @@ TEST(ChatTemplateFixtures, CoverEveryStyleAndSomeRefusals) {
       styles.insert(f.data["style"].get<std::string>());
     }
   }
-  const std::set<std::string> all = {"chatml", "llama3", "llama2", "gemma", "gemma3"};
-  EXPECT_EQ(styles, all);
+  EXPECT_EQ(styles, std::set<std::string>(kStyleNames.begin(), kStyleNames.end()));
   EXPECT_GE(refused, 3);
 }
 
@@ -126,9 +129,8 @@ TEST(ChatTemplateFixtures, RefuseTemplatesPlumbCannotRenderSayingWhy) {
     const std::string message = ErrorOf([&] { TemplateOf(f.data); });
     ASSERT_FALSE(message.empty());
     EXPECT_NE(message.find(f.data["refusal"].get<std::string>()), std::string::npos) << message;
-    for (const char* name : {"chatml", "llama3", "llama2", "gemma", "gemma3", "--chat-template"}) {
-      EXPECT_NE(message.find(name), std::string::npos) << message;
-    }
+    for (const std::string& name : kStyleNames) EXPECT_NE(message.find(name), std::string::npos) << message;
+    EXPECT_NE(message.find("--chat-template"), std::string::npos) << message;
     // Quotes the start of the template (the fixtures' first 16 characters are printable ASCII).
     EXPECT_NE(message.find(f.data["template"].get<std::string>().substr(0, 16)), std::string::npos)
         << message;
@@ -175,10 +177,12 @@ TEST(ChatTemplateFixtures, RefuseWhatTheRealTemplateRefusesInItsWords) {
 // The chat loop keeps the KV cache of the conversation so far and prefills only what a new user turn adds.
 // That is valid only if rendering the conversation so far (ending with the assistant's reply, no
 // generation prompt) is a prefix of rendering it plus the next user message with the generation prompt.
-// It holds for all five styles: each message renders from itself, its position and messages[0] alone, and
-// the generation prompt only appends (Llama 2 has none). It fails for templates that rewrite earlier
-// turns, such as reasoning templates that drop <think> from past replies, which plumb refuses; the chat
-// loop must re-prefill whenever the check below would fail. Two caveats the loop handles, not this class:
+// It holds for most styles: each message renders from itself, its position and messages[0] alone, and
+// the generation prompt only appends (Llama 2 and Mistral have none). It fails, as jinja2 confirms, for
+// Phi-3.5 and Phi-4-mini, which end a prompt without a generation prompt with EOS, and for Qwen3, which
+// writes an empty <think> block into the last reply and drops it once a user message follows; the chat
+// loop (ChatSession) compares texts and re-prefills whenever the check below would fail, so those cost a
+// re-prefill, not a wrong prompt. Two caveats the loop handles, not this class:
 // Llama 2/3 and Gemma strip the reply's surrounding whitespace, so the rendered reply can differ from the
 // tokens the model generated, and the text prefix is a token prefix only if tokenization does not merge
 // across the boundary.
@@ -204,35 +208,40 @@ TEST(ChatTemplateFixtures, PrefixPropertyHoldsAsJinja2Says) {
     }
     EXPECT_GE(checked, 2);
     EXPECT_EQ(holds, f.data["prefix_property"].get<bool>());
-    EXPECT_TRUE(holds) << "the chat loop would have to re-prefill every turn";
+    const std::string style = f.data["style"].get<std::string>();
+    if (style != "phi3" && style != "phi4-mini" && style != "qwen3") {
+      EXPECT_TRUE(holds) << "the chat loop would have to re-prefill every turn";
+    }
   }
 }
 
 TEST(ChatTemplateFixtures, PrefixPropertyHoldsForTemplatesChosenByName) {
   const std::vector<ChatMessage> so_far = {
       {"system", " sys "}, {"user", " q1 "}, {"assistant", " a1 "}, {"user", "q2"}, {"assistant", "a2\n"}};
-  for (const char* name : {"chatml", "llama3", "llama2", "gemma3"}) {
+  for (const char* name : {"chatml", "llama3", "llama2", "gemma3", "olmo2"}) {
     SCOPED_TRACE(name);
     const ChatTemplate t = ChatTemplate::FromName(name, "<s>", "</s>");
     std::vector<ChatMessage> next = so_far;
     next.push_back({"user", "q3"});
     EXPECT_TRUE(t.Render(next, true).starts_with(t.Render(so_far, false)));
   }
-  const ChatTemplate gemma = ChatTemplate::FromName("gemma", "<bos>", "<eos>");
   const std::vector<ChatMessage> no_system(so_far.begin() + 1, so_far.end());
   std::vector<ChatMessage> next = no_system;
   next.push_back({"user", "q3"});
-  EXPECT_TRUE(gemma.Render(next, true).starts_with(gemma.Render(no_system, false)));
+  for (const char* name : {"gemma", "mistral"}) {  // no system role
+    SCOPED_TRACE(name);
+    const ChatTemplate t = ChatTemplate::FromName(name, "<bos>", "<eos>");
+    EXPECT_TRUE(t.Render(next, true).starts_with(t.Render(no_system, false)));
+  }
 }
 
 // --- choosing a template by name, and templates that are not in the fixtures
 // ---------------------------------
 
 TEST(ChatTemplate, FromNameKnowsEveryStyleByItsName) {
-  for (const ChatStyle style :
-       {ChatStyle::kChatMl, ChatStyle::kLlama3, ChatStyle::kLlama2, ChatStyle::kGemma, ChatStyle::kGemma3}) {
-    const ChatTemplate t = ChatTemplate::FromName(ChatStyleName(style), "<s>", "</s>");
-    EXPECT_EQ(t.style(), style);
+  for (const std::string& name : kStyleNames) {
+    const ChatTemplate t = ChatTemplate::FromName(name, "<s>", "</s>");
+    EXPECT_EQ(ChatStyleName(t.style()), name);
     EXPECT_EQ(t.default_system_prompt(), "");
   }
 }
@@ -240,9 +249,7 @@ TEST(ChatTemplate, FromNameKnowsEveryStyleByItsName) {
 TEST(ChatTemplate, FromNameListsTheNamesForAnUnknownOne) {
   const std::string message = ErrorOf([] { ChatTemplate::FromName("ChatML", "", ""); });
   EXPECT_NE(message.find("'ChatML'"), std::string::npos) << message;
-  for (const char* name : {"chatml", "llama3", "llama2", "gemma", "gemma3"}) {
-    EXPECT_NE(message.find(name), std::string::npos) << message;
-  }
+  for (const std::string& name : kStyleNames) EXPECT_NE(message.find(name), std::string::npos) << message;
 }
 
 TEST(ChatTemplate, FromNameChatMlHasNoDefaultSystemTurn) {
@@ -328,6 +335,89 @@ TEST(ChatTemplateFixtures, Gemma3ContentRangesHoldTheMessages) {
   EXPECT_GE(checked, 30);
 }
 
+// A copy of a fixture's template with one published marker replaced, to check that a variant which renders
+// other text is refused rather than rendered as the style it resembles.
+std::string Replaced(const std::string& fixture_file, const std::string& from, const std::string& to) {
+  std::string text = FixtureNamed(fixture_file).data["template"].get<std::string>();
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << fixture_file << ": " << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+// Qwen3's two published revisions are one style; a copy that also keeps the reasoning of replies before
+// the last query (llama.cpp's later edit) or opens <think> in the generation prompt (the 2507 Thinking
+// models) writes other text, and is refused.
+TEST(ChatTemplate, RecognisesQwen3OnlyAsPublished) {
+  for (const char* file : {"qwen3-0.6b.json", "qwen3-8b.json"}) {
+    SCOPED_TRACE(file);
+    EXPECT_EQ(TemplateOf(FixtureNamed(file).data).style(), ChatStyle::kQwen3);
+    for (const std::string& variant :
+         {Replaced(file, "ns.last_query_index %}", "ns.last_query_index or reasoning_content %}"),
+          Replaced(file, "{{- '<|im_start|>assistant\\n' }}",
+                   "{{- '<|im_start|>assistant\\n<think>\\n' }}")}) {
+      EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(variant, "", ""); }).find("not Qwen3's"),
+                std::string::npos);
+    }
+  }
+}
+
+// Phi-3.5's template drops an empty system message; a Phi-3 revision that writes it is another format.
+// Phi-4-mini's has no newlines. OLMo 2's is recognised by all its branches.
+TEST(ChatTemplate, RecognisesPhiAndOlmo2OnlyAsPublished) {
+  const std::string phi3_keeps_empty_system =
+      Replaced("phi3.5-mini-instruct.json", " and message['content'] %}", " %}");
+  EXPECT_NE(ErrorOf([&] {
+              ChatTemplate::FromJinja(phi3_keeps_empty_system, "", "");
+            }).find("neither Phi-3.5-mini's nor Phi-4-mini's"),
+            std::string::npos);
+  const std::string olmo2_other_reply =
+      Replaced("olmo2-instruct.json", "message['content'] + eos_token + '\n'", "message['content'] + '\n'");
+  EXPECT_NE(ErrorOf([&] { ChatTemplate::FromJinja(olmo2_other_reply, "", ""); }).find("not recognised"),
+            std::string::npos);
+  // Jinja's \n escape renders the same newline as a real one.
+  const std::string olmo2_escaped =
+      Replaced("olmo2-instruct.json", "'<|user|>\n' + message['content'] + '\n'",
+               "'<|user|>\\n' + message['content'] + '\\n'");
+  EXPECT_EQ(ChatTemplate::FromJinja(olmo2_escaped, "", "").style(), ChatStyle::kOlmo2);
+}
+
+// Where the messages lie in every accepted rendering: ordered, disjoint, inside the text; and for Qwen3,
+// which splits a reply into reasoning and answer, exactly the pieces the template takes from it.
+TEST(ChatTemplateFixtures, ContentRangesAreOrderedAndHoldQwen3sReasoningAndAnswers) {
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    const ChatTemplate t = TemplateOf(f.data);
+    for (const json& c : f.data["cases"]) {
+      if (!c["plumb_accepts"].get<bool>()) continue;
+      SCOPED_TRACE(CaseName(f, c));
+      const RenderedChat r = t.RenderWithContents(MessagesOf(c), c["add_generation_prompt"].get<bool>());
+      std::size_t at = 0;
+      std::vector<std::string> pieces;
+      for (const auto& [begin, end] : r.contents) {
+        ASSERT_LE(at, begin);
+        ASSERT_LE(begin, end);
+        ASSERT_LE(end, r.text.size());
+        at = end;
+        pieces.push_back(r.text.substr(begin, end - begin));
+      }
+      if (f.file == "qwen3-8b.json" && c["name"] == "think_in_replies") {
+        EXPECT_EQ(pieces, (std::vector<std::string>{"sys", "q1", "answer 1", "q2", "step 2", "answer 2"}));
+      }
+    }
+  }
+}
+
+TEST(ChatTemplate, MistralRefusesOtherRolesInItsTemplatesWords) {
+  const ChatTemplate t = ChatTemplate::FromName("mistral", "<s>", "</s>");
+  std::string message = ErrorOf([&] { t.Render({{"system", "s"}, {"user", "a"}}, true); });
+  EXPECT_NE(message.find("messages[0] (role 'system')"), std::string::npos) << message;
+  EXPECT_NE(message.find("must alternate"), std::string::npos) << message;
+  message = ErrorOf([&] { t.Render({{"user", "a"}, {"tool", "b"}}, true); });
+  EXPECT_NE(message.find("Only user and assistant roles are supported!"), std::string::npos) << message;
+  EXPECT_EQ(t.Render({{"user", " a "}, {"assistant", " b "}, {"user", "c"}}, true),
+            "<s>[INST]  a  [/INST] b </s>[INST] c [/INST]");
+}
+
 TEST(ChatTemplate, QuotesAnUnknownTemplateOnOneLine) {
   const std::string text =
       "Line one\nline two\t\x01 and a long tail that goes past sixty bytes for sure, surely";
@@ -406,7 +496,8 @@ TEST(ChatTemplateFor, UsesTheModelsTemplateOrTheNamedStyleAndListsTheStylesWhenI
   EXPECT_EQ(ChatTemplateFor(Tokenizer(spec)).style(), ChatStyle::kChatMl);
   EXPECT_EQ(ChatTemplateFor(Tokenizer(spec), "llama3").style(), ChatStyle::kLlama3);
 
-  const std::string styles = "choose a style: chatml, llama3, llama2, gemma, gemma3";
+  const std::string styles =
+      "choose a style: chatml, llama3, llama2, gemma, gemma3, mistral, phi3, phi4-mini, olmo2, qwen3";
   spec.chat_template = "";
   std::string message;
   try {

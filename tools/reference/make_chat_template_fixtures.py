@@ -99,6 +99,35 @@ VICUNA = from_json(
     r"""{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' + message['content'] + '\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\n' -}}{%- endif -%}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}{{-'ASSISTANT:'-}}{%- endif -%}"""
 )
 
+# Newlines real inside the Jinja strings, as in the .jinja file (tokenizer_config.json decoded).
+PHI35 = from_json(
+    r"""{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"""
+)
+
+PHI4_MINI = from_json(
+    r"""{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}"""
+)
+
+# The Tulu 3 format; note the two spaces before + in the assistant branches (as published).
+OLMO2 = from_json(
+    r"""{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}"""
+)
+
+# The first Qwen3 release; QWEN3_8B is the later revision (content is string checks, reasoning split
+# from `content`), which renders the same for string contents.
+QWEN3_0_6B = from_json(
+    r"""{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0].role == 'system' %}\n        {{- messages[0].content + '\\n\\n' }}\n    {%- endif %}\n    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n    {%- for tool in tools %}\n        {{- \"\\n\" }}\n        {{- tool | tojson }}\n    {%- endfor %}\n    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n{%- else %}\n    {%- if messages[0].role == 'system' %}\n        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n{%- for message in messages[::-1] %}\n    {%- set index = (messages|length - 1) - loop.index0 %}\n    {%- if ns.multi_step_tool and message.role == \"user\" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n        {%- set ns.multi_step_tool = false %}\n        {%- set ns.last_query_index = index %}\n    {%- endif %}\n{%- endfor %}\n{%- for message in messages %}\n    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    {%- elif message.role == \"assistant\" %}\n        {%- set content = message.content %}\n        {%- set reasoning_content = '' %}\n        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}\n            {%- set reasoning_content = message.reasoning_content %}\n        {%- else %}\n            {%- if '</think>' in message.content %}\n                {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n            {%- endif %}\n        {%- endif %}\n        {%- if loop.index0 > ns.last_query_index %}\n            {%- if loop.last or (not loop.last and reasoning_content) %}\n                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n            {%- else %}\n                {{- '<|im_start|>' + message.role + '\\n' + content }}\n            {%- endif %}\n        {%- else %}\n            {{- '<|im_start|>' + message.role + '\\n' + content }}\n        {%- endif %}\n        {%- if message.tool_calls %}\n            {%- for tool_call in message.tool_calls %}\n                {%- if (loop.first and content) or (not loop.first) %}\n                    {{- '\\n' }}\n                {%- endif %}\n                {%- if tool_call.function %}\n                    {%- set tool_call = tool_call.function %}\n                {%- endif %}\n                {{- '<tool_call>\\n{\"name\": \"' }}\n                {{- tool_call.name }}\n                {{- '\", \"arguments\": ' }}\n                {%- if tool_call.arguments is string %}\n                    {{- tool_call.arguments }}\n                {%- else %}\n                    {{- tool_call.arguments | tojson }}\n                {%- endif %}\n                {{- '}\\n</tool_call>' }}\n            {%- endfor %}\n        {%- endif %}\n        {{- '<|im_end|>\\n' }}\n    {%- elif message.role == \"tool\" %}\n        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n            {{- '<|im_start|>user' }}\n        {%- endif %}\n        {{- '\\n<tool_response>\\n' }}\n        {{- message.content }}\n        {{- '\\n</tool_response>' }}\n        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n            {{- '<|im_end|>\\n' }}\n        {%- endif %}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"""
+)
+
+QWEN3_8B = from_json(
+    r"""{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0].role == 'system' %}\n        {{- messages[0].content + '\\n\\n' }}\n    {%- endif %}\n    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n    {%- for tool in tools %}\n        {{- \"\\n\" }}\n        {{- tool | tojson }}\n    {%- endfor %}\n    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n{%- else %}\n    {%- if messages[0].role == 'system' %}\n        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n{%- for message in messages[::-1] %}\n    {%- set index = (messages|length - 1) - loop.index0 %}\n    {%- if ns.multi_step_tool and message.role == \"user\" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n        {%- set ns.multi_step_tool = false %}\n        {%- set ns.last_query_index = index %}\n    {%- endif %}\n{%- endfor %}\n{%- for message in messages %}\n    {%- if message.content is string %}\n        {%- set content = message.content %}\n    {%- else %}\n        {%- set content = '' %}\n    {%- endif %}\n    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n    {%- elif message.role == \"assistant\" %}\n        {%- set reasoning_content = '' %}\n        {%- if message.reasoning_content is string %}\n            {%- set reasoning_content = message.reasoning_content %}\n        {%- else %}\n            {%- if '</think>' in content %}\n                {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n                {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n            {%- endif %}\n        {%- endif %}\n        {%- if loop.index0 > ns.last_query_index %}\n            {%- if loop.last or (not loop.last and reasoning_content) %}\n                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n            {%- else %}\n                {{- '<|im_start|>' + message.role + '\\n' + content }}\n            {%- endif %}\n        {%- else %}\n            {{- '<|im_start|>' + message.role + '\\n' + content }}\n        {%- endif %}\n        {%- if message.tool_calls %}\n            {%- for tool_call in message.tool_calls %}\n                {%- if (loop.first and content) or (not loop.first) %}\n                    {{- '\\n' }}\n                {%- endif %}\n                {%- if tool_call.function %}\n                    {%- set tool_call = tool_call.function %}\n                {%- endif %}\n                {{- '<tool_call>\\n{\"name\": \"' }}\n                {{- tool_call.name }}\n                {{- '\", \"arguments\": ' }}\n                {%- if tool_call.arguments is string %}\n                    {{- tool_call.arguments }}\n                {%- else %}\n                    {{- tool_call.arguments | tojson }}\n                {%- endif %}\n                {{- '}\\n</tool_call>' }}\n            {%- endfor %}\n        {%- endif %}\n        {{- '<|im_end|>\\n' }}\n    {%- elif message.role == \"tool\" %}\n        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n            {{- '<|im_start|>user' }}\n        {%- endif %}\n        {{- '\\n<tool_response>\\n' }}\n        {{- content }}\n        {{- '\\n</tool_response>' }}\n        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n            {{- '<|im_end|>\\n' }}\n        {%- endif %}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"""
+)
+
+# Mistral's later template ("v1": a system message folded into the first turn, ' [INST] ' with a space).
+MISTRAL_V1 = from_json(
+    r"""{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content'] %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages %}\n{%- endif %}\n\n{{- bos_token }}\n{%- for message in loop_messages %}\n    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n        {{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%- if message['role'] == 'user' %}\n        {%- if loop.first and system_message is defined %}\n            {{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n    {%- elif message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n    {%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with the exception of an initial optional system message!') }}\n    {%- endif %}\n{%- endfor %}\n"""
+)
+
 TEMPLATES = [
     ("smollm2-135m-instruct", "chatml", None, "<|im_start|>", "<|im_end|>",
      "HuggingFaceTB/SmolLM2-135M-Instruct: GGUF tokenizer.chat_template of "
@@ -120,17 +149,46 @@ TEMPLATES = [
      "several public repositories", LLAMA2),
     ("gemma-it", "gemma", None, "<bos>", "<eos>",
      "google/gemma-2b-it and gemma-2-9b-it tokenizer_config.json chat_template, as quoted verbatim by "
-     "public repositories", GEMMA),
+     "public repositories; this is Gemma 2's template: guidance-ai/guidance guidance/chat.py quotes "
+     "google/gemma-2-9b-it tokenizer_config.json#L1747 (gemma2_9b_it_template) with exactly this text",
+     GEMMA),
     ("gemma3-it", "gemma3", None, "<bos>", "<eos>",
      "google/gemma-3-*-it tokenizer_config.json chat_template, as quoted verbatim (JSON-escaped, beside its "
      "bos_token \"<bos>\") by several public repositories found with code search, e.g. the Gorilla BFCL "
      "Gemma handler; it takes a system message into the first user turn", GEMMA3),
+    ("phi3.5-mini-instruct", "phi3", None, "<s>", "<|endoftext|>",
+     "microsoft/Phi-3.5-mini-instruct, llama.cpp models/templates/microsoft-Phi-3.5-mini-instruct.jinja "
+     "(ggerganov/llama.cpp, commit 7b5e0803)", PHI35),
+    ("phi4-mini-instruct", "phi4-mini", None, "<|endoftext|>", "<|endoftext|>",
+     "microsoft/Phi-4-mini-instruct tokenizer_config.json chat_template, as quoted verbatim by "
+     "guidance-ai/guidance guidance/chat.py (phi_4_mini_template, citing the Hugging Face file's line 104) "
+     "and by the Gorilla BFCL Phi handlers", PHI4_MINI),
+    ("olmo2-instruct", "olmo2", None, "<|endoftext|>", "<|endoftext|>",
+     "allenai/OLMo-2-1124-13B-Instruct tokenizer_config.json chat_template (Tulu 3 format), as copied in "
+     "mauer4/Attention-From-Scratch weights/allenai/OLMo-2-1124-13B-Instruct/tokenizer_config.json", OLMO2),
+    ("qwen3-0.6b", "qwen3", None, "", "<|im_end|>",
+     "Qwen/Qwen3-0.6B, llama.cpp models/templates/Qwen-Qwen3-0.6B.jinja as in the fork ye-NX/llama.cpp "
+     "(commit b354d7c9; CRLF line endings there, LF here); a later llama.cpp copy "
+     "(Indras-Mirror/llama.cpp-turboq-mtp) adds 'or reasoning_content' to the last_query_index test, "
+     "which plumb does not recognise", QWEN3_0_6B),
+    ("qwen3-8b", "qwen3", None, "", "<|im_end|>",
+     "Qwen/Qwen3-8B tokenizer_config.json chat_template (later revision: 'message.content is string' "
+     "checks), as quoted verbatim by guidance-ai/guidance guidance/chat.py (qwen3_it_template, citing the "
+     "Hugging Face file's line 230)", QWEN3_8B),
     ("llama3.2-instruct", None, "Cutting Knowledge Date", "<|begin_of_text|>", "<|eot_id|>",
      "meta-llama/Llama-3.2-3B-Instruct, llama.cpp models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja: "
      "always writes a system turn with a dated preamble, which plumb does not render", LLAMA32),
-    ("mistral-instruct-v0.2", None, "[INST]", "<s>", "</s>",
-     "mistralai/Mistral-7B-Instruct-v0.2, as in llama.cpp tests/test-chat-template.cpp: [INST] without "
-     "Llama 2's <<SYS>> block, a different format", MISTRAL),
+    ("mistral-instruct-v0.2", "mistral", None, "<s>", "</s>",
+     "mistralai/Mistral-7B-Instruct-v0.2 (its first template, without a system role), as in llama.cpp "
+     "tests/test-chat-template.cpp; mistralai/Mixtral-8x7B-Instruct-v0.1 tokenizer_config.json has the same "
+     "text (abetlen/llama-cpp-python llama_cpp/llama_chat_format.py, MIXTRAL_INSTRUCT_CHAT_TEMPLATE)",
+     MISTRAL),
+    ("mistral-instruct-v0.2-v1", None, "neither Meta's Llama 2", "<s>", "</s>",
+     "mistralai/Mistral-7B-Instruct-v0.2 tokenizer_config.json chat_template, later revision, as quoted "
+     "verbatim by guidance-ai/guidance guidance/chat.py (mistral_7b_instruct_template, citing the Hugging "
+     "Face file's line 42) and llama.cpp tests/test-chat-template.cpp (\"mistralai 'v1' template with a "
+     "system prompt\"): ' [INST] ' with a leading space and the system message folded in, which plumb "
+     "does not render", MISTRAL_V1),
     ("vicuna-1.1", None, "not recognised", "<s>", "</s>",
      "eachadea/vicuna-13b-1.1 style, as in llama.cpp tests/test-chat-template.cpp: no known markers",
      VICUNA),
@@ -192,6 +250,15 @@ CONVERSATIONS = [
     ("system_not_first", [U("hi"), S("late system")]),
     ("system_third", [U("hi"), A("hello"), S("late system"), U("again")]),
     ("two_systems", [S("one"), S("two"), U("hi")]),
+    # Qwen3 splits a reply at </think> and writes the reasoning back only for replies after the last user
+    # query; a user message wrapped in <tool_response> tags does not count as a query.
+    ("think_in_replies", [S("sys"), U("q1"), A("<think>\nstep 1\n</think>\n\nanswer 1"), U("q2"),
+                          A("<think>\n\nstep 2\n\n</think>\n\n\nanswer 2")]),
+    ("think_after_last_query", [U("q"), A("<think>r1</think>a1"), A("a2 </think> tail"), A("\nplain")]),
+    ("tool_response_as_user", [U("q"), A("<think>x</think>a"), U("<tool_response>\n42\n</tool_response>"),
+                               A("done")]),
+    ("think_markers", [U("<think></think>"), A("<think></think>"), U("</think><think>"),
+                       A("<think>a<think>b</think>c</think>d")]),
 ]
 
 
@@ -204,9 +271,9 @@ def plumb_accepts(style, messages):
             return False
         if m["role"] == "system" and i > 0:
             return False
-    if style == "gemma" and messages[0]["role"] == "system":
+    if style in ("gemma", "mistral") and messages[0]["role"] == "system":
         return False
-    if style in ("llama2", "gemma", "gemma3"):
+    if style in ("llama2", "gemma", "gemma3", "mistral"):
         turns = messages[1:] if messages[0]["role"] == "system" else messages
         for i, m in enumerate(turns):
             if (m["role"] == "user") != (i % 2 == 0):

@@ -6,7 +6,8 @@
 // their whitespace and strip() rules; tests/tokenizer/chat_template_test.cpp compares Render with jinja2's
 // rendering of the real template texts (fixtures/chat/, tools/reference/make_chat_template_fixtures.py).
 // A template that looks like a known style but writes something plumb does not (Llama 3.1's date
-// preamble, reasoning templates) is refused rather than approximated. docs/chat-templates.md has the list.
+// preamble, reasoning templates other than Qwen3's) is refused rather than approximated.
+// docs/chat-templates.md has the list.
 #pragma once
 
 #include <cstddef>
@@ -23,14 +24,20 @@ struct ChatMessage {
 };
 
 enum class ChatStyle {
-  kChatMl,  // <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen2, Qwen2.5, OpenHermes)
-  kLlama3,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> (Llama 3.0 Instruct)
-  kLlama2,  // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> (Llama 2 chat)
-  kGemma,   // <start_of_turn>user\n...<end_of_turn>\n, no system role (Gemma 1 and 2 instruct)
-  kGemma3,  // the same turns; a system message opens the first user turn + "\n\n" (Gemma 3 instruct)
+  kChatMl,    // <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen2, Qwen2.5, OpenHermes)
+  kLlama3,    // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> (Llama 3.0 Instruct)
+  kLlama2,    // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> (Llama 2 chat)
+  kGemma,     // <start_of_turn>user\n...<end_of_turn>\n, no system role (Gemma 1 and 2 instruct)
+  kGemma3,    // the same turns; a system message opens the first user turn + "\n\n" (Gemma 3 instruct)
+  kMistral,   // <s>[INST] ... [/INST]...</s>, no system role (Mistral-7B-Instruct-v0.2's first, Mixtral)
+  kPhi3,      // <|role|>\n...<|end|>\n, EOS when there is no generation prompt (Phi-3.5-mini-instruct)
+  kPhi4Mini,  // <|role|>...<|end|>, EOS when there is no generation prompt (Phi-4-mini-instruct)
+  kOlmo2,     // BOS, <|role|>\n...\n, replies end with EOS (OLMo 2 Instruct, the Tulu 3 format)
+  kQwen3,     // ChatML; the last replies carry a <think> block, earlier ones lose theirs (Qwen3)
 };
 
-// "chatml", "llama3", "llama2", "gemma", "gemma3": the names FromName accepts.
+// "chatml", "llama3", "llama2", "gemma", "gemma3", "mistral", "phi3", "phi4-mini", "olmo2", "qwen3": the
+// names FromName accepts.
 std::string_view ChatStyleName(ChatStyle style);
 
 // A rendered conversation and where the messages' contents (and a default system prompt) lie in it, as
@@ -49,8 +56,8 @@ class ChatTemplate {
   // expand to (the token texts, e.g. "<s>" and "</s>").
   static ChatTemplate FromJinja(std::string_view jinja, std::string bos_text, std::string eos_text);
 
-  // A style by name ("chatml", "llama3", "llama2", "gemma", "gemma3"), with no default system prompt. Throws
-  // plumb::Error listing the names for any other.
+  // A style by name (ChatStyleName's), with no default system prompt. Throws plumb::Error listing the names
+  // for any other.
   static ChatTemplate FromName(std::string_view name, std::string bos_text, std::string eos_text);
 
   ChatStyle style() const { return style_; }
@@ -58,9 +65,9 @@ class ChatTemplate {
   // The prompt text for the conversation; add_generation_prompt appends the assistant header (Llama 2
   // has none: its prompt already ends with "[/INST]" after a user turn). Throws plumb::Error, naming the
   // message, for an empty conversation, an unknown role, a system message that is not first, and where
-  // the style's real template raises (Llama 2 and Gemma 1-3: roles must alternate user/assistant starting
-  // with user, after the first system message where there is one; Gemma 1 and 2: no system role); in those
-  // cases the message contains the real template's own words.
+  // the style's real template raises (Llama 2, Gemma 1-3 and Mistral: roles must alternate user/assistant
+  // starting with user, after the first system message where there is one; Gemma 1 and 2 and Mistral: no
+  // system role); in those cases the message contains the real template's own words.
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   // Render's text with the ranges of the contents in it.
   RenderedChat RenderWithContents(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
@@ -87,7 +94,7 @@ class Tokenizer;
 // without one whose vocabulary has <start_of_turn> and <end_of_turn> control tokens (a Gemma 3 base GGUF),
 // gemma3; with the tokenizer's BOS and EOS texts. Throws plumb::Error when the name is unknown, when the
 // model has no template and no such tokens, or when plumb cannot apply its template; the last two messages
-// end with "choose a style: chatml, llama3, llama2, gemma, gemma3".
+// end with "choose a style: " and the names.
 ChatTemplate ChatTemplateFor(const Tokenizer& tokenizer, std::string_view override_name = {});
 
 }  // namespace plumb
