@@ -103,6 +103,17 @@ __global__ void ReshapeAndCacheKernel(PagedKv kv, const float* key, const float*
   }
 }
 
+// grid count: block t decodes position t of the one block of a contiguous cache, threads over (head, j).
+__global__ void ReadKvKernel(PagedKv kv, int count, float* k_out, float* v_out) {
+  const int t = blockIdx.x, per_position = kv.n_kv_heads * kv.head_dim;
+  for (int e = threadIdx.x; e < per_position; e += kThreads) {
+    const int head = e / kv.head_dim, j = e % kv.head_dim;
+    const std::int64_t out = (static_cast<std::int64_t>(head) * count + t) * kv.head_dim + j;
+    k_out[out] = LoadKv(kv.k, kv.dtype, KvIndex(kv, true, 0, t, head, j), kv.k_scale[head]);
+    v_out[out] = LoadKv(kv.v, kv.dtype, KvIndex(kv, false, 0, t, head, j), kv.v_scale[head]);
+  }
+}
+
 }  // namespace
 
 int KvElementBytes(KvDtype dtype) {
@@ -134,6 +145,14 @@ void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
   if (tokens <= 0) return;
   ReshapeAndCacheKernel<<<static_cast<unsigned>(tokens), kThreads>>>(kv, key, value, slot_mapping);
   CheckLaunch("ReshapeAndCache");
+}
+
+void ReadKv(const PagedKv& kv, int count, float* k_out, float* v_out) {
+  if (kv.layout != KvLayout::kContiguous) throw MakeError("ReadKv: reads the contiguous layout only");
+  if (count > kv.block_size) throw MakeError("ReadKv: ", count, " positions of a cache of ", kv.block_size);
+  if (count <= 0) return;
+  ReadKvKernel<<<static_cast<unsigned>(count), kThreads>>>(kv, count, k_out, v_out);
+  CheckLaunch("ReadKv");
 }
 
 }  // namespace plumb::cuda

@@ -34,7 +34,9 @@ if ! [[ -x $runner ]] || ! "$runner" --suite "$suite" --check-only >/dev/null 2>
   runner=/tmp/plumb_cuda_runner
   nvcc -std=c++20 -O2 -arch="sm_${cap:-90}" -I cuda -I include -I "$json_dir" \
     cuda/attention.cu cuda/elementwise.cu cuda/gemv.cu cuda/mla.cu cuda/moe.cu cuda/norm_rope.cu \
-    cuda/runner/main.cpp cuda/runner/ops.cpp -o "$runner" ||
+    cuda/sampling.cu cuda/runner/gguf.cpp cuda/runner/main.cpp cuda/runner/model.cpp cuda/runner/ops.cpp \
+    src/core/sha256.cpp \
+    -o "$runner" ||
     { echo "check-on-gpu: nvcc failed"; exit 3; }
 fi
 

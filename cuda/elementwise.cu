@@ -36,6 +36,12 @@ __global__ void KvQuantKernel(const float* x, std::uint8_t* codes, std::int64_t 
   if (i < count) StoreKv(codes, dtype, i, x[i], *scale);
 }
 
+// out[i] = a[i] + b[i]: each thread reads its element of both before writing it, so out may alias either.
+__global__ void AddKernel(const float* a, const float* b, float* out, std::int64_t n) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
 }  // namespace
 
 void Softmax(const float* x, float* out, int rows, int n, Precision precision) {
@@ -46,15 +52,22 @@ void Softmax(const float* x, float* out, int rows, int n, Precision precision) {
 
 void Swiglu(const float* gate, const float* up, float* out, int n, Precision precision) {
   if (n <= 0) return;
-  SwigluKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads>>>(gate, up, out, n, precision);
+  SwigluKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads>>>(gate, up, out, n,
+                                                                                   precision);
   CheckLaunch("Swiglu");
 }
 
 void KvQuant(const float* x, std::uint8_t* codes, std::int64_t count, KvDtype dtype, const float* scale) {
   if (count <= 0) return;
-  KvQuantKernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(x, codes, count, dtype,
-                                                                                        scale);
+  KvQuantKernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads>>>(x, codes, count,
+                                                                                        dtype, scale);
   CheckLaunch("KvQuant");
+}
+
+void Add(const float* a, const float* b, float* out, std::int64_t n) {
+  if (n <= 0) return;
+  AddKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads>>>(a, b, out, n);
+  CheckLaunch("Add");
 }
 
 }  // namespace plumb::cuda

@@ -26,6 +26,13 @@ __global__ void GemvKernel(GemvWeights w, const float* x, float* y, int n, int k
   y[static_cast<std::int64_t>(r) * n + row] = Rounded(out, p);
 }
 
+// grid rows: block r copies table row tokens[r], decoded, to out[r] (the threads over its d columns).
+__global__ void EmbedKernel(GemvWeights table, const std::int32_t* tokens, float* out, int vocab, int d) {
+  const int r = blockIdx.x;
+  for (int c = threadIdx.x; c < d; c += kThreads)
+    out[static_cast<std::int64_t>(r) * d + c] = WeightAt(table, vocab, d, tokens[r], c);
+}
+
 }  // namespace
 
 void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k, Precision precision) {
@@ -33,6 +40,15 @@ void Gemv(const GemvWeights& w, const float* x, float* y, int m, int n, int k, P
   GemvKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(m)), kThreads>>>(w, x, y, n, k,
                                                                                      precision);
   CheckLaunch("Gemv");
+}
+
+void Embed(const GemvWeights& table, const std::int32_t* tokens, float* out, int rows, int vocab, int d) {
+  if (table.dtype == WeightDtype::kFp8E4m3 || table.dtype == WeightDtype::kFp8E5m2 ||
+      table.dtype == WeightDtype::kNvfp4)
+    throw MakeError("Embed: a table whose scale is applied after the dot (fp8, nvfp4) is not decoded here");
+  if (rows <= 0 || d <= 0) return;
+  EmbedKernel<<<static_cast<unsigned>(rows), kThreads>>>(table, tokens, out, vocab, d);
+  CheckLaunch("Embed");
 }
 
 }  // namespace plumb::cuda

@@ -144,6 +144,25 @@ void ReshapeAndCache(const PagedKv& kv, const float* key, const float* value,
 // x[i] / *scale, encoded as ReshapeAndCache encodes a cache element. x: [count]; scale: one float.
 void KvQuant(const float* x, std::uint8_t* codes, std::int64_t count, KvDtype dtype, const float* scale);
 
+// ---- the model cases' own steps (docs/fixtures.md "layer", "end_to_end", "kv_handoff", "tp_layer") ------
+// The rest of a Llama forward pass is the kernels above (Gemv, RmsNorm, Rope, ReshapeAndCache,
+// AttentionPrefill, Swiglu); these three are what it needs besides.
+
+// The embedding lookup: out[r][c] = table[tokens[r]][c], decoded to FP32 exactly as Gemv decodes a weight
+// (weights.cuh WeightAt). table: [vocab][d] of a dtype without a scale applied after the dot (not fp8_e4m3,
+// fp8_e5m2 or nvfp4: throws); tokens: [rows], each in [0, vocab) (the caller checks); out: [rows][d]. Not
+// rounded under either precision: the residual stream stays FP32 (docs/fixtures.md "Allowances").
+void Embed(const GemvWeights& table, const std::int32_t* tokens, float* out, int rows, int vocab, int d);
+
+// out[i] = a[i] + b[i] in FP32 under either precision: the residual stream's adds and tensor parallelism's
+// all-reduce (FP32 in the engines the suite models). out may be a or b.
+void Add(const float* a, const float* b, float* out, std::int64_t n);
+
+// Positions [0, count) of a contiguous cache (kv.layout kContiguous, kv.block_size its capacity >= count)
+// read back as attention reads them (LoadKv: FP8 is the code's value times its KV head's scale in one FP32
+// multiplication; the 16-bit types exactly): k_out, v_out [n_kv_heads][count][head_dim].
+void ReadKv(const PagedKv& kv, int count, float* k_out, float* v_out);
+
 // ---- multi-head latent attention (docs/fixtures.md "mla_decode and mla_prefill") -------------------------
 // The absorbed form, as FlashMLA runs it, in FP32 under either precision (the op's checks have no BF16
 // allowance): for query token t = b·rows + r at position p = seq_lens[b] − rows + r and head h,

@@ -32,6 +32,15 @@ std::string ThresholdText(const Check& check) {
   return text;
 }
 
+// Where the model cases find their GGUF files, and the suite manifest's record of its model.
+plumb::cuda::ModelSource Models(const plumb::cuda::RunnerOptions& options,
+                                const plumb::fixtures::Suite& suite) {
+  plumb::cuda::ModelSource models;
+  models.dir = options.models;
+  if (suite.manifest().contains("model")) models.suite_model = suite.manifest()["model"];
+  return models;
+}
+
 // What --precision asks the kernels to round.
 plumb::cuda::Precision Precision(const plumb::cuda::RunnerOptions& options) {
   return options.precision == "bf16" ? plumb::cuda::Precision::kBf16 : plumb::cuda::Precision::kFp32;
@@ -42,14 +51,16 @@ plumb::cuda::Precision Precision(const plumb::cuda::RunnerOptions& options) {
 // check of the harness on a machine without one: that it and the generator read docs/fixtures.md alike.
 int CheckOnly(const plumb::cuda::RunnerOptions& options) {
   const plumb::fixtures::Suite suite = plumb::fixtures::Suite::Open(options.suite);
-  const plumb::cuda::CaseSelection selection = plumb::cuda::SelectCases(suite.cases(), options.cases);
+  const plumb::cuda::ModelSource models = Models(options, suite);
+  const plumb::cuda::CaseSelection selection =
+      plumb::cuda::SelectCases(suite.cases(), options.cases, options.models);
   for (const auto& [c, reason] : selection.skipped)
     std::printf("skip  %s: %s\n", c->name.c_str(), reason.c_str());
   int bad = 0;
   for (const Case* c : selection.run) {
     try {
       const plumb::fixtures::TensorFile in = suite.Load(*c);
-      const auto outputs = plumb::cuda::RunCase(*c, in, /*check_only=*/true, Precision(options));
+      const auto outputs = plumb::cuda::RunCase(*c, in, /*check_only=*/true, Precision(options), models);
       std::string problem;
       for (const plumb::fixtures::Output& o : c->outputs) {
         const auto it = outputs.find(o.name);
@@ -72,7 +83,8 @@ int CheckOnly(const plumb::cuda::RunnerOptions& options) {
     }
   }
   std::printf(
-      "\n%zu cases read and checked (no kernel run), %zu skipped (not implemented by the harness), %d "
+      "\n%zu cases read and checked (no kernel run), %zu skipped (not implemented by the harness, or no "
+      "model file), %d "
       "not selected by --cases, %d with errors\n",
       selection.run.size(), selection.skipped.size(), selection.not_matched, bad);
   return bad != 0 || selection.run.empty() ? 1 : 0;
@@ -80,9 +92,11 @@ int CheckOnly(const plumb::cuda::RunnerOptions& options) {
 
 int Run(const plumb::cuda::RunnerOptions& options) {
   const plumb::fixtures::Suite suite = plumb::fixtures::Suite::Open(options.suite);
+  const plumb::cuda::ModelSource models = Models(options, suite);
   const std::filesystem::path results = options.results;
   std::filesystem::create_directories(results);
-  const plumb::cuda::CaseSelection selection = plumb::cuda::SelectCases(suite.cases(), options.cases);
+  const plumb::cuda::CaseSelection selection =
+      plumb::cuda::SelectCases(suite.cases(), options.cases, options.models);
 
   int device = 0;
   cudaDeviceProp props{};
@@ -101,7 +115,7 @@ int Run(const plumb::cuda::RunnerOptions& options) {
     try {
       const plumb::fixtures::TensorFile in = suite.Load(*c);
       plumb::fixtures::WriteTensorFile(
-          results / c->file, plumb::cuda::RunCase(*c, in, /*check_only=*/false, Precision(options)));
+          results / c->file, plumb::cuda::RunCase(*c, in, /*check_only=*/false, Precision(options), models));
       std::printf("ran   %s\n", c->name.c_str());
       ran.push_back(c);
     } catch (const std::exception& e) {
@@ -145,7 +159,8 @@ int Run(const plumb::cuda::RunnerOptions& options) {
     }
   }
   std::printf(
-      "\n%zu cases run, %zu skipped (not implemented by the harness), %d not selected by --cases, "
+      "\n%zu cases run, %zu skipped (not implemented by the harness, or no model file), %d not selected by "
+      "--cases, "
       "%d could not run; %d of %d checks passed\n",
       ran.size(), selection.skipped.size(), selection.not_matched, errors, checks - failed, checks);
   return (failed != 0 || errors != 0) ? 1 : 0;

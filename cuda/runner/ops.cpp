@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "../kernels.h"
+#include "device.h"
+#include "model.h"
 #include "plumb/core/error.h"
 
 namespace plumb::cuda {
@@ -22,117 +24,6 @@ namespace {
 using fixtures::Case;
 using fixtures::Tensor;
 using fixtures::TensorFile;
-using Shape = std::vector<std::int64_t>;
-
-// Set by RunCase for a --check-only pass: buffers hold no device memory, kernels are not launched, and
-// downloads are zeros of the right shape (the runner is single-threaded).
-bool check_only_pass = false;
-// Set by RunCase: what the kernels round (kernels.h Precision).
-Precision run_precision = Precision::kFp32;
-
-void CheckCuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw MakeError("CUDA ", what, ": ", cudaGetErrorString(status));
-}
-
-// One device allocation holding a copy of a tensor's bytes, freed with it.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    if (!check_only_pass) CheckCuda(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
-  }
-  explicit DeviceBuffer(const Tensor& t) : DeviceBuffer(t.bytes.size()) {
-    if (!t.bytes.empty() && !check_only_pass)
-      CheckCuda(cudaMemcpy(ptr_, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "copy to device");
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
-
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  // The buffer's bytes as a tensor (also where a kernel's faults surface: the copy synchronises).
-  Tensor Download(std::string dtype, Shape shape) const {
-    return DownloadFirst(std::move(dtype), std::move(shape), bytes_);
-  }
-  // Its first `bytes` only (at most all of them): an output the kernel sizes itself.
-  Tensor DownloadFirst(std::string dtype, Shape shape, std::size_t bytes) const {
-    bytes = std::min(bytes, bytes_);
-    Tensor t{std::move(dtype), std::move(shape), std::vector<std::uint8_t>(bytes)};
-    if (check_only_pass) return t;
-    CheckCuda(cudaDeviceSynchronize(), "kernel");
-    if (bytes != 0)
-      CheckCuda(cudaMemcpy(t.bytes.data(), ptr_, bytes, cudaMemcpyDeviceToHost), "copy to host");
-    return t;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-std::string ShapeText(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-// The case's params and tensors, each read with its check.
-class CaseIo {
- public:
-  CaseIo(const Case& c, const TensorFile& in) : c_(c), in_(in) {}
-
-  std::int64_t Int(const char* key, std::int64_t min = 1) const {
-    if (!c_.params.contains(key) || !c_.params[key].is_number_integer())
-      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not an integer");
-    const auto v = c_.params[key].get<std::int64_t>();
-    if (v < min || v > (std::int64_t{1} << 31) - 1)
-      throw MakeError("case ", c_.name, ": param \"", key, "\" = ", v, " out of range");
-    return v;
-  }
-  int Int32(const char* key, std::int64_t min = 1) const { return static_cast<int>(Int(key, min)); }
-  double Number(const char* key) const {
-    if (!c_.params.contains(key) || !c_.params[key].is_number())
-      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a number");
-    return c_.params[key].get<double>();
-  }
-  bool Bool(const char* key) const {
-    if (!c_.params.contains(key) || !c_.params[key].is_boolean())
-      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a boolean");
-    return c_.params[key].get<bool>();
-  }
-  std::string String(const char* key) const {
-    if (!c_.params.contains(key) || !c_.params[key].is_string())
-      throw MakeError("case ", c_.name, ": param \"", key, "\" missing or not a string");
-    return c_.params[key].get<std::string>();
-  }
-  bool Has(const std::string& name) const { return in_.Has(name); }
-  bool HasParam(const char* key) const { return c_.params.contains(key); }
-  // Tensor `name`, required to have this dtype and shape.
-  const Tensor& Get(const std::string& name, const std::string& dtype, const Shape& shape) const {
-    const Tensor& t = in_.Get(name);
-    if (t.dtype != dtype || t.shape != shape) {
-      throw MakeError("case ", c_.name, ": tensor \"", name, "\" is ", t.dtype, " ", ShapeText(t.shape),
-                      ", expected ", dtype, " ", ShapeText(shape));
-    }
-    return t;
-  }
-  template <class... Args>
-  [[noreturn]] void Fail(Args&&... args) const {
-    throw MakeError("case ", c_.name, ": ", std::forward<Args>(args)...);
-  }
-
- private:
-  const Case& c_;
-  const TensorFile& in_;
-};
-
-std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // ---- gemv / gemm (docs/fixtures.md "gemv and gemm") ----------------------------------------------------
 
@@ -837,7 +728,7 @@ std::map<std::string, Tensor> RunSpeculativeVerify(const CaseIo& io) {
 }  // namespace
 
 std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool check_only,
-                                      Precision precision) {
+                                      Precision precision, const ModelSource& models) {
   check_only_pass = check_only;
   run_precision = precision;
   const CaseIo io(c, in);
@@ -856,6 +747,8 @@ std::map<std::string, Tensor> RunCase(const Case& c, const TensorFile& in, bool 
   if (c.op == "moe_route") return RunMoeRoute(io);
   if (c.op == "moe_experts") return RunMoeExperts(io);
   if (c.op == "moe_align_block_size") return RunMoeAlignBlockSize(io);
+  if (c.op == "layer" || c.op == "end_to_end" || c.op == "kv_handoff" || c.op == "tp_layer")
+    return RunModelCase(io, models);  // model.cpp
   throw MakeError("case ", c.name, ": op ", c.op, " is not implemented by the CUDA harness");
 }
 

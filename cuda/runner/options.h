@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,8 +22,10 @@ namespace plumb::cuda {
 using fixtures::CasePattern;
 
 inline constexpr const char* kRunnerUsage =
-    "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX] [--precision fp32|bf16]\n"
-    "       plumb_cuda_runner --suite DIR --check-only [--cases REGEX] [--precision fp32|bf16]\n"
+    "usage: plumb_cuda_runner --suite DIR --results DIR [--cases REGEX] [--precision fp32|bf16] [--models "
+    "DIR]\n"
+    "       plumb_cuda_runner --suite DIR --check-only [--cases REGEX] [--precision fp32|bf16] [--models "
+    "DIR]\n"
     "  runs every case of the fixture suite whose op the CUDA harness implements (and whose name the POSIX\n"
     "  extended regular expression REGEX matches, anywhere in it), writes DIR/<case>.safetensors, then\n"
     "  checks them against the suite.\n"
@@ -32,6 +36,8 @@ inline constexpr const char* kRunnerUsage =
     "RMSNorm's\n"
     "  and RoPE's inputs and outputs; FP32 sums) and are judged with the allowances bf16_activations and\n"
     "  bf16_outputs (docs/fixtures.md \"Allowances\"); fp32 (the default) declares nothing.\n"
+    "  --models DIR: where the model cases (layer, end_to_end, kv_handoff) find the GGUF file their params\n"
+    "  name (default: models); a case whose file is not there is skipped, saying so.\n"
     "  exit status: 0 every check passed; 1 a check failed or a case could not run; 2 no CUDA GPU;\n"
     "  3 bad arguments or an unreadable suite.";
 
@@ -41,6 +47,7 @@ struct RunnerOptions {
   std::string cases;        // a POSIX extended regex searched in each case name; empty selects every case
   bool check_only = false;  // read and check the cases, run nothing (no GPU needed)
   std::string precision = "fp32";  // "fp32" or "bf16" (kernels.h Precision)
+  std::string models = "models";   // the directory of the model cases' GGUF files
 
   // The allowances the runner declares when it judges: what --precision rounds.
   std::vector<std::string> Allowances() const {
@@ -64,6 +71,7 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
                           : arg == "--results"   ? &options.results
                           : arg == "--cases"     ? &options.cases
                           : arg == "--precision" ? &options.precision
+                          : arg == "--models"    ? &options.models
                                                  : nullptr;
     if (target == nullptr) throw MakeError("unknown argument \"", arg, "\"");
     if (i + 1 >= argc) throw MakeError(arg, " needs a value");
@@ -73,6 +81,7 @@ inline RunnerOptions ParseRunnerOptions(int argc, const char* const* argv) {
   if (options.suite.empty()) throw MakeError("--suite DIR is required (and must not be empty)");
   if (options.results.empty() && !options.check_only)
     throw MakeError("--results DIR is required (and must not be empty)");
+  if (options.models.empty()) throw MakeError("--models DIR must not be empty");
   if (options.precision != "fp32" && options.precision != "bf16")
     throw MakeError("--precision must be fp32 or bf16, not \"", options.precision, "\"");
   (void)CasePattern(options.cases);  // a bad pattern is an argument error, before anything runs
@@ -136,7 +145,40 @@ inline std::string UnsupportedReason(const fixtures::Case& c) {
   }
   if (c.op == "moe_align_block_size") return "";
   if (c.op == "mla_decode" || c.op == "mla_prefill") return "";
+  // The model cases (model.cpp): a Llama forward pass over the case's GGUF file (its tensor types are
+  // checked when it is read: a type the kernels do not decode is an error, not a skip) or tp_layer's shards.
+  if (c.op == "layer" || c.op == "end_to_end") return "";
+  if (c.op == "kv_handoff") {
+    const std::string kv_dtype = param("kv_dtype");
+    if (!one_of(kv_dtype, {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"}))
+      return "kv_dtype \"" + kv_dtype + "\" not implemented";
+    return "";
+  }
+  if (c.op == "tp_layer") {
+    auto on = [&](const char* key) { return c.params.contains(key) && c.params[key] == true; };
+    if (on("qk_norm") || on("sandwich_norm") ||
+        (!param("mlp_activation").empty() && param("mlp_activation") != "silu"))
+      return "Gemma 3's layer (qk_norm, sandwich_norm, gelu_tanh) not implemented";
+    return "";
+  }
   return "op " + c.op + " not implemented";
+}
+
+// The ops whose cases read a model file (docs/fixtures.md "layer", "end_to_end", "kv_handoff"): params.model,
+// a file name in the --models directory. tp_layer's real-model cases carry their shards and need none.
+inline bool ReadsModelFile(const fixtures::Case& c) {
+  return c.op == "layer" || c.op == "end_to_end" || c.op == "kv_handoff";
+}
+
+// Why case c cannot run here although the harness implements it ("" if it can): its model file is not in
+// `models_dir`. A fixture that names no model is left to run, and fail there with its own error.
+inline std::string MissingModelReason(const fixtures::Case& c, const std::filesystem::path& models_dir) {
+  if (!ReadsModelFile(c) || !c.params.contains("model") || !c.params["model"].is_string()) return "";
+  const std::filesystem::path file = models_dir / c.params["model"].get<std::string>();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(file, ec)) return "";
+  return "model " + file.string() +
+         " not found (the suite manifest's model.fetch says how to get it, --models DIR where it is)";
 }
 
 struct CaseSelection {
@@ -145,7 +187,9 @@ struct CaseSelection {
   int not_matched = 0;                                                 // left out by --cases
 };
 
-inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const std::string& pattern) {
+// With models_dir, a model case whose file is not there is skipped too (MissingModelReason).
+inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const std::string& pattern,
+                                 const std::optional<std::filesystem::path>& models_dir = std::nullopt) {
   CaseSelection selection;
   const CasePattern re(pattern);
   for (const fixtures::Case& c : cases) {
@@ -154,6 +198,7 @@ inline CaseSelection SelectCases(const std::vector<fixtures::Case>& cases, const
       continue;
     }
     std::string reason = UnsupportedReason(c);
+    if (reason.empty() && models_dir) reason = MissingModelReason(c, *models_dir);
     if (reason.empty()) {
       selection.run.push_back(&c);
     } else {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -94,7 +95,7 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
   for (const fixtures::Case* c : all.run) run.push_back(c->name);
   EXPECT_EQ(run,
             (std::vector<std::string>{"gemv.q4_0.n37_k320", "gemm.awq.m3", "rmsnorm.r3", "rope.interleaved",
-                                      "attention_decode.vllm.fp8", "softmax.r4",
+                                      "attention_decode.vllm.fp8", "softmax.r4", "layer.smollm2.0",
                                       "moe_route.softmax_topk.e8_k2", "moe_route.sigmoid_group_topk.e256",
                                       "moe_experts.mxfp4.e8_k2", "moe_align_block_size.e8_k2_b16.m40",
                                       "mla_decode.h2_r512_bs64", "mla_prefill.h4_r96_bs16"}));
@@ -106,7 +107,6 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
                          "attention_decode.hnd.f16: layout \"hnd\" not implemented",
                          "reshape_and_cache.nhd.i8: kv_dtype \"int8\" not implemented",
                          "kv_quant.int8: format \"int8\" not implemented",
-                         "layer.smollm2.0: op layer not implemented",
                          "moe_route.sparsemixer.e16: routing \"sparsemixer\" not implemented",
                          "moe_experts.q4_0.e8_k2: weight_dtype \"q4_0\" not implemented",
                          "mla_prefill_fp8.h4: op mla_prefill_fp8 not implemented",
@@ -115,9 +115,10 @@ TEST(SelectCases, RunsWhatTheKernelsCoverAndSaysWhyItSkipsTheRest) {
 
   // --cases searches anywhere in the name; what it leaves out is neither run nor skipped, only counted.
   const CaseSelection some = SelectCases(cases, "^(gemv|layer)\\.");
-  ASSERT_EQ(some.run.size(), 1u);
+  ASSERT_EQ(some.run.size(), 2u);
   EXPECT_EQ(some.run[0]->name, "gemv.q4_0.n37_k320");
-  ASSERT_EQ(some.skipped.size(), 2u);
+  EXPECT_EQ(some.run[1]->name, "layer.smollm2.0");
+  ASSERT_EQ(some.skipped.size(), 1u);
   EXPECT_EQ(some.not_matched, 18);
   EXPECT_EQ(SelectCases(cases, "fp8").run.size(), 1u);
   const CaseSelection moe = SelectCases(cases, "^moe_");
@@ -197,6 +198,58 @@ TEST(SelectCases, RunsPrefillSamplingAndSpeculativeVerify) {
   const CaseSelection sampling = SelectCases(cases, "^(sampling|speculative_verify)\\.");
   EXPECT_EQ(sampling.run.size(), 3u);
   EXPECT_TRUE(sampling.skipped.empty());
+}
+
+// The model cases (docs/fixtures.md "tp_layer", "layer", "end_to_end", "kv_handoff"): Llama's tp_layer, the
+// layer and end_to_end cases, and kv_handoff over every KV dtype the cache kernels take; Gemma 3's tp_layer
+// and another KV dtype are skips. With a models directory, a case whose GGUF file is not in it is skipped,
+// saying so; tp_layer carries its shards and needs none.
+TEST(SelectCases, RunsTheModelCasesAndSkipsThoseWithoutTheirModelFile) {
+  const std::vector<fixtures::Case> cases = {
+      MakeCase("tp_layer.synthetic.tp2", "tp_layer", {{"tp", 2}}),
+      MakeCase("tp_layer.gemma3.tp2", "tp_layer",
+               {{"qk_norm", true}, {"sandwich_norm", true}, {"mlp_activation", "gelu_tanh"}}),
+      MakeCase("layer.m", "layer", {{"model", "absent.gguf"}}),
+      MakeCase("end_to_end.m", "end_to_end", {{"model", "absent.gguf"}}),
+      MakeCase("kv_handoff.fp8_e4m3", "kv_handoff", {{"model", "absent.gguf"}, {"kv_dtype", "fp8_e4m3"}}),
+      MakeCase("kv_handoff.int8", "kv_handoff", {{"model", "absent.gguf"}, {"kv_dtype", "int8"}}),
+  };
+  const CaseSelection all = SelectCases(cases, "");
+  std::vector<std::string> run, skipped;
+  for (const fixtures::Case* c : all.run) run.push_back(c->name);
+  for (const auto& [c, reason] : all.skipped) skipped.push_back(c->name + ": " + reason);
+  EXPECT_EQ(run, (std::vector<std::string>{"tp_layer.synthetic.tp2", "layer.m", "end_to_end.m",
+                                           "kv_handoff.fp8_e4m3"}));
+  EXPECT_EQ(skipped,
+            (std::vector<std::string>{
+                "tp_layer.gemma3.tp2: Gemma 3's layer (qk_norm, sandwich_norm, gelu_tanh) not implemented",
+                "kv_handoff.int8: kv_dtype \"int8\" not implemented",
+            }));
+  const std::filesystem::path models = std::filesystem::path(PLUMB_SOURCE_DIR) / "fixtures" / "suite";
+  const CaseSelection here = SelectCases(cases, "", models);  // a directory without absent.gguf
+  ASSERT_EQ(here.run.size(), 1u);
+  EXPECT_EQ(here.run[0]->name, "tp_layer.synthetic.tp2");
+  ASSERT_EQ(here.skipped.size(), 5u);
+  EXPECT_EQ(here.skipped[1].second, "model " + (models / "absent.gguf").string() +
+                                        " not found (the suite manifest's model.fetch says how to get it, "
+                                        "--models DIR where it is)");
+}
+
+// The committed suite (fixtures/suite): the harness implements every one of its cases. Without the suite's
+// model in models/ (scripts/fetch-model smollm2) its model cases are the only skips, each naming the file.
+TEST(SelectCases, SkipsNothingOfTheCommittedSuite) {
+  const std::filesystem::path source = PLUMB_SOURCE_DIR;
+  const fixtures::Suite suite = fixtures::Suite::Open(source / "fixtures" / "suite");
+  EXPECT_TRUE(SelectCases(suite.cases(), "").skipped.empty());
+  const CaseSelection all = SelectCases(suite.cases(), "", source / "models");
+  EXPECT_EQ(all.run.size() + all.skipped.size(), suite.cases().size());
+  for (const auto& [c, reason] : all.skipped) {
+    EXPECT_TRUE(ReadsModelFile(*c)) << c->name << ": " << reason;
+    EXPECT_NE(reason.find(" not found "), std::string::npos) << c->name << ": " << reason;
+  }
+  if (std::filesystem::exists(source / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")) {
+    EXPECT_TRUE(all.skipped.empty());
+  }
 }
 
 fixtures::Tensor I32(std::vector<std::int32_t> values) {
