@@ -361,9 +361,9 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   c.num_kv_heads = OptionalInt(root, "num_key_value_heads", c.num_heads, source);
   c.head_dim = c.num_heads > 0 ? OptionalInt(root, "head_dim", c.hidden_size / c.num_heads, source) : 0;
   c.rms_norm_eps = OptionalFloat(root, "rms_norm_eps", 1e-6f, source);
+  c.max_position_embeddings = RequireInt(root, "max_position_embeddings", source);  // LongRoPE's factor
   ReadRope(root, source, purpose, c);
   c.vocab_size = RequireInt(root, "vocab_size", source);
-  c.max_position_embeddings = RequireInt(root, "max_position_embeddings", source);
   c.tie_word_embeddings = OptionalBool(root, "tie_word_embeddings", false, source);
   // Qwen2's Q/K/V projections always carry biases (transformers' Qwen2Attention: bias=True, whatever
   // config.json says); Mistral's never do; Llama's say so in attention_bias.
@@ -434,10 +434,9 @@ void ValidateConfig(const ModelConfig& c, const std::string& source) {
     throw MakeError(source, ": rms_norm_eps = ", c.rms_norm_eps, " must be positive");
   if (!(c.rope_theta > 0.0f)) throw MakeError(source, ": rope_theta = ", c.rope_theta, " must be positive");
   if (!c.rope_freq_factors.empty()) {
-    if (c.rope_freq_factors.size() != static_cast<std::size_t>(c.head_dim / 2)) {
-      throw MakeError(source, ": ", c.rope_freq_factors.size(),
-                      " RoPE frequency factors for head_dim = ", c.head_dim,
-                      " (one per rotated pair: ", c.head_dim / 2, ")");
+    if (c.rope_freq_factors.size() != static_cast<std::size_t>(c.RotaryDim() / 2)) {
+      throw MakeError(source, ": ", c.rope_freq_factors.size(), " RoPE frequency factors for ", c.RotaryDim(),
+                      " rotated dims (one per rotated pair: ", c.RotaryDim() / 2, ")");
     }
     for (std::size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
       const float f = c.rope_freq_factors[i];
@@ -445,6 +444,10 @@ void ValidateConfig(const ModelConfig& c, const std::string& source) {
         throw MakeError(source, ": RoPE frequency factor ", i, " = ", f, " must be a positive number");
       }
     }
+  }
+  if (!c.rope_long_freq_factors.empty() && c.rope_long_freq_factors.size() != c.rope_freq_factors.size()) {
+    throw MakeError(source, ": ", c.rope_long_freq_factors.size(), " long RoPE factors for ",
+                    c.rope_freq_factors.size(), " short ones");
   }
   if (c.bos_token_id >= c.vocab_size) {
     throw MakeError(source, ": bos_token_id = ", c.bos_token_id, " is not below vocab_size = ", c.vocab_size);

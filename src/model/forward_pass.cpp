@@ -236,11 +236,11 @@ void ForwardPass::AddNormedProjection(ForwardKernel kernel, ForwardKernel norm_k
 void ForwardPass::Rope(int layer) {
   const std::size_t q_dim = c_.QueryDim(), kv_dim = c_.KvDim();
   const float theta = c_.RopeTheta(layer);
-  const float* factors = c_.RopeFreqFactors(layer);
   std::size_t row = 0;
   for (const SequenceChunk& chunk : chunks_) {
     const int n = static_cast<int>(chunk.tokens.size());
     const int first_pos = chunk.kv->length();
+    const float* factors = c_.RopeFreqFactors(layer, first_pos + n);  // LongRoPE: by the sequence's length
     if (c_.RotaryDim() == c_.head_dim) {
       kernels::RopeRotateHalf(&a_.q[row * q_dim], n, c_.num_heads, c_.head_dim, first_pos, theta, factors);
       kernels::RopeRotateHalf(&a_.k[row * kv_dim], n, c_.num_kv_heads, c_.head_dim, first_pos, theta,
@@ -250,6 +250,15 @@ void ForwardPass::Rope(int layer) {
       RotatePart(&a_.k[row * kv_dim], n, c_.num_kv_heads, first_pos, theta, factors);
     }
     row += n;
+  }
+  if (c_.rope_attention_factor != 1.0f) {
+    // LongRoPE multiplies cos and sin by attention_factor: every rotated element of q and k, once.
+    const int dim = c_.RotaryDim();
+    for (auto [x, heads] : {std::pair{a_.q.data(), c_.num_heads}, std::pair{a_.k.data(), c_.num_kv_heads}}) {
+      for (std::size_t v = 0; v < Extent(rows_, heads); ++v) {
+        for (int j = 0; j < dim; ++j) x[v * c_.head_dim + j] *= c_.rope_attention_factor;
+      }
+    }
   }
   Done(ForwardKernel::kRope, layer);
 }

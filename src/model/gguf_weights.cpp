@@ -24,6 +24,9 @@ namespace plumb {
 namespace {
 
 constexpr const char* kRopeFreqs = "rope_freqs.weight";  // llama.cpp's LLM_TENSOR_ROPE_FREQS
+// Phi-3's LongRoPE divisors (LLM_TENSOR_ROPE_FACTORS_LONG / _SHORT), one per rotated pair.
+constexpr const char* kRopeFactorsLong = "rope_factors_long.weight";
+constexpr const char* kRopeFactorsShort = "rope_factors_short.weight";
 
 // Reads an integer hyper-parameter that must fit an int and be positive.
 int PositiveInt(const GgufFile& file, const std::string& key, std::optional<int> fallback = std::nullopt) {
@@ -367,6 +370,45 @@ void RefuseUnknownArchKeys(const GgufFile& file, const std::string& arch) {
   }
 }
 
+// One of Phi-3's LongRoPE tensors: F32, a divisor per rotated pair, each positive.
+std::vector<float> ReadRopeFactors(const GgufFile& file, const char* name, int pairs) {
+  const GgufTensorInfo& t = Require(file, name);
+  if (t.type != GgmlType::F32) {
+    throw MakeError(Where(file, t), ": tensor type ", GgmlTypeName(t.type), ", expected F32");
+  }
+  CheckDims(file, t, {static_cast<std::uint64_t>(pairs)});
+  std::vector<float> factors(static_cast<std::size_t>(pairs));
+  DequantizeRow(t.type, t.data, factors.data(), pairs);
+  for (int i = 0; i < pairs; ++i) {
+    if (!(factors[i] > 0.0f) || !std::isfinite(factors[i])) {
+      throw MakeError(Where(file, t), ": factor ", i, " = ", factors[i], " must be a positive number");
+    }
+  }
+  return factors;
+}
+
+// Phi-3's LongRoPE as llama.cpp's converter writes it: rope_factors_long.weight and
+// rope_factors_short.weight, phi3.rope.scaling.attn_factor (sqrt(1 + ln(scale) / ln(original)), by the
+// converter) and the original context. llama.cpp picks the long factors for the whole run when its context
+// exceeds the original; plumb picks them per forward pass by the sequence's length, as transformers and vLLM
+// do (docs/models.md "RoPE scaling"), the same choice for every pass of a sequence that stays on one side.
+void ReadLongRope(const GgufFile& file, ModelConfig& c) {
+  RopeScaling s;
+  s.type = RopeScalingType::kLongRope;
+  const int pairs = c.RotaryDim() / 2;
+  for (auto [name, out] :
+       {std::pair{kRopeFactorsShort, &s.short_factor}, std::pair{kRopeFactorsLong, &s.long_factor}}) {
+    for (float f : ReadRopeFactors(file, name, pairs)) out->push_back(f);
+  }
+  s.original_max_position_embeddings = PositiveInt(file, "phi3.rope.scaling.original_context_length");
+  s.attention_factor = file.FindFloat("phi3.rope.scaling.attn_factor").value_or(1.0);
+  if (!(s.attention_factor > 0.0 && s.attention_factor < 1e30)) {
+    throw MakeError(file.path(), ": phi3.rope.scaling.attn_factor = ", s.attention_factor,
+                    " must be a positive number");
+  }
+  SetRopeScaling(c, s);
+}
+
 // RoPE scaling as llama.cpp reads it: rope.scaling.factor divides every frequency (llama.cpp's
 // freq_scale = 1 / factor, for type none or linear alike), and a Llama's rope_freqs.weight divides each
 // pair's (llama.cpp's converter writes Llama 3.1's rule so). YaRN and the rest are refused by name.
@@ -377,8 +419,10 @@ void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig&
     throw MakeError(file.path(), ": ", p, "type '", type,
                     "' is not supported (plumb implements 'none' and 'linear')");
   }
+  if (arch == "phi3" && file.FindTensor(kRopeFactorsLong) != nullptr) return ReadLongRope(file, c);
   if (const std::optional<double> attn = file.FindFloat(p + "attn_factor"); attn && *attn != 1.0) {
-    throw MakeError(file.path(), ": ", p, "attn_factor = ", *attn, " is not supported (1 only)");
+    throw MakeError(file.path(), ": ", p, "attn_factor = ", *attn, " is not supported (1 only, but with ",
+                    "Phi-3's LongRoPE factors)");
   }
   const double factor = file.FindFloat(p + "factor").value_or(0.0);  // llama.cpp: 0 means none
   if (!(factor >= 0.0 && factor < 1e30)) {
@@ -578,6 +622,10 @@ ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const G
   w.final_norm = f.Vector("output_norm.weight", d);
   if (!c.tie_word_embeddings) w.lm_head = f.Matrix("output.weight", c.vocab_size, d);
   if (c.rope_scaling.type == RopeScalingType::kFactors) f.Note(kRopeFreqs);  // ConfigFromGguf read it
+  if (c.rope_scaling.type == RopeScalingType::kLongRope) {                   // and these
+    f.Note(kRopeFactorsLong);
+    f.Note(kRopeFactorsShort);
+  }
   f.RequireAllUsed(c.model_type);
   return w;
 }

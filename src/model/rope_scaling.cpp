@@ -44,11 +44,18 @@ void SetRopeScaling(ModelConfig& c, const RopeScaling& scaling) {
   }
   c.rope_scaling = scaling;
   c.rope_freq_factors.clear();
+  c.rope_long_freq_factors.clear();
+  c.rope_attention_factor = 1.0f;
   if (scaling.type == RopeScalingType::kLinear) {
     c.rope_freq_factors.assign(static_cast<std::size_t>(c.RotaryDim() / 2),
                                static_cast<float>(scaling.factor));
   } else if (scaling.type == RopeScalingType::kLlama3) {
     c.rope_freq_factors = Llama3RopeFreqFactors(scaling, c.rope_theta, c.RotaryDim());
+  } else if (scaling.type == RopeScalingType::kLongRope) {
+    // transformers: inv_freq = 1 / (ext_factor · base^(2i/dim)), the factors as float32.
+    c.rope_freq_factors.assign(scaling.short_factor.begin(), scaling.short_factor.end());
+    c.rope_long_freq_factors.assign(scaling.long_factor.begin(), scaling.long_factor.end());
+    c.rope_attention_factor = static_cast<float>(scaling.attention_factor);
   }
 }
 
@@ -67,6 +74,10 @@ std::string RopeDescription(const ModelConfig& c) {
       out << ", llama3 scaling (factor " << s.factor << ", low_freq_factor " << s.low_freq_factor
           << ", high_freq_factor " << s.high_freq_factor << ", original context "
           << s.original_max_position_embeddings << ")";
+      break;
+    case RopeScalingType::kLongRope:
+      out << ", longrope scaling (original context " << s.original_max_position_embeddings
+          << ", attention factor " << s.attention_factor << ")";
       break;
     case RopeScalingType::kFactors:
       out << ", per-pair frequency factors "
@@ -135,9 +146,47 @@ std::string TypeOf(const json& object, const std::string& where) {
 
 }  // namespace
 
+// LongRoPE's keys, as transformers' _compute_longrope_parameters reads them: a divisor per rotated pair in
+// short_factor and long_factor; the original context from the RoPE object or, where only there, config.json's
+// top level (Phi-3 writes it there); factor, if absent, max_position_embeddings / original; attention_factor,
+// if absent, sqrt(1 + ln(factor) / ln(original)) for factor > 1, else 1.
+void ReadLongRope(const json& root, const json& rope, const std::string& where, const ModelConfig& c,
+                  RopeScaling& s) {
+  s.type = RopeScalingType::kLongRope;
+  const std::size_t pairs = static_cast<std::size_t>(c.RotaryDim() / 2);
+  for (auto [key, out] :
+       {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
+    const json* list = Find(rope, key);
+    if (list == nullptr || !list->is_array() || list->size() != pairs) {
+      throw MakeError(where, ".", key, " must list a divisor for each of the ", pairs, " rotated pairs, got ",
+                      list != nullptr ? list->dump() : std::string("none"));
+    }
+    for (std::size_t i = 0; i < pairs; ++i) {
+      const json& f = (*list)[i];
+      if (!f.is_number() || !(f.get<double>() > 0.0) || !std::isfinite(f.get<double>())) {
+        throw MakeError(where, ".", key, "[", i, "] = ", f.dump(), " must be a positive number");
+      }
+      out->push_back(static_cast<double>(static_cast<float>(f.get<double>())));  // float32, as transformers
+    }
+  }
+  const json& holder = Find(rope, "original_max_position_embeddings") != nullptr ? rope : root;
+  const double original = PositiveNumber(holder, "original_max_position_embeddings", where);
+  if (original != std::floor(original) || original > (1 << 30)) {
+    throw MakeError(where, ".original_max_position_embeddings = ", original, " must be a whole number");
+  }
+  s.original_max_position_embeddings = static_cast<int>(original);
+  s.factor = Find(rope, "factor") != nullptr ? PositiveNumber(rope, "factor", where)
+                                             : static_cast<double>(c.max_position_embeddings) / original;
+  if (Find(rope, "attention_factor") != nullptr) {
+    s.attention_factor = PositiveNumber(rope, "attention_factor", where);
+  } else {
+    s.attention_factor = s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(original));
+  }
+}
+
 // The rule of one RoPE object (rope_parameters, rope_scaling, or one layer type's entry of Gemma 3's):
 // its scaling, checked key by key.
-RopeScaling ReadRopeRule(const json& rope, const std::string& where, ModelConfig& c) {
+RopeScaling ReadRopeRule(const json& root, const json& rope, const std::string& where, ModelConfig& c) {
   const std::string type = TypeOf(rope, where);
   // The keys of the RoPE object plumb reads for this type; any other is refused below.
   std::vector<std::string> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
@@ -167,9 +216,17 @@ RopeScaling ReadRopeRule(const json& rope, const std::string& where, ModelConfig
          {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       known.emplace_back(key);
     }
+  } else if (type == "longrope" && c.model_type == "phi3") {
+    ReadLongRope(root, rope, where, c, s);
+    for (const char* key :
+         {"short_factor", "long_factor", "factor", "attention_factor", "original_max_position_embeddings"}) {
+      known.emplace_back(key);
+    }
   } else {
-    throw MakeError(where, ".rope_type = \"", type,
-                    "\" is not supported (plumb implements \"default\", \"linear\" and \"llama3\")");
+    throw MakeError(
+        where, ".rope_type = \"", type,
+        "\" is not supported (plumb implements \"default\", \"linear\", \"llama3\" and, for phi3, "
+        "\"longrope\")");
   }
   for (const auto& item : rope.items()) {
     if (item.value().is_null()) continue;
@@ -204,8 +261,8 @@ void ReadGemma3Rope(const json& root, const std::string& source, ConfigPurpose p
     c.rope_theta_local =
         static_cast<float>(PositiveNumber(sliding, "rope_theta", where + ".sliding_attention"));
     if (!run) return;
-    global = ReadRopeRule(full, where + ".full_attention", c);
-    if (ReadRopeRule(sliding, where + ".sliding_attention", c).type != RopeScalingType::kNone) {
+    global = ReadRopeRule(root, full, where + ".full_attention", c);
+    if (ReadRopeRule(root, sliding, where + ".sliding_attention", c).type != RopeScalingType::kNone) {
       throw MakeError(where, ".sliding_attention = ", sliding.dump(), ": plumb rotates the sliding layers ",
                       "unscaled (as every Gemma 3 does)");
     }
@@ -216,7 +273,7 @@ void ReadGemma3Rope(const json& root, const std::string& source, ConfigPurpose p
     if (const json* scaling = Find(root, "rope_scaling"); scaling != nullptr && !scaling->is_null()) {
       if (!scaling->is_object())
         throw MakeError(source, ": rope_scaling must be an object, got ", scaling->dump());
-      global = ReadRopeRule(*scaling, source + ": rope_scaling", c);
+      global = ReadRopeRule(root, *scaling, source + ": rope_scaling", c);
     }
   }
   SetRopeScaling(c, global);
@@ -251,7 +308,7 @@ void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose
     throw MakeError(source, ": rope_parameters ", parameters->dump(), " and rope_scaling ", scaling->dump(),
                     " disagree");
   }
-  SetRopeScaling(c, ReadRopeRule(rope, where, c));
+  SetRopeScaling(c, ReadRopeRule(root, rope, where, c));
 }
 
 }  // namespace config_json

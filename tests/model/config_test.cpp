@@ -166,8 +166,23 @@ TEST(Config, EachFamilyReadsItsSwitches) {
   j.erase("rope_theta");
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.75}};
   c = parse(j);
-  EXPECT_EQ(c.RotaryDim(), 12);  // head_dim 16 · 0.75
-  j["rope_parameters"]["rope_type"] = "longrope";
+  EXPECT_EQ(c.RotaryDim(), 12);                    // head_dim 16 · 0.75
+  j["rope_parameters"]["rope_type"] = "longrope";  // Phi-3.5 / Phi-4-mini's: a divisor per rotated pair
+  EXPECT_NE(ErrorOf(j).find("short_factor must list a divisor for each of the 6 rotated pairs"),
+            std::string::npos)
+      << ErrorOf(j);
+  j["rope_parameters"]["short_factor"] = {1, 1, 1, 1, 1, 1};
+  j["rope_parameters"]["long_factor"] = {1, 2, 4, 8, 16, 32};
+  j["original_max_position_embeddings"] = 32;  // Phi-3 writes it at the top level
+  c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLongRope);
+  EXPECT_FLOAT_EQ(c.rope_attention_factor, static_cast<float>(std::sqrt(1 + std::log(4.0) / std::log(32.0))));
+  EXPECT_EQ(c.RopeFreqFactors(0, 32)[5], 1.0f);   // a pass that fits the original context: short
+  EXPECT_EQ(c.RopeFreqFactors(0, 33)[5], 32.0f);  // one past it: long
+  j["rope_parameters"]["long_factor"][3] = -1;
+  EXPECT_NE(ErrorOf(j).find("long_factor[3] = -1"), std::string::npos) << ErrorOf(j);
+  j = LlamaConfig();
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1}}, {"long_factor", {1}}};
   EXPECT_NE(ErrorOf(j).find("\"longrope\" is not supported"), std::string::npos) << ErrorOf(j);
   j = LlamaConfig();
   j["partial_rotary_factor"] = 0.5;  // transformers' Llama would rotate all: refused, not guessed

@@ -258,6 +258,10 @@ TEST(TransformersGguf, ConfigMatchesTheCheckpoints) {
     EXPECT_EQ(g.moe_intermediate_size, h.moe_intermediate_size);
     EXPECT_EQ(g.rope_scaling.type == RopeScalingType::kLinear,
               h.rope_scaling.type == RopeScalingType::kLinear);
+    EXPECT_EQ(g.rope_scaling.type == RopeScalingType::kLongRope,
+              h.rope_scaling.type == RopeScalingType::kLongRope);
+    EXPECT_EQ(g.rope_long_freq_factors, h.rope_long_freq_factors);
+    EXPECT_FLOAT_EQ(g.rope_attention_factor, h.rope_attention_factor);
   }
 }
 

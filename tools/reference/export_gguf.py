@@ -406,7 +406,9 @@ def check_representable(hf, architecture, where):
     rope = rope_parameters(hf)
     full = rope.get("full_attention", rope)
     kind = full.get("rope_type", full.get("type", "default"))
-    if architecture in ("qwen2", "qwen3", "olmo2", "gemma2", "phi3") and kind != "default":
+    if architecture == "phi3" and kind not in ("default", "longrope"):
+        raise ValueError(f"{where}: RoPE type {kind!r} is not written for phi3")
+    if architecture in ("qwen2", "qwen3", "olmo2", "gemma2") and kind != "default":
         raise ValueError(f"{where}: RoPE type {kind!r} is not written for {architecture}")
     if architecture == "gemma3":
         if kind not in ("default", "linear"):
@@ -414,8 +416,6 @@ def check_representable(hf, architecture, where):
         local = rope.get("sliding_attention", {})
         if local.get("rope_type", "default") != "default":
             raise ValueError(f"{where}: Gemma 3's sliding layers rotate unscaled in llama.cpp")
-    if architecture == "phi3" and (full.get("long_factor") or full.get("short_factor")):
-        raise ValueError(f"{where}: Phi-3's LongRoPE factors are not written here")
 
 
 def write_llama_hparams(writer, hf, architecture, out_type, rope_theta):
@@ -542,6 +542,23 @@ def write_phi3_hparams(writer, hf, out_type):
     writer.add_rope_freq_base(rope["rope_theta"])
     writer.add_file_type(file_type(out_type))
     writer.add_sliding_window(hf.get("sliding_window") or 0)
+    if rope.get("rope_type", rope.get("type", "default")) == "longrope":
+        # The converter's attention factor, from the two context lengths (not rope_parameters' attention_factor)
+        original = rope.get("original_max_position_embeddings", hf.get("original_max_position_embeddings"))
+        scale = hf["max_position_embeddings"] / original
+        writer.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0)
+
+
+def phi3_rope_factors(hf):
+    """The converter's Phi3MiniModel.generate_extra_tensors for LongRoPE: rope_factors_long.weight then
+    rope_factors_short.weight, F32 [rope dims / 2], first in the file; nothing for another RoPE type."""
+    rope = rope_parameters(hf)
+    if rope.get("rope_type", rope.get("type", "default")) != "longrope":
+        return []
+    return [
+        ("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32)),
+        ("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32)),
+    ]
 
 
 def convert(checkpoint_dir, out_path, out_type, model_name=None):
@@ -585,6 +602,9 @@ def convert(checkpoint_dir, out_path, out_type, model_name=None):
     if rope_freqs is not None:
         writer.add_tensor(ROPE_FREQS, rope_freqs, raw_dtype=gguf.GGMLQuantizationType.F32)
         types[ROPE_FREQS] = gguf.GGMLQuantizationType.F32.name
+    for name, values in phi3_rope_factors(hf) if architecture == "phi3" else []:
+        writer.add_tensor(name, values, raw_dtype=gguf.GGMLQuantizationType.F32)
+        types[name] = gguf.GGMLQuantizationType.F32.name
     for name, values in gguf_tensors(hf, tensors):
         qtype = tensor_type(name, values, out_type)
         data = gguf.quants.quantize(values, qtype)

@@ -112,6 +112,15 @@ LLAMA3_ROPE = {
     "original_max_position_embeddings": 16,
 }
 
+# LongRoPE for the rotated 8 dims (4 pairs) of phi3-longrope*: a divisor per pair for sequences that fit the
+# original context (short) and for longer ones (long), as Phi-3.5 and Phi-4-mini's config.json give them.
+LONGROPE = {
+    "rope_type": "longrope",
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.5,
+    "short_factor": [1.0, 1.5, 2.0, 3.0],
+    "long_factor": [1.0, 2.5, 6.0, 16.0],
+}
 
 # The router's choice must be far from flipping (make_fixtures.MIN_ROUTING_GAP: the smallest chosen minus
 # largest unchosen router logit over every decision of the float64 reference's runs).
@@ -277,6 +286,40 @@ SPECS = [
         ),
         seed=8,
         reference="transformers64",
+    ),
+    Spec(
+        "phi3-longrope",
+        "Phi-3 with LongRoPE (rope_type longrope, as Phi-3.5-mini and Phi-4-mini): per-pair short and long "
+        "frequency divisors, cos and sin scaled by sqrt(1 + ln(128/8) / ln 8); original context 8, so every "
+        "forward pass of the fixture (the 12-token prompt on) is past it and takes the long factors; partial "
+        "rotary 0.5; tied",
+        "phi3",
+        dict(
+            pad_token_id=None,
+            original_max_position_embeddings=8,
+            tie_word_embeddings=True,
+            sliding_window=None,
+            rope_parameters=dict(LONGROPE),
+        ),
+        seed=8,
+        reference="transformers64",
+        must_matter={"original_max_position_embeddings": 64},
+    ),
+    Spec(
+        "phi3-longrope-short",
+        "phi3-longrope's factors (other weights) with original context 64: every forward pass of the fixture "
+        "fits it and takes the short factors (with the attention factor of 128/64)",
+        "phi3",
+        dict(
+            pad_token_id=None,
+            original_max_position_embeddings=64,
+            tie_word_embeddings=True,
+            sliding_window=None,
+            rope_parameters=dict(LONGROPE),
+        ),
+        seed=1,
+        reference="transformers64",
+        must_matter={"original_max_position_embeddings": 8},
     ),
     Spec(
         "smollm3",

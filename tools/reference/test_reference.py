@@ -521,7 +521,7 @@ def test_transformers_fixtures_match_reference():
     ~1e-6) and greedy ids, and every refused checkpoint has no expected outputs."""
     root = os.path.join(REPO_ROOT, "fixtures", "transformers")
     names = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
-    assert len(names) == 16, names
+    assert len(names) == 18, names
     checked = 0
     for name in names:
         directory = os.path.join(root, name)
@@ -792,6 +792,10 @@ def test_transformers_ggufs_hold_the_checkpoints():
             want[gguf_name] = np.stack([by_expert[e] for e in range(len(by_expert))])
         if "rope_freqs.weight" in stored:  # Llama 3.x scaling: the divisors, as export_gguf computes them
             _, want["rope_freqs.weight"] = export_gguf.rope_settings(hf)
+        rope = hf.get("rope_parameters") or {}
+        if architecture == "phi3" and rope.get("rope_type") == "longrope":  # config.json's two lists, F32
+            for which in ("long", "short"):
+                want[f"rope_factors_{which}.weight"] = np.array(rope[f"{which}_factor"], dtype=np.float32)
         assert sorted(stored) == sorted(want), f"{name}: {sorted(set(stored) ^ set(want))}"
         for gguf_name, values in want.items():
             t = stored[gguf_name]

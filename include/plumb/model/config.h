@@ -15,10 +15,11 @@ namespace plumb {
 // scaling"). Every kind plumb runs divides each rotated pair's frequency by a factor of its own
 // (scalar.h RopeRotateHalf's f_i); ModelConfig::rope_freq_factors holds them, this says where they came from.
 enum class RopeScalingType {
-  kNone,     // f_i = 1 (config.json rope_type "default", or no scaling given)
-  kLinear,   // f_i = factor for every pair (rope_type "linear": position interpolation)
-  kLlama3,   // Llama 3.1's piecewise rule (rope_type "llama3"): Llama3RopeFreqFactors
-  kFactors,  // the divisors as stored, one per pair (GGUF rope_freqs.weight, llama.cpp's form of llama3)
+  kNone,      // f_i = 1 (config.json rope_type "default", or no scaling given)
+  kLinear,    // f_i = factor for every pair (rope_type "linear": position interpolation)
+  kLlama3,    // Llama 3.1's piecewise rule (rope_type "llama3"): Llama3RopeFreqFactors
+  kFactors,   // the divisors as stored, one per pair (GGUF rope_freqs.weight, llama.cpp's form of llama3)
+  kLongRope,  // Phi-3's LongRoPE (rope_type "longrope"): short or long divisors by the pass's sequence length
 };
 
 struct RopeScaling {
@@ -26,7 +27,12 @@ struct RopeScaling {
   double factor = 1.0;                       // linear; llama3: the divisor of the low frequencies
   double low_freq_factor = 1.0;              // llama3
   double high_freq_factor = 4.0;             // llama3
-  int original_max_position_embeddings = 0;  // llama3: the context the model was pre-trained at
+  int original_max_position_embeddings = 0;  // llama3, longrope: the context the model was pre-trained at
+  // longrope: the divisors per pair (short_factor for a pass whose sequence fits the original context,
+  // long_factor past it) and the factor cos and sin are multiplied by (attention_factor; by default
+  // sqrt(1 + ln(factor) / ln(original)), factor = max_position_embeddings / original).
+  std::vector<double> short_factor{}, long_factor{};
+  double attention_factor = 1.0;
 };
 
 // Llama 3.1's rule, per pair i of a head of head_dim (the definition transformers' _compute_llama3_parameters
@@ -63,6 +69,10 @@ struct ModelConfig {
   // rope_scaling for a config.json, from rope_freqs.weight for a GGUF. Layers with a RoPE base of their own
   // (Gemma 3's local layers) rotate unscaled, as in llama.cpp.
   std::vector<float> rope_freq_factors;
+  // LongRoPE: the divisors past the original context (rope_freq_factors holds the short ones), and the
+  // factor every rotated element is multiplied by (docs/models.md "RoPE scaling").
+  std::vector<float> rope_long_freq_factors;
+  float rope_attention_factor = 1.0f;
   int vocab_size = 0;
   int max_position_embeddings = 0;   // the context length plumb allows
   bool tie_word_embeddings = false;  // LM head = token embedding matrix
@@ -141,9 +151,16 @@ struct ModelConfig {
     return std::find(nope_layers.begin(), nope_layers.end(), layer) == nope_layers.end();
   }
   int RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
-  // The layer's RoPE frequency divisors for kernels::RopeRotateHalf (null: unscaled).
-  const float* RopeFreqFactors(int layer) const {
-    return rope_freq_factors.empty() || HasOwnLocalRope(layer) ? nullptr : rope_freq_factors.data();
+  // The layer's RoPE frequency divisors for kernels::RopeRotateHalf (null: unscaled), for a forward pass
+  // over a sequence of sequence_length positions (LongRoPE's long divisors past the original context, as
+  // transformers and vLLM choose them per pass).
+  const float* RopeFreqFactors(int layer, int sequence_length = 0) const {
+    if (rope_freq_factors.empty() || HasOwnLocalRope(layer)) return nullptr;
+    if (rope_scaling.type == RopeScalingType::kLongRope &&
+        sequence_length > rope_scaling.original_max_position_embeddings) {
+      return rope_long_freq_factors.data();
+    }
+    return rope_freq_factors.data();
   }
 };
 
