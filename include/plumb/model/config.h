@@ -183,11 +183,12 @@ ModelConfig LoadConfigJson(const std::string& path);
 std::string ConfigToJson(const ModelConfig& config);
 
 class GgufFile;
-// Reads the hyper-parameters of a GGUF model from its `<arch>.*` metadata (llama.cpp's keys; arch is
-// "llama", "qwen2" or "gemma3"): e.g. llama.block_count, llama.attention.head_count_kv. A GGUF has no tie
-// flag: a missing output.weight tensor means the LM head is the token embedding; rope_freqs.weight gives
-// rope_freq_factors. Every `<arch>.*` key must be one plumb reads or checks (an unknown one is refused
-// naming it and its value). Errors name the file and key.
+// Reads the hyper-parameters of a GGUF model from its `<arch>.*` metadata (llama.cpp's keys; arch is one of
+// llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, phi3, smollm3; docs/models.md): e.g.
+// llama.block_count, llama.attention.head_count_kv. A GGUF has no tie flag: a missing output.weight tensor
+// means the LM head is the token embedding; rope_freqs.weight gives rope_freq_factors. Every `<arch>.*` key
+// must be one plumb reads or checks (an unknown one is refused naming it and its value). Errors name the file
+// and key.
 ModelConfig ConfigFromGguf(const GgufFile& file);
 
 // Gemma 3's architecture on top of the shapes already in `c`: GeGLU, the √d embedding scale, QK-norm, the
