@@ -1,5 +1,6 @@
 // plumb generate: a prompt in (text, or token ids), its continuation streamed out, with the prefill/decode
 // timing a learner wants to see.
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -8,10 +9,13 @@
 #include "plumb/cli/batch_flags.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
+#include "plumb/cli/prompt_lines.h"
 #include "plumb/core/error.h"
+#include "plumb/engine/constraint_vocabulary.h"
 #include "plumb/engine/generator.h"
 #include "plumb/engine/model_identity.h"
 #include "plumb/kv/kv_handoff.h"
+#include "plumb/sample/json_schema.h"
 #include "plumb/tokenizer/tokenizer.h"
 
 namespace plumb::cli {
@@ -42,6 +46,10 @@ Flags GenerateFlags() {
       "continue the sequence saved in F: decode its last sampled token, then any --prompt / --prompt-ids "
       "(the KV dtype is the file's)");
   AddDraftFlags(f);
+  f.AddValue(
+      "json-schema", "F",
+      "constrain the output to a JSON document valid against the JSON schema in file F; it ends with the"
+      " end-of-generation token once complete (docs/serve.md, \"Structured output\")");
   return f;
 }
 
@@ -56,7 +64,9 @@ constexpr const char* kGenerateUsage =
     "--save-kv F / --load-kv F hand a sequence's KV cache from one run to the next: the continuation's "
     "logits\n"
     "are bitwise those of one uninterrupted run with the same flags (docs/kv-cache.md, \"KV hand-off "
-    "format\").\n\n"
+    "format\").\n"
+    "--json-schema F constrains the output to a JSON document valid against the schema in F (docs/serve.md,\n"
+    "\"Structured output\").\n\n"
     "flags:\n";
 
 }  // namespace
@@ -84,6 +94,20 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
         "--draft speculates on one sequence: not with --prompts-file, --prompt-ids-file, --save-kv or"
         " --load-kv");
   }
+  // The schema is compiled before the model loads, so that an unsupported keyword fails at once.
+  std::optional<Grammar> schema_grammar;
+  if (flags.IsSet("json-schema")) {
+    if (flags.IsSet("draft")) throw MakeError("--json-schema is not supported with --draft");
+    if (flags.Switch("ignore-eos"))
+      throw MakeError(
+          "--json-schema ends the document with an end-of-generation token: not with --ignore-eos");
+    const std::string path = flags.String("json-schema");
+    try {
+      schema_grammar = JsonSchemaGrammar(ReadTextFile(path));
+    } catch (const Error& e) {
+      throw MakeError(path, ": ", e.what());
+    }
+  }
   const bool text_mode = flags.IsSet("prompt");
   const std::string prompt_text = text_mode ? flags.String("prompt") : "";
   std::vector<int> prompt = flags.IsSet("prompt-ids") ? flags.IntList("prompt-ids") : std::vector<int>{};
@@ -95,6 +119,11 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
   TextModel loaded = TextModel::Load(model_path);
   const int ctx = ReadContextFlag(flags, loaded.model.config(), 0);
   if (!flags.Switch("ignore-eos")) options.stop_ids = loaded.StopIds();
+  if (schema_grammar) {
+    options.constraint = std::make_shared<const TokenConstraint>(
+        std::move(*schema_grammar), ConstraintVocabulary(loaded.RequireTokenizer("--json-schema")),
+        options.stop_ids);
+  }
   if (batch) return RunGenerateBatch(flags, loaded, options, ctx, out, err);
   // A loaded hand-off: the cache as the file holds it (its dtype and FP8 scales), then its next token.
   std::optional<KvHandoffModel> identity;  // hashing the weights takes a moment: only when a file needs it
@@ -163,6 +192,14 @@ int RunGenerate(std::span<const std::string> args, std::ostream& out, std::ostre
     WriteKvHandoff(flags.String("save-kv"), ExportKv(cache, history, *identity, generated.back()));
   }
   PrintGenerationStats(err, stats);
+  if (options.constraint) {
+    err << "json schema: masks took " << stats.constraint_seconds * 1e3 / std::max(stats.generated_tokens, 1)
+        << " ms per token"
+        << (stats.stop_reason == StopReason::kMaxTokens
+                ? "; the document is unfinished: --max-tokens came first (finish reason length)"
+                : "")
+        << "\n";
+  }
   if (!loaded_note.empty()) err << loaded_note << "\n";
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "plumb/core/error.h"
 
@@ -31,6 +32,19 @@ void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std
   }
 }
 
+void CheckConstraintFits(const Model& model, const GenerationOptions& options) {
+  if (!options.constraint) return;
+  const TokenConstraint& c = *options.constraint;
+  if (c.vocabulary().size() > model.config().vocab_size) {
+    throw MakeError("the output constraint's vocabulary has ", c.vocabulary().size(),
+                    " tokens, more than the model's ", model.config().vocab_size);
+  }
+  for (const int id : c.end_ids()) {
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), id) == options.stop_ids.end())
+      throw MakeError("the output constraint ends with token ", id, ", which is not a stop id");
+  }
+}
+
 std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
                              const GenerationOptions& options) {
   if (options.decode_one_token_prompt && prompt.size() == 1) {
@@ -47,6 +61,7 @@ std::vector<float> RunPrompt(Model& model, ContiguousKvCache& cache, std::span<c
 GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const int> prompt,
                          const GenerationOptions& options, const std::function<void(int)>& on_token) {
   CheckGenerationFits(model, cache, prompt, options.max_new_tokens);
+  CheckConstraintFits(model, options);
   Sampler sampler(options.sampling);
   GenerationStats stats;
   stats.prompt_tokens = static_cast<int>(prompt.size());
@@ -54,10 +69,24 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
     return std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end();
   };
 
+  std::optional<TokenMatcher> matcher;
+  if (options.constraint) matcher.emplace(options.constraint);
+  std::vector<float> masked;  // the logits with the constraint applied: Model's are read-only
+  const auto sample = [&](std::span<const float> logits) {
+    if (!matcher) return sampler.Sample(logits);
+    const Clock::time_point begin = Clock::now();
+    masked.assign(logits.begin(), logits.end());
+    matcher->Apply(masked);
+    stats.constraint_seconds += SecondsSince(begin);
+    const int token = sampler.Sample(masked);
+    matcher->Accept(token);
+    return token;
+  };
+
   const Clock::time_point start = Clock::now();
   const std::vector<float> logits = RunPrompt(model, cache, prompt, options);
   stats.prefill_seconds = SecondsSince(start);
-  int token = sampler.Sample(logits);
+  int token = sample(logits);
   stats.time_to_first_token = SecondsSince(start);
 
   stats.stop_reason = StopReason::kMaxTokens;
@@ -71,7 +100,7 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
     if (stats.generated_tokens == options.max_new_tokens) break;
     const Clock::time_point step = Clock::now();
     const std::span<const float> next_logits = model.Decode(token, cache);
-    token = sampler.Sample(next_logits);
+    token = sample(next_logits);
     stats.decode_seconds += SecondsSince(step);
     ++stats.decode_steps;
   }

@@ -6,23 +6,10 @@
 
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
+#include "plumb/engine/log_probs.h"
 
 namespace plumb {
 namespace {
-
-// log softmax(logits)[v] = (logits[v] − max) − log_sum, with log_sum = log Σ exp(logits − max) in double.
-struct LogSoftmax {
-  float max_logit;
-  double log_sum;
-
-  explicit LogSoftmax(std::span<const float> logits)
-      : max_logit(*std::max_element(logits.begin(), logits.end())) {
-    double sum_exp = 0;
-    for (float logit : logits) sum_exp += std::exp(static_cast<double>(logit) - max_logit);
-    log_sum = std::log(sum_exp);
-  }
-  double operator()(float logit) const { return (static_cast<double>(logit) - max_logit) - log_sum; }
-};
 
 std::size_t Argmax(std::span<const float> logits) {
   return static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());

@@ -34,10 +34,11 @@ int Scheduler::BlocksForPositions(int positions) const {
   return (positions + bs - 1) / bs;
 }
 
-RequestId Scheduler::Add(std::vector<int> prompt, const GenerationOptions& options) {
+RequestId Scheduler::Add(std::vector<int> prompt, const GenerationOptions& options, LogprobOptions logprobs) {
   if (prompt.empty()) throw MakeError("request: the prompt is empty");
   CheckTokenIds(prompt, model_.config().vocab_size);
-  if (options.max_new_tokens < 1) throw MakeError("request: max new tokens must be at least 1");
+  if (options.max_new_tokens < (logprobs.prompt ? 0 : 1))
+    throw MakeError("request: max new tokens must be at least 1 (0 only when scoring the prompt)");
   const long long needed = static_cast<long long>(prompt.size()) + options.max_new_tokens;
   if (needed > cache_.config().max_positions) {
     throw MakeError("request: prompt (", prompt.size(), " tokens) + max new tokens (", options.max_new_tokens,
@@ -48,8 +49,11 @@ RequestId Scheduler::Add(std::vector<int> prompt, const GenerationOptions& optio
                     " blocks of ", cache_.config().block_size, " but the KV pool has only ",
                     cache_.config().num_blocks, "; raise the KV memory budget");
   }
+  CheckConstraintFits(model_, options);
   const RequestId id = next_id_++;
-  Entry entry{RequestStatus{}, options, Sampler(options.sampling), std::nullopt, prompt};
+  Entry entry{RequestStatus{}, options, Sampler(options.sampling), std::nullopt, prompt, std::nullopt, {}};
+  if (options.constraint) entry.matcher.emplace(options.constraint);
+  entry.logprobs = logprobs;
   entry.status.prompt = std::move(prompt);
   entries_.emplace(id, std::move(entry));
   waiting_.push_back(id);
@@ -118,11 +122,31 @@ bool Scheduler::TryAdmit(RequestId id) {
     const int first_chunk = std::min(static_cast<int>(e.to_compute.size()), options_.max_step_tokens);
     if (BlocksForPositions(first_chunk) > cache_.AvailableBlocks()) return false;
   }
-  e.seq = cache_.Add(e.to_compute);
+  // A prompt still to be scored is computed whole: the prefix cache would skip positions whose logits it
+  // needs.
+  e.seq = cache_.Add(ScoresPrompt(e) ? std::span<const int>() : std::span<const int>(e.to_compute));
   e.status.cached_prompt_tokens = cache_.Sequence(*e.seq).length();
   e.status.state = RequestState::kPrefilling;
   running_.push_back(id);
   return true;
+}
+
+bool Scheduler::ScoresPrompt(const Entry& e) const {
+  return e.logprobs.prompt && e.status.prompt_logprobs.size() + 1 < e.status.prompt.size();
+}
+
+// `rows`: the logits of positions first_position.. of one chunk; position p's row scores prompt[p + 1].
+// After a preemption the prompt is computed again: the positions recorded already are skipped.
+void Scheduler::RecordPromptLogprobs(Entry& e, int first_position, std::span<const float> rows) {
+  const std::size_t vocab = static_cast<std::size_t>(model_.config().vocab_size);
+  const std::vector<int>& prompt = e.status.prompt;
+  std::vector<PositionLogprobs>& out = e.status.prompt_logprobs;
+  for (std::size_t r = 0; r < rows.size() / vocab; ++r) {
+    const std::size_t p = static_cast<std::size_t>(first_position) + r;
+    if (p + 1 >= prompt.size()) break;
+    if (p < out.size()) continue;
+    out.push_back(ScorePosition(rows.subspan(r * vocab, vocab), prompt[p + 1], e.logprobs.top));
+  }
 }
 
 StepReport Scheduler::Step() {
@@ -180,18 +204,42 @@ StepReport Scheduler::Step() {
   for (const Planned& p : plan) {
     Entry& e = entries_.at(p.id);
     KvSequence& kv = cache_.Sequence(*e.seq);
-    chunks.push_back({&kv, std::span<const int>(e.to_compute).subspan(kv.length(), p.count)});
+    chunks.push_back(
+        {&kv, std::span<const int>(e.to_compute).subspan(kv.length(), p.count), ScoresPrompt(e)});
     (e.status.state == RequestState::kDecoding ? report.decode_tokens : report.prefill_tokens) += p.count;
   }
   const std::span<const float> logits = model_.Step(chunks, StepOptions{options_.batch_invariant});
 
   const std::size_t vocab = static_cast<std::size_t>(model_.config().vocab_size);
+  std::vector<float> masked;  // a constrained request's logits with its mask applied (Step's are read-only)
+  std::size_t first_row = 0;  // of plan[i]'s logits: one row, or one per token of a prompt being scored
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const RequestId id = plan[i].id;
     Entry& e = entries_.at(id);
-    if (cache_.Sequence(*e.seq).length() < static_cast<int>(e.to_compute.size()))
-      continue;  // prompt unfinished
-    const int token = e.sampler.Sample(logits.subspan(i * vocab, vocab));
+    const std::size_t rows = chunks[i].all_logits ? chunks[i].tokens.size() : 1;
+    const std::span<const float> chunk_logits = logits.subspan(first_row * vocab, rows * vocab);
+    first_row += rows;
+    const int length = cache_.Sequence(*e.seq).length();
+    if (chunks[i].all_logits) RecordPromptLogprobs(e, length - plan[i].count, chunk_logits);
+    if (length < static_cast<int>(e.to_compute.size())) continue;  // prompt unfinished
+    // max_new_tokens 0 (LogprobOptions::prompt): the prompt is scored, nothing is to be generated.
+    if (e.options.max_new_tokens == 0) {
+      Finish(id, StopReason::kMaxTokens);
+      report.finished.push_back(id);
+      continue;
+    }
+    const std::span<const float> row = chunk_logits.last(vocab);
+    int token;
+    if (e.matcher) {
+      masked.assign(row.begin(), row.end());
+      e.matcher->Apply(masked);
+      token = e.sampler.Sample(masked);
+      e.matcher->Accept(token);
+    } else {
+      token = e.sampler.Sample(row);
+    }
+    // The raw logits' log-softmax (OpenAI's convention), not the distribution sampled from.
+    if (e.logprobs.sampled) e.status.generated_logprobs.push_back(ScorePosition(row, token, e.logprobs.top));
     e.status.generated.push_back(token);
     e.to_compute.push_back(token);
     e.status.state = RequestState::kDecoding;

@@ -233,5 +233,46 @@ TEST_F(Scheduling, BadRequestsAreRefusedBeforeAnythingChanges) {
   testing::ExpectMessageHas(testing::ErrorOf([&] { ParsePoolPolicy("lru"); }), {"preempt or refuse"});
 }
 
+// Log-probabilities: a prompt's (computed whole, in chunks, even where the prefix cache holds its blocks) are
+// those of one Prefill's rows; the sampled tokens' are of the rows they were sampled from, led by the greedy
+// token; max_new_tokens 0 scores the prompt and generates nothing.
+TEST_F(Scheduling, LogprobsAreTheLogSoftmaxOfTheRowsThatPredictedEachToken) {
+  PagedKvCache cache(CacheConfig(64));
+  SchedulerOptions options;
+  options.max_step_tokens = 4;
+  Scheduler s(*model_, cache, options);
+  const std::vector<int> prompt = Prompts()[3];
+  s.Add(Prompts()[0], Options(2));  // leaves the shared prefix in the prefix cache
+  while (!s.Idle()) s.Step();
+  const RequestId scored = s.Add(prompt, Options(3), LogprobOptions{true, true, 2});
+  const RequestId only = s.Add(prompt, Options(0), LogprobOptions{false, true, 0});
+  while (!s.Idle()) s.Step();
+
+  ContiguousKvCache alone = model_->NewKvCache();
+  const std::vector<float> rows = model_->Prefill(prompt, alone, PrefillLogits::kAllRows);
+  const std::size_t vocab = static_cast<std::size_t>(model_->config().vocab_size);
+  const RequestStatus& status = s.Status(scored);
+  EXPECT_EQ(status.cached_prompt_tokens, 0);
+  ASSERT_EQ(status.prompt_logprobs.size(), prompt.size() - 1);
+  for (std::size_t p = 0; p + 1 < prompt.size(); ++p) {
+    const PositionLogprobs want =
+        ScorePosition(std::span<const float>(rows).subspan(p * vocab, vocab), prompt[p + 1], 2);
+    EXPECT_EQ(status.prompt_logprobs[p].token, prompt[p + 1]);
+    EXPECT_NEAR(status.prompt_logprobs[p].logprob, want.logprob, 1e-5) << p;
+    ASSERT_EQ(status.prompt_logprobs[p].top.size(), 2u);
+    EXPECT_EQ(status.prompt_logprobs[p].top[0].token, want.top[0].token) << p;
+  }
+  ASSERT_EQ(status.generated_logprobs.size(), status.generated.size());
+  for (std::size_t i = 0; i < status.generated.size(); ++i) {
+    EXPECT_EQ(status.generated_logprobs[i].token, status.generated[i]);
+    EXPECT_EQ(status.generated_logprobs[i].top[0].token, status.generated[i]);  // greedy
+    EXPECT_EQ(status.generated_logprobs[i].top[0].logprob, status.generated_logprobs[i].logprob);
+    EXPECT_GE(status.generated_logprobs[i].top[0].logprob, status.generated_logprobs[i].top[1].logprob);
+  }
+  EXPECT_TRUE(s.Status(only).generated.empty());
+  EXPECT_EQ(s.Status(only).finish_reason, StopReason::kMaxTokens);
+  EXPECT_EQ(s.Status(only).prompt_logprobs.size(), prompt.size() - 1);
+}
+
 }  // namespace
 }  // namespace plumb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "plumb/kv/contiguous_kv_cache.h"
 #include "plumb/model/model.h"
 #include "plumb/sample/sampler.h"
+#include "plumb/sample/token_constraint.h"
 
 namespace plumb {
 
@@ -26,6 +28,10 @@ struct GenerationOptions {
   // wide as they need to be compute-bound (llama.cpp's default micro-batch is 512 too). 0: one Prefill.
   int prefill_chunk = kDefaultPrefillChunk;
   static constexpr int kDefaultPrefillChunk = 512;
+  // Constrained decoding (sample/token_constraint.h, e.g. a JSON schema's grammar): before each sample the
+  // logits of the tokens it does not allow become -inf, so the output stays in its language and ends with
+  // one of its end ids once complete (they must all be stop ids). Null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct GenerationStats {
@@ -36,15 +42,18 @@ struct GenerationStats {
   double decode_seconds = 0;                   // every Decode() call after the first token
   int decode_steps = 0;                        // number of Decode() calls
   StopReason stop_reason = StopReason::kNone;  // kStopToken or kMaxTokens once it returns
+  double constraint_seconds = 0;               // computing and applying the constraint's masks (in the above)
 
   double PrefillTokensPerSecond() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   double DecodeTokensPerSecond() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }
 };
 
-// Throws plumb::Error if the prompt is empty, holds an id outside the vocabulary, or if prompt plus
-// max_new_tokens does not fit in the cache's free positions.
+// Throws plumb::Error if the prompt is empty, holds an id outside the vocabulary, if prompt plus
+// max_new_tokens does not fit in the cache's free positions, or (CheckConstraintFits) if the options'
+// constraint has more tokens than the model or an end id that is not a stop id.
 void CheckGenerationFits(const Model& model, const ContiguousKvCache& cache, std::span<const int> prompt,
                          int max_new_tokens);
+void CheckConstraintFits(const Model& model, const GenerationOptions& options);
 
 // The prompt's forward pass as Generate runs it (Prefill, in chunks of options.prefill_chunk tokens; Decode
 // for a one-token prompt when options.decode_one_token_prompt): the logits of its last token, [V].

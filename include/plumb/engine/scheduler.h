@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "plumb/engine/generator.h"
+#include "plumb/engine/log_probs.h"
 #include "plumb/engine/stop_reason.h"
 #include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/model.h"
@@ -51,6 +52,16 @@ struct SchedulerOptions {
 
 using RequestId = std::int64_t;
 
+// The log-probabilities a request wants recorded in its RequestStatus (engine/log_probs.h: the raw logits'
+// log-softmax, before the sampling parameters or a constraint's mask change anything).
+struct LogprobOptions {
+  bool sampled = false;  // each sampled token's
+  // Each prompt token's after the first (scored by the logits of the position before it). Every prompt
+  // position is then computed, none taken from the prefix cache, and max_new_tokens may be 0 (score only).
+  bool prompt = false;
+  int top = 0;  // with each, the `top` most probable tokens of that position
+};
+
 enum class RequestState { kWaiting, kPrefilling, kDecoding, kFinished };
 
 struct RequestStatus {
@@ -60,6 +71,8 @@ struct RequestStatus {
   StopReason finish_reason = StopReason::kNone;  // why, once finished
   int preemptions = 0;
   int cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache at (the last) admission
+  std::vector<PositionLogprobs> generated_logprobs;  // LogprobOptions::sampled: one per generated token
+  std::vector<PositionLogprobs> prompt_logprobs;     // LogprobOptions::prompt: prompt[1..], as computed
 };
 
 struct StepReport {
@@ -78,9 +91,10 @@ class Scheduler {
   Scheduler(Model& model, PagedKvCache& cache, SchedulerOptions options);
 
   // Queues a request. Throws plumb::Error, queuing nothing, for an empty prompt, an id outside the
-  // vocabulary, max_new_tokens < 1, prompt + max_new_tokens beyond the cache's max_positions, or a request
-  // whose prompt + max_new_tokens could not fit in the whole pool even alone.
-  RequestId Add(std::vector<int> prompt, const GenerationOptions& options);
+  // vocabulary, a constraint that does not fit (CheckConstraintFits), max_new_tokens < 1 (< 0 with
+  // logprobs.prompt), prompt + max_new_tokens beyond the cache's max_positions, or a request whose prompt +
+  // max_new_tokens could not fit in the whole pool even alone.
+  RequestId Add(std::vector<int> prompt, const GenerationOptions& options, LogprobOptions logprobs = {});
   // Ends a request now (waiting or running); its blocks are freed. Unknown or finished ids: plumb::Error.
   void Abort(RequestId id);
   // Drops a finished request's record (its Status), which the scheduler otherwise keeps for the caller to
@@ -105,9 +119,15 @@ class Scheduler {
     std::optional<SeqId> seq;     // while admitted
     std::vector<int> to_compute;  // the tokens the sequence must hold before the next sample: prompt, or
                                   // prompt + generated after a preemption
+    // Where the request is in options.constraint; kept through a preemption, like the sampler, since
+    // the generated tokens are too.
+    std::optional<TokenMatcher> matcher;
+    LogprobOptions logprobs;
   };
 
   bool TryAdmit(RequestId id);
+  bool ScoresPrompt(const Entry& e) const;
+  void RecordPromptLogprobs(Entry& e, int first_position, std::span<const float> rows);
   void Preempt(RequestId id);
   void Finish(RequestId id, StopReason reason);
   int BlocksForPositions(int positions) const;
