@@ -1,4 +1,5 @@
 // plumb serve: the flags of the OpenAI-compatible HTTP server (plumb/serve/server.h, docs/serve.md).
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -25,6 +26,9 @@ Flags ServeFlags() {
   f.AddValue("http-threads", "N",
              "HTTP handler threads: requests (and idle keep-alive connections) served at once", "64");
   f.AddValue("drain-seconds", "S", "on Ctrl-C / SIGTERM: how long running requests may still take", "30");
+  f.AddValue("api-key", "KEY",
+             "require 'Authorization: Bearer KEY' on every request but /, /health, /stats and /metrics "
+             "(401 without); default: the environment's PLUMB_API_KEY (kept out of the process list)");
   AddRuntimeFlags(f, "positions per request (prompt + max_tokens); 0 = the model's context length", "0");
   AddPagedKvFlags(f);
   AddSchedulerFlags(f);
@@ -34,9 +38,9 @@ Flags ServeFlags() {
 constexpr const char* kServeUsage =
     "usage: plumb serve --model PATH [--host 127.0.0.1 --port 8080] [flags]\n"
     "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions and /v1/completions (streamed\n"
-    "as server-sent events with \"stream\": true), GET /v1/models, GET /health and GET /stats. Requests run\n"
-    "together by continuous batching over a paged KV cache (--max-batch, --kv-budget-mib, ...). Ctrl-C\n"
-    "drains and exits. See docs/serve.md.\n\nflags:\n";
+    "as server-sent events with \"stream\": true), GET /v1/models, GET /health and GET /stats, Prometheus'\n"
+    "GET /metrics, and a chat page at /. Requests run together by continuous batching over a paged KV cache\n"
+    "(--max-batch, --kv-budget-mib, ...). Ctrl-C drains and exits. See docs/serve.md.\n\nflags:\n";
 
 }  // namespace
 
@@ -54,6 +58,8 @@ int RunServe(std::span<const std::string> args, std::ostream& out, std::ostream&
   options.max_queue = flags.Int("max-queue", 0, 1 << 20);
   options.http_threads = flags.Int("http-threads", 1, 4096);
   options.drain_seconds = flags.Float("drain-seconds", 0, 3600);
+  const char* env_key = std::getenv("PLUMB_API_KEY");
+  options.api_key = flags.IsSet("api-key") ? flags.String("api-key") : env_key ? env_key : "";
   options.scheduler = ReadSchedulerFlags(flags);
   ApplyThreadsFlag(flags);
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -9,7 +10,9 @@
 
 #include "client_watch.h"
 #include "http_error.h"
+#include "logprobs.h"
 #include "reply_text.h"
+#include "tokenizer_routes.h"
 
 namespace plumb::serve {
 namespace {
@@ -63,11 +66,13 @@ void Api::Register(httplib::Server& http) {
     res.set_content(StatsBody(engine_.Stats()).dump(), "application/json");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json list = {
-        {"object", "list"},
-        {"data",
-         json::array(
-             {{{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "plumb"}}})}};
+    // max_model_len (vLLM's field): the positions a request may fill, which the chat page shows as context.
+    const json model = {{"id", options_.model_name},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "plumb"},
+                        {"max_model_len", options_.context}};
+    const json list = {{"object", "list"}, {"data", json::array({model})}};
     res.set_content(list.dump(), "application/json");
   });
   http.Post("/v1/chat/completions",
@@ -75,6 +80,7 @@ void Api::Register(httplib::Server& http) {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Handle(req, res, /*chat=*/false);
   });
+  RegisterTokenizerRoutes(http, tokenizer_, options_.context);
   // Refusals cpp-httplib makes itself (413 for a body over --max-body-kib, 404, ...) get a JSON body too.
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -100,9 +106,10 @@ void Api::Handle(const httplib::Request& req, httplib::Response& res, bool chat)
 }
 
 void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Response& res) {
-  std::shared_ptr<Channel> channel = engine_.Submit(r.prompt, r.options);
+  std::shared_ptr<Channel> channel = engine_.Submit(r.prompt, r.options, r.logprobs);
   auto reply = std::make_shared<ReplyText>(tokenizer_, r.stops);
-  const std::size_t prompt_tokens = r.prompt.size();
+  const auto request = std::make_shared<const Request>(std::move(r));
+  const std::size_t prompt_tokens = request->prompt.size();
   const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   const long long created = static_cast<long long>(std::time(nullptr));
   auto envelope = [this, chat, id, created](bool chunk) {
@@ -111,18 +118,30 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
                 {"created", created},
                 {"model", options_.model_name}};
   };
+  // Chat's log-probabilities leave out the stop token that ends a reply: OpenAI's spell the content.
+  // Completions list every token read, as lm-evaluation-harness counts on (echo with max_tokens 1: the
+  // prompt's tokens and then exactly one).
+  const std::vector<int> unlisted = chat ? request->options.stop_ids : std::vector<int>();
+  const bool echo = !chat && request->echo;
 
-  if (!r.stream) {
-    Outcome o = Collect(*channel, *reply, watch, nullptr);
+  if (!request->stream) {
+    Outcome o = Collect(*channel, *reply, watch, unlisted, nullptr);
     if (o.client_gone) return;  // nobody reads an answer; the request is aborted and its blocks freed
     if (!o.error.empty()) throw HttpError{400, "invalid_request_error", "invalid_value", o.error};
     json out = envelope(false);
-    json choice = {{"index", 0}, {"finish_reason", o.finish_reason}};
+    json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", nullptr}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", reply->text()}};
+      if (request->want_logprobs) choice["logprobs"] = ChatLogprobs(tokenizer_, o.logprobs.tokens);
     } else {
-      choice["text"] = reply->text();
-      choice["logprobs"] = nullptr;
+      choice["text"] = (echo ? request->prompt_text : "") + reply->text();
+      if (request->want_logprobs) {
+        CompletionLogprobs built(tokenizer_);
+        if (echo)
+          built.AddPrompt(request->prompt, o.logprobs.prompt.value_or(std::vector<PositionLogprobs>()));
+        built.Add(o.logprobs.tokens);
+        choice["logprobs"] = built.Take();
+      }
     }
     out["choices"] = json::array({choice});
     out["usage"] = Usage(prompt_tokens, o.completion_tokens, o.cached_tokens);
@@ -130,43 +149,73 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
     return;
   }
 
-  // A stream: server-sent events, one chunk per piece of text, a last chunk with finish_reason, usage if
-  // asked for, then [DONE]. The provider runs on this handler's thread after the handler returns.
-  auto chunk = [envelope, chat](const std::string& text, const json& finish) {
+  // A stream: server-sent events, one chunk per piece of text (each with the log-probabilities of the
+  // tokens read since the one before, if asked for), a last chunk with finish_reason, usage if asked for,
+  // then [DONE]. The provider runs on this handler's thread after the handler returns.
+  auto chunk = [envelope, chat](const std::string& text, const json& finish, const json& logprobs) {
     json c = envelope(true);
-    json choice = {{"index", 0}, {"finish_reason", finish}};
+    json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", logprobs}};
     if (chat) {
-      choice["delta"] = text.empty() && finish.is_null() ? json{{"role", "assistant"}, {"content", ""}}
-                        : finish.is_null()               ? json{{"content", text}}
-                                                         : json::object();
+      choice["delta"] = finish.is_null() ? json{{"content", text}} : json::object();
     } else {
       choice["text"] = text;
-      choice["logprobs"] = nullptr;
     }
     c["choices"] = json::array({choice});
     return "data: " + c.dump() + "\n\n";
   };
-  const bool include_usage = r.include_usage;
+  const auto built = std::make_shared<CompletionLogprobs>(tokenizer_);
+  // The events for a piece of text and the log-probabilities gathered with it; with echo, the prompt's text
+  // comes first (with its log-probabilities, once they are known).
+  auto events = [this, chunk, chat, echo, request, built](const std::string& piece, Gathered& g) {
+    std::string out;
+    const bool want = request->want_logprobs;
+    if (g.prompt && echo && want) {
+      built->AddPrompt(request->prompt, *g.prompt);
+      out += chunk(request->prompt_text, nullptr, built->Take());
+    }
+    g.prompt.reset();
+    if (!piece.empty() || (want && !g.tokens.empty())) {
+      json logprobs = nullptr;
+      if (want && chat) logprobs = ChatLogprobs(tokenizer_, g.tokens);
+      if (want && !chat) {
+        built->Add(g.tokens);
+        logprobs = built->Take();
+      }
+      out += chunk(piece, nullptr, logprobs);
+    }
+    g.tokens.clear();
+    return out;
+  };
+  const bool include_usage = request->include_usage;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, channel, reply, watch, chunk, envelope, chat, include_usage, prompt_tokens](
-          std::size_t, httplib::DataSink& sink) {
+      [this, channel, reply, watch, chunk, events, envelope, chat, echo, request, unlisted, include_usage,
+       prompt_tokens](std::size_t, httplib::DataSink& sink) {
+        std::string first;
         if (chat) {  // the role first, as OpenAI's streams begin
-          const std::string first = chunk("", nullptr);
-          if (!sink.write(first.data(), first.size())) return false;
+          json c = envelope(true);
+          c["choices"] = json::array({{{"index", 0},
+                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}});
+          first = "data: " + c.dump() + "\n\n";
         }
-        const Outcome o = Collect(*channel, *reply, watch, [&](const std::string& piece) {
-          const std::string event = chunk(piece, nullptr);
-          return sink.write(event.data(), event.size());
-        });
+        // Echo without log-probabilities needs nothing from the model: the prompt's text goes at once.
+        if (echo && !request->want_logprobs) first += chunk(request->prompt_text, nullptr, nullptr);
+        if (!first.empty() && !sink.write(first.data(), first.size())) return false;
+        const Outcome o =
+            Collect(*channel, *reply, watch, unlisted, [&](const std::string& piece, Gathered& g) {
+              const std::string out = events(piece, g);
+              return out.empty() || sink.write(out.data(), out.size());
+            });
         if (o.client_gone) return false;  // the releaser aborts the request
         std::string tail;
         if (!o.error.empty()) {
           tail =
               "data: " + ErrorBody({400, "invalid_request_error", "invalid_value", o.error}).dump() + "\n\n";
         } else {
-          tail = chunk("", o.finish_reason);
+          tail = chunk("", o.finish_reason, nullptr);
           if (include_usage) {
             json u = envelope(true);
             u["choices"] = json::array();
@@ -185,10 +234,12 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
 }
 
 // Reads the channel to the end (or to a stop string, which cancels the rest), handing each safe piece of
-// text to `send` if given. A client gone (`send` failing, or the watch seeing its socket closed while
-// waiting) cancels the request.
+// text, with the log-probabilities gathered since the last, to `send` if given (and the prompt's, once
+// known; at the end whatever is left, text or not). A client gone (`send` failing, or the watch seeing its
+// socket closed while waiting) cancels the request. Without `send` the log-probabilities stay in the outcome.
 Api::Outcome Api::Collect(Channel& channel, ReplyText& reply, const ClientWatch& watch,
-                          const std::function<bool(const std::string&)>& send) {
+                          std::span<const int> unlisted,
+                          const std::function<bool(const std::string&, Gathered&)>& send) {
   Outcome o;
   Clock::time_point next_check = Clock::now() + kClientCheckEvery;
   auto client_gone = [&] {
@@ -203,20 +254,26 @@ Api::Outcome Api::Collect(Channel& channel, ReplyText& reply, const ClientWatch&
       return o;
     }
     o.cached_tokens = p.cached_tokens;
+    if (p.prompt_logprobs) o.logprobs.prompt = std::move(p.prompt_logprobs);
     bool stopped = false;
-    for (int token : p.new_tokens) {
+    for (std::size_t k = 0; k < p.new_tokens.size(); ++k) {
+      const int token = p.new_tokens[k];
       ++o.completion_tokens;
+      if (k < p.new_logprobs.size() && std::find(unlisted.begin(), unlisted.end(), token) == unlisted.end())
+        o.logprobs.tokens.push_back(std::move(p.new_logprobs[k]));
       if (reply.Push(token)) {
         stopped = true;
         break;
       }
     }
     if (p.finished && !stopped) stopped = reply.Finish();
+    const bool last = stopped || p.finished;
     if (send) {
       const std::string piece = reply.TakeReady();
-      if (!piece.empty() && !send(piece)) return client_gone();
+      const bool flush = o.logprobs.prompt || (last && !o.logprobs.tokens.empty());
+      if ((!piece.empty() || flush) && !send(piece, o.logprobs)) return client_gone();
     }
-    if (stopped || p.finished) {
+    if (last) {
       if (stopped) engine_.Cancel(channel);
       o.finish_reason = FinishReason(p.reason, stopped);
       return o;

@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "engine.h"
 #include "plumb/engine/text_model.h"
@@ -29,6 +32,12 @@ class Api {
   void Register(httplib::Server& http);
 
  private:
+  // Log-probabilities Collect has read and not yet handed on.
+  struct Gathered {
+    std::vector<PositionLogprobs> tokens;                 // of the reply's tokens, in order
+    std::optional<std::vector<PositionLogprobs>> prompt;  // prompt[1..]'s, once the Scheduler scored them
+  };
+
   // How a request ended, as far as its handler saw it.
   struct Outcome {
     std::string finish_reason;
@@ -36,12 +45,14 @@ class Api {
     int cached_tokens = 0;
     std::string error;         // Scheduler::Add refused it
     bool client_gone = false;  // the request was cancelled because its client went away
+    Gathered logprobs;         // what `send` did not take (all of them without `send`)
   };
 
   void Handle(const httplib::Request& req, httplib::Response& res, bool chat);
   void Respond(Request r, bool chat, const ClientWatch& watch, httplib::Response& res);
-  Outcome Collect(Channel& channel, ReplyText& reply, const ClientWatch& watch,
-                  const std::function<bool(const std::string&)>& send);
+  // `unlisted`: tokens whose log-probabilities the reply leaves out (chat's stop tokens).
+  Outcome Collect(Channel& channel, ReplyText& reply, const ClientWatch& watch, std::span<const int> unlisted,
+                  const std::function<bool(const std::string&, Gathered&)>& send);
 
   const Tokenizer& tokenizer_;
   const RequestReader reader_;

@@ -12,9 +12,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "latency.h"
 #include "plumb/engine/scheduler.h"
 
 namespace plumb::serve {
@@ -28,12 +30,22 @@ struct Channel {
   int cached_tokens = 0;  // prompt tokens found in the prefix cache at that first admission
   std::string error;      // why Scheduler::Add refused it
   bool cancel = false;    // the handler wants it ended (a stop string matched, the client went away)
+  TokenTimes times;       // for GET /metrics' latency histograms
+
+  LogprobOptions logprobs;                       // what the request asked the Scheduler to record
+  std::vector<PositionLogprobs> token_logprobs;  // with logprobs.sampled: one per token of `tokens`
+  // With logprobs.prompt: prompt[1..]'s, from when the Scheduler has scored the whole prompt until the
+  // handler takes them.
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs;
+  bool prompt_scored = false;
   std::condition_variable cv;
 };
 
 // What a handler learns from one wait on its channel.
 struct Progress {
   std::vector<int> new_tokens;
+  std::vector<PositionLogprobs> new_logprobs;  // new_tokens' when the request asked for them
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs;  // once, when asked for and computed
   bool finished = false;
   StopReason reason = StopReason::kNone;
   int cached_tokens = 0;
@@ -53,6 +65,8 @@ struct EngineStats {
   long long preemptions = 0;
   long long prompt_tokens = 0;         // of the requests admitted so far
   long long cached_prompt_tokens = 0;  // of those, found in the prefix cache
+  long long generated_tokens = 0;      // handed to channels
+  LatencyStats latency;                // time to first token, inter-token latency (GET /metrics)
 };
 
 class Engine {
@@ -61,7 +75,8 @@ class Engine {
   Engine(Model& model, PagedKvCache& cache, const SchedulerOptions& options, int max_queue);
 
   // Queues a request for the engine thread. Throws HttpError 503 while draining, 429 when the queue is full.
-  std::shared_ptr<Channel> Submit(std::vector<int> prompt, const GenerationOptions& options);
+  std::shared_ptr<Channel> Submit(std::vector<int> prompt, const GenerationOptions& options,
+                                  LogprobOptions logprobs = {});
   // Asks the engine thread to abort the request (a no-op once it has finished).
   void Cancel(Channel& channel);
   // Waits up to `patience` until the channel holds tokens past `seen` or has finished; what it holds then.
@@ -81,12 +96,14 @@ class Engine {
   struct Submission {
     std::vector<int> prompt;
     GenerationOptions options;
+    LogprobOptions logprobs;
     std::shared_ptr<Channel> channel;
   };
 
   void Admit(Submission& s);
   void End(RequestId id);
   void EndLocked(RequestId id);
+  void TakeLogprobsLocked(RequestId id, Channel& channel);
   void NoteAdmittedLocked(RequestId id);
   void FinishLocked(Channel& channel, StopReason reason, const std::string& error);
   void PublishLocked();

@@ -119,7 +119,8 @@ void ReadCommonFields(const json& body, const std::vector<int>& stop_ids, int co
                                               " tokens, which leaves no room in the context of " +
                                               std::to_string(context) + " positions");
   }
-  std::optional<long long> max_tokens = IntegerField(body, "max_tokens", 1, 1LL << 40);
+  // 0 with echo: the prompt scored and nothing generated (how lm-evaluation-harness asks log-likelihoods).
+  std::optional<long long> max_tokens = IntegerField(body, "max_tokens", r.echo ? 0 : 1, 1LL << 40);
   if (chat && !max_tokens) max_tokens = IntegerField(body, "max_completion_tokens", 1, 1LL << 40);
   // Capped by the context: a client asking for more gets what fits, and finish_reason "length".
   r.options.max_new_tokens = static_cast<int>(std::min<long long>(max_tokens.value_or(room), room));
@@ -138,6 +139,25 @@ void ReadCommonFields(const json& body, const std::vector<int>& stop_ids, int co
   }
   r.options.stop_ids = stop_ids;
   r.stops = StopStrings(body);
+  if (r.echo && r.options.max_new_tokens == 0) r.logprobs.prompt = true;
+}
+
+// Chat: `logprobs` true or false and `top_logprobs` 0..20 (only with logprobs). Completions: `logprobs` the
+// number of top tokens 0..20 (OpenAI's limit is 5; vLLM's 20) and `echo`.
+void ReadLogprobFields(const json& body, bool chat, Request& r) {
+  if (chat) {
+    r.want_logprobs = BoolField(body, "logprobs");
+    const auto top = IntegerField(body, "top_logprobs", 0, 20);
+    if (top && !r.want_logprobs) BadRequest("invalid_value", "'top_logprobs' needs 'logprobs' to be true");
+    r.logprobs.top = static_cast<int>(top.value_or(0));
+  } else {
+    const auto top = IntegerField(body, "logprobs", 0, 20);
+    r.want_logprobs = top.has_value();
+    r.logprobs.top = static_cast<int>(top.value_or(0));
+    r.echo = BoolField(body, "echo");
+    r.logprobs.prompt = r.echo && r.want_logprobs;
+  }
+  r.logprobs.sampled = r.want_logprobs;
 }
 
 }  // namespace
@@ -147,7 +167,8 @@ RequestReader::RequestReader(const Tokenizer& tokenizer, ChatTemplate chat_templ
     : tokenizer_(tokenizer),
       template_(std::move(chat_template)),
       stop_ids_(std::move(stop_ids)),
-      context_(context) {}
+      context_(context),
+      response_format_(tokenizer, stop_ids_) {}
 
 Request RequestReader::Read(const std::string& text, bool chat) const {
   json body;
@@ -158,8 +179,10 @@ Request RequestReader::Read(const std::string& text, bool chat) const {
   }
   if (!body.is_object()) BadRequest("invalid_type", "the body must be a JSON object");
   Request r;
-  r.prompt = chat ? ChatPrompt(body) : CompletionPrompt(body);
+  r.prompt = chat ? ChatPrompt(body) : CompletionPrompt(body, r.prompt_text);
+  ReadLogprobFields(body, chat, r);
   ReadCommonFields(body, stop_ids_, context_, chat, r);
+  r.options.constraint = response_format_.Read(text);  // the raw text: a schema's property order is kept
   return r;
 }
 
@@ -192,14 +215,29 @@ std::vector<int> RequestReader::ChatPrompt(const json& body) const {
   }
 }
 
-// As plumb generate --prompt encodes it: BOS where the model wants one, special-token texts read as such.
-std::vector<int> RequestReader::CompletionPrompt(const json& body) const {
+// A string, as plumb generate --prompt encodes it: BOS where the model wants one, special-token texts read
+// as such. Or token ids, taken as they are (what clients that tokenize themselves send, lm-evaluation-harness
+// among them). Either may come as an array of one.
+std::vector<int> RequestReader::CompletionPrompt(const json& body, std::string& text) const {
   const json* prompt = Field(body, "prompt");
   if (!prompt) BadRequest("invalid_value", "'prompt' is missing");
-  const json* text = prompt;
-  if (prompt->is_array() && prompt->size() == 1) text = &(*prompt)[0];
-  std::vector<int> ids = tokenizer_.Encode(unicode::ToValidUtf8(StringValue(*text, "'prompt'")),
-                                           /*add_special=*/true, /*parse_special=*/true);
+  const json* one = prompt;
+  if (prompt->is_array() && prompt->size() == 1 && !(*prompt)[0].is_number()) one = &(*prompt)[0];
+  std::vector<int> ids;
+  if (one->is_array()) {
+    for (const json& id : *one) {
+      if (!id.is_number_integer() || id.get<long long>() < 0 ||
+          id.get<long long>() >= tokenizer_.vocab_size()) {
+        BadRequest("invalid_value", "'prompt' token ids must be integers in [0, " +
+                                        std::to_string(tokenizer_.vocab_size()) + "), not " + id.dump());
+      }
+      ids.push_back(id.get<int>());
+    }
+    text = tokenizer_.Decode(ids);
+  } else {
+    text = unicode::ToValidUtf8(StringValue(*one, "'prompt'"));
+    ids = tokenizer_.Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  }
   if (ids.empty()) BadRequest("invalid_value", "'prompt' is empty");
   return ids;
 }

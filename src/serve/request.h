@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "plumb/engine/generator.h"
+#include "plumb/engine/scheduler.h"
 #include "plumb/tokenizer/chat_template.h"
 #include "plumb/tokenizer/tokenizer.h"
+#include "structured_output.h"
 
 namespace plumb::serve {
 
@@ -19,6 +21,12 @@ struct Request {
   std::vector<std::string> stops;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+  // Chat `logprobs: true` (+ `top_logprobs`), completions `logprobs: N`: the sampled tokens'; with `echo`
+  // (completions only) the prompt's too.
+  LogprobOptions logprobs;
+  bool want_logprobs = false;  // the response carries them (max_tokens 0 scores the prompt without asking)
+  bool echo = false;           // completions: the text begins with the prompt's
+  std::string prompt_text;     // the prompt as text: the client's string, or its token ids decoded
 };
 
 class RequestReader {
@@ -33,12 +41,13 @@ class RequestReader {
 
  private:
   std::vector<int> ChatPrompt(const nlohmann::json& body) const;
-  std::vector<int> CompletionPrompt(const nlohmann::json& body) const;
+  std::vector<int> CompletionPrompt(const nlohmann::json& body, std::string& text) const;
 
   const Tokenizer& tokenizer_;
   const ChatTemplate template_;
   const std::vector<int> stop_ids_;
   const int context_;
+  const ResponseFormatReader response_format_;  // response_format: the constraint on the reply, if any
 };
 
 }  // namespace plumb::serve

@@ -1,6 +1,7 @@
 // plumb serve (plumb/serve/server.h): the process around the server: signals, the engine and listener
 // threads, and the drain on Ctrl-C. The parts have their own files: engine (the Scheduler's thread),
-// request (reading OpenAI bodies), api (routes, responses, streams), reply_text, client_watch, http_error.
+// request (reading OpenAI bodies), api (routes, responses, streams), reply_text, client_watch, http_error,
+// metrics (GET /metrics), auth (--api-key), chat_page (GET /).
 #include "plumb/serve/server.h"
 
 #include <httplib.h>
@@ -11,7 +12,10 @@
 #include <thread>
 
 #include "api.h"
+#include "auth.h"
+#include "chat_page.h"
 #include "engine.h"
+#include "metrics.h"
 #include "plumb/core/error.h"
 
 namespace plumb::serve {
@@ -32,6 +36,10 @@ int Serve(TextModel& model, const ServerOptions& options, std::ostream& log) {
   const int threads = options.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   api.Register(http);
+  Metrics metrics(engine, options.kv.block_size);
+  metrics.Register(http);
+  RegisterChatPage(http);
+  RequireApiKey(http, options.api_key);
 
   const int port = options.port == 0 ? http.bind_to_any_port(options.host)
                                      : (http.bind_to_port(options.host, options.port) ? options.port : -1);
@@ -43,6 +51,8 @@ int Serve(TextModel& model, const ServerOptions& options, std::ostream& log) {
   std::thread listener([&] { http.listen_after_bind(); });
   log << "plumb serve: " << options.model_name << " on http://" << options.host << ":" << port
       << "/v1 (Ctrl-C to stop)" << std::endl;
+  log << "plumb serve: chat page on http://" << options.host << ":" << port << "/"
+      << (options.api_key.empty() ? "" : "; the API requires the key (--api-key)") << std::endl;
 
   int signal = 0;
   sigwait(&signals, &signal);

@@ -26,6 +26,7 @@ struct ServerOptions {
   int context = 0;            // positions per request (prompt + max_tokens), the cap of max_tokens
   int http_threads = 16;      // cpp-httplib's handler threads: the most requests served at once
   double drain_seconds = 30;  // on SIGINT/SIGTERM: how long running requests may still take
+  std::string api_key;        // non-empty: requests (but /, /health, /stats, /metrics) need `Bearer api_key`
   SchedulerOptions scheduler;
   PagedKvConfig kv;
 };
