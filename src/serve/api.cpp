@@ -46,6 +46,16 @@ json StatsBody(const EngineStats& s) {
           {"cached_prompt_tokens", s.cached_prompt_tokens}};
 }
 
+// OpenAI's tool_calls array: [{"id", "type": "function", "function": {"name", "arguments"}}].
+json ToolCallsJson(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls) {
+    out.push_back(
+        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
 }  // namespace
 
 Api::Api(TextModel& model, const ServerOptions& options, Engine& engine)
@@ -132,6 +142,16 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
     json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", nullptr}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", reply->text()}};
+      if (request->tool_reply) {
+        const ToolReply t = ReadToolReply(*request->tool_reply, reply->text());
+        if (!t.calls.empty()) {  // OpenAI's content is null beside calls when there is no text
+          choice["message"]["content"] = t.content.empty() ? json(nullptr) : json(t.content);
+          choice["message"]["tool_calls"] = ToolCallsJson(t.calls);
+          choice["finish_reason"] = "tool_calls";
+        } else {
+          choice["message"]["content"] = t.content;
+        }
+      }
       if (request->want_logprobs) choice["logprobs"] = ChatLogprobs(tokenizer_, o.logprobs.tokens);
     } else {
       choice["text"] = (echo ? request->prompt_text : "") + reply->text();
@@ -152,6 +172,13 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
   // A stream: server-sent events, one chunk per piece of text (each with the log-probabilities of the
   // tokens read since the one before, if asked for), a last chunk with finish_reason, usage if asked for,
   // then [DONE]. The provider runs on this handler's thread after the handler returns.
+  // A chat chunk with its own delta (tool calls).
+  auto delta_chunk = [envelope](const json& delta, const json& finish) {
+    json c = envelope(true);
+    c["choices"] =
+        json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+    return "data: " + c.dump() + "\n\n";
+  };
   auto chunk = [envelope, chat](const std::string& text, const json& finish, const json& logprobs) {
     json c = envelope(true);
     json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", logprobs}};
@@ -190,8 +217,8 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, channel, reply, watch, chunk, events, envelope, chat, echo, request, unlisted, include_usage,
-       prompt_tokens](std::size_t, httplib::DataSink& sink) {
+      [this, channel, reply, watch, chunk, delta_chunk, events, envelope, chat, echo, request, unlisted,
+       include_usage, prompt_tokens](std::size_t, httplib::DataSink& sink) {
         std::string first;
         if (chat) {  // the role first, as OpenAI's streams begin
           json c = envelope(true);
@@ -206,7 +233,8 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
         if (!first.empty() && !sink.write(first.data(), first.size())) return false;
         const Outcome o =
             Collect(*channel, *reply, watch, unlisted, [&](const std::string& piece, Gathered& g) {
-              const std::string out = events(piece, g);
+              // With tools the text is held until the end: only the whole reply tells a call from content.
+              const std::string out = events(request->tool_reply ? std::string() : piece, g);
               return out.empty() || sink.write(out.data(), out.size());
             });
         if (o.client_gone) return false;  // the releaser aborts the request
@@ -215,7 +243,24 @@ void Api::Respond(Request r, bool chat, const ClientWatch& watch, httplib::Respo
           tail =
               "data: " + ErrorBody({400, "invalid_request_error", "invalid_value", o.error}).dump() + "\n\n";
         } else {
-          tail = chunk("", o.finish_reason, nullptr);
+          std::string finish = o.finish_reason;
+          if (request->tool_reply) {
+            // As OpenAI streams calls: per call, one delta with its index, id, type, name and empty
+            // arguments, then the arguments (plumb sends them whole).
+            const ToolReply t = ReadToolReply(*request->tool_reply, reply->text());
+            if (!t.content.empty()) tail += chunk(t.content, nullptr, nullptr);
+            for (std::size_t i = 0; i < t.calls.size(); ++i) {
+              const json head = {{"index", i},
+                                 {"id", t.calls[i].id},
+                                 {"type", "function"},
+                                 {"function", {{"name", t.calls[i].name}, {"arguments", ""}}}};
+              tail += delta_chunk({{"tool_calls", json::array({head})}}, nullptr);
+              const json rest = {{"index", i}, {"function", {{"arguments", t.calls[i].arguments}}}};
+              tail += delta_chunk({{"tool_calls", json::array({rest})}}, nullptr);
+            }
+            if (!t.calls.empty()) finish = "tool_calls";
+          }
+          tail += chunk("", finish, nullptr);
           if (include_usage) {
             json u = envelope(true);
             u["choices"] = json::array();

@@ -160,6 +160,43 @@ void ReadLogprobFields(const json& body, bool chat, Request& r) {
   r.logprobs.sampled = r.want_logprobs;
 }
 
+// An assistant message's tool_calls: [{"id": ..., "type": "function", "function": {"name": ...,
+// "arguments": "<a JSON object's text>"}}], arguments parsed here so that a malformed one is a 400, not a
+// prompt the template cannot write.
+std::vector<ToolCall> HistoryToolCalls(const json& message, const std::string& where) {
+  const json* calls = Field(message, "tool_calls");
+  if (!calls) return {};
+  if (!calls->is_array()) BadRequest("invalid_type", where + ".tool_calls must be an array");
+  std::vector<ToolCall> out;
+  for (std::size_t j = 0; j < calls->size(); ++j) {
+    const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+    const json& call = (*calls)[j];
+    const json* function = call.is_object() ? Field(call, "function") : nullptr;
+    if (!function || !function->is_object()) BadRequest("invalid_value", at + ".function must be an object");
+    if (const json* type = Field(call, "type"); type && *type != "function") {
+      BadRequest("invalid_value", at + ".type must be \"function\"");
+    }
+    ToolCall c;
+    if (const json* id = Field(call, "id")) c.id = StringValue(*id, at + ".id");
+    const json* name = Field(*function, "name");
+    if (!name) BadRequest("invalid_value", at + ".function.name is missing");
+    c.name = StringValue(*name, at + ".function.name");
+    const json* arguments = Field(*function, "arguments");
+    c.arguments = arguments ? StringValue(*arguments, at + ".function.arguments") : "{}";
+    bool object = false;
+    try {
+      object = OrderedJson::parse(c.arguments).is_object();
+    } catch (const nlohmann::json::exception&) {
+    }
+    if (!object) {
+      BadRequest("invalid_value",
+                 at + ".function.arguments must be the text of a JSON object, not " + arguments->dump());
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 RequestReader::RequestReader(const Tokenizer& tokenizer, ChatTemplate chat_template,
@@ -179,36 +216,66 @@ Request RequestReader::Read(const std::string& text, bool chat) const {
   }
   if (!body.is_object()) BadRequest("invalid_type", "the body must be a JSON object");
   Request r;
-  r.prompt = chat ? ChatPrompt(body) : CompletionPrompt(body, r.prompt_text);
+  std::optional<ChatTools> tools;
+  if (chat) tools = ChatTools::Read(OrderedJson::parse(text), template_);  // key order kept, as for schemas
+  r.prompt = chat ? ChatPrompt(body, *tools) : CompletionPrompt(body, r.prompt_text);
   ReadLogprobFields(body, chat, r);
   ReadCommonFields(body, stop_ids_, context_, chat, r);
   r.options.constraint = response_format_.Read(text);  // the raw text: a schema's property order is kept
+  if (tools && tools->active()) {
+    // A reply is either a tool call or the response_format's document; plumb does not nest the one in the
+    // other (llama.cpp's generic format puts the schema under "response").
+    if (r.options.constraint) {
+      BadRequest("invalid_value",
+                 "'response_format' cannot be combined with 'tools' unless tool_choice is none");
+    }
+    if (std::optional<Grammar> grammar = tools->ReplyGrammar()) {
+      r.options.constraint = response_format_.Constrain(std::move(*grammar), "tools");
+    }
+    r.tool_reply = tools->ReplyReader();
+  }
   return r;
 }
 
 // Rendered with the model's chat template as plumb chat does: the template's markers are special tokens,
-// the messages' text never is.
-std::vector<int> RequestReader::ChatPrompt(const json& body) const {
+// the messages' text never is. Tool calls and results are rendered as `tools` says (tool_calls.h).
+std::vector<int> RequestReader::ChatPrompt(const json& body, const ChatTools& tools) const {
   const json* messages = Field(body, "messages");
   if (!messages || !messages->is_array() || messages->empty()) {
     BadRequest("invalid_value", "'messages' must be a non-empty array");
   }
-  std::vector<ChatMessage> chat;
+  std::vector<IncomingMessage> incoming;
   for (std::size_t i = 0; i < messages->size(); ++i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
     const json& m = (*messages)[i];
-    if (!m.is_object()) BadRequest("invalid_type", "messages[" + std::to_string(i) + "] must be an object");
+    if (!m.is_object()) BadRequest("invalid_type", where + " must be an object");
     const json* role = Field(m, "role");
-    if (!role) BadRequest("invalid_value", "messages[" + std::to_string(i) + "] has no 'role'");
-    std::string name = StringValue(*role, "messages[" + std::to_string(i) + "].role");
-    if (name == "developer") name = "system";  // OpenAI's newer name for the system role
-    if (name != "system" && name != "user" && name != "assistant") {
-      BadRequest("invalid_value", "messages[" + std::to_string(i) + "].role is \"" + name +
-                                      "\"; plumb serve takes system, user and assistant");
+    if (!role) BadRequest("invalid_value", where + " has no 'role'");
+    IncomingMessage message;
+    message.role = StringValue(*role, where + ".role");
+    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for the system role
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+        message.role != "tool") {
+      BadRequest("invalid_value", where + ".role is \"" + message.role +
+                                      "\"; plumb serve takes system, user, assistant and tool");
     }
-    chat.push_back({name, unicode::ToValidUtf8(MessageContent(m, i))});
+    message.content = unicode::ToValidUtf8(MessageContent(m, i));
+    if (message.role == "assistant") {
+      message.tool_calls = HistoryToolCalls(m, where);
+    } else if (Field(m, "tool_calls")) {
+      BadRequest("invalid_value", where + ".tool_calls: only assistant messages carry tool calls");
+    }
+    if (message.role == "tool") {
+      const json* id = Field(m, "tool_call_id");
+      if (!id)
+        BadRequest("invalid_value", where + ".tool_call_id is missing (a tool message answers a call)");
+      message.tool_call_id = StringValue(*id, where + ".tool_call_id");
+    }
+    incoming.push_back(std::move(message));
   }
   try {
-    const RenderedChat rendered = template_.RenderWithContents(chat, /*add_generation_prompt=*/true);
+    const RenderedChat rendered = template_.RenderWithContents(
+        tools.Conversation(incoming), /*add_generation_prompt=*/true, tools.TemplateTools());
     return tokenizer_.EncodeTemplated(rendered.text, /*add_special=*/false, rendered.contents);
   } catch (const Error& e) {  // e.g. a system message for a template without that role
     BadRequest("invalid_value", e.what());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "plumb/tokenizer/chat_template.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "structured_output.h"
+#include "tool_calls.h"
 
 namespace plumb::serve {
 
@@ -27,6 +29,8 @@ struct Request {
   bool want_logprobs = false;  // the response carries them (max_tokens 0 scores the prompt without asking)
   bool echo = false;           // completions: the text begins with the prompt's
   std::string prompt_text;     // the prompt as text: the client's string, or its token ids decoded
+  // Chat with tools (tool_choice not none): how to read the reply for tool calls.
+  std::optional<ToolReplyReader> tool_reply;
 };
 
 class RequestReader {
@@ -40,7 +44,7 @@ class RequestReader {
   Request Read(const std::string& body, bool chat) const;
 
  private:
-  std::vector<int> ChatPrompt(const nlohmann::json& body) const;
+  std::vector<int> ChatPrompt(const nlohmann::json& body, const ChatTools& tools) const;
   std::vector<int> CompletionPrompt(const nlohmann::json& body, std::string& text) const;
 
   const Tokenizer& tokenizer_;

@@ -48,10 +48,15 @@ std::shared_ptr<const TokenConstraint> ResponseFormatReader::Read(std::string_vi
     BadRequest("invalid_value",
                "'response_format.type' is \"" + type + "\"; plumb takes text, json_object and json_schema");
   }
+  return Constrain(std::move(grammar), "response_format");
+}
+
+std::shared_ptr<const TokenConstraint> ResponseFormatReader::Constrain(Grammar grammar,
+                                                                       const std::string& field) const {
   try {
     return std::make_shared<const TokenConstraint>(std::move(grammar), vocabulary_, stop_ids_);
   } catch (const Error& e) {
-    BadRequest("invalid_value", std::string("'response_format': ") + e.what());
+    BadRequest("invalid_value", "'" + field + "': " + e.what());
   }
 }
 

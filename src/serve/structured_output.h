@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,9 @@ class ResponseFormatReader {
   // The body's response_format; null for none. `body` is the request's JSON text, read again here so that a
   // schema's properties keep their order (the order they are generated in). Throws HttpError (400).
   std::shared_ptr<const TokenConstraint> Read(std::string_view body) const;
+  // A grammar of plumb's own (tool calls' reply) as a constraint over the same vocabulary; throws HttpError
+  // (400) naming `field` if it cannot be applied.
+  std::shared_ptr<const TokenConstraint> Constrain(Grammar grammar, const std::string& field) const;
 
  private:
   std::shared_ptr<const TokenVocabulary> vocabulary_;

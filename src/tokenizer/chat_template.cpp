@@ -5,6 +5,7 @@
 // jinja2's rendering of the real texts (fixtures/chat/).
 #include "plumb/tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -361,6 +362,71 @@ bool IsQwen3Template(std::string_view jinja) {
          !ContainsEitherNewline(jinja, "'<|im_start|>assistant\n<think>");
 }
 
+// The tool block Qwen2.5 and Qwen3 write into the system turn when `tools` is given, after their own first
+// lines: kToolsHeader, "\n" + `tool | tojson` for each tool, then kToolsFooter (string literals of both
+// templates, Qwen2.5's header after "\n\n").
+constexpr std::string_view kToolsHeader =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kToolsFooter =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// Whether the template has a string literal whose value (escapes decoded) is exactly each of `values`;
+// literals plumb cannot decode are not any of them.
+bool HasLiterals(std::string_view jinja, std::initializer_list<std::string_view> values) {
+  std::vector<std::string> decoded;
+  for (const RawLiteral& literal : StringLiterals(jinja)) {
+    try {
+      decoded.push_back(DecodeLiteral(literal));
+    } catch (const Error&) {
+    }
+  }
+  for (const std::string_view value : values) {
+    if (std::find(decoded.begin(), decoded.end(), value) == decoded.end()) return false;
+  }
+  return true;
+}
+
+// What Qwen2.5 and Qwen3 share: the tools loop, the footer, and a call written as '{"name": "' + name +
+// '", "arguments": ' + arguments + '}\n</tool_call>', a result as '\n<tool_response>\n' + content +
+// '\n</tool_response>', a run of results in one user turn.
+bool HasQwenToolLines(std::string_view jinja) {
+  return ContainsAll(jinja,
+                     {"{%- for tool in tools %}", "{{- tool | tojson }}", "{{- tool_call.name }}",
+                      "{%- set tool_call = tool_call.function %}", "{%- elif message.role == \"tool\" %}",
+                      "{%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}"}) &&
+         HasLiterals(jinja, {kToolsFooter, "\", \"arguments\": ", "}\n</tool_call>", "\n<tool_response>\n",
+                             "\n</tool_response>", "<|im_start|>user"});
+}
+
+// Qwen2.5 (Qwen/Qwen2.5-*-Instruct): ChatML whose `tools` branch writes '<|im_start|>system\n', the first
+// system message's content or else the default prompt, then '\n\n' + the tool block; a reply with
+// tool_calls is '<|im_start|>assistant', '\n' + content only when there is content, then
+// '\n<tool_call>\n{"name": "' ... per call (arguments | tojson), '<|im_end|>\n'.
+bool IsQwen25ToolTemplate(std::string_view jinja, std::string_view default_prompt) {
+  return HasQwenToolLines(jinja) &&
+         ContainsAll(
+             jinja,
+             {"{%- if tools %}", "{{- messages[0]['content'] }}", "{{- tool_call.arguments | tojson }}",
+              "(message.role == \"assistant\" and not message.tool_calls)",
+              "{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}"}) &&
+         HasLiterals(jinja, {std::string("\n\n") + std::string(kToolsHeader), "\n<tool_call>\n{\"name\": \"",
+                             default_prompt});
+}
+
+// Qwen3's tool lines: the header right after the system content + '\n\n', '\n' before a call only after
+// content or another call, arguments written as they are when a string and with tojson otherwise.
+bool HasQwen3ToolLines(std::string_view jinja) {
+  return HasQwenToolLines(jinja) &&
+         ContainsAll(jinja, {"{{- messages[0].content + '\n\n' }}",
+                             "{%- if (loop.first and content) or (not loop.first) %}",
+                             "{%- if tool_call.arguments is string %}", "{{- tool_call.arguments | tojson }}",
+                             "{%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}"}) &&
+         HasLiterals(jinja, {kToolsHeader, "<tool_call>\n{\"name\": \""});
+}
+
 Error CannotApply(std::string_view jinja, std::string_view why) {
   return MakeError("chat template ", why, " (it starts ", QuoteStart(jinja), "); ", kKnownStyles);
 }
@@ -432,7 +498,7 @@ Error BadMessage(ChatStyle style, std::size_t index, const ChatMessage& message,
 // same rule as plumb_accepts). plumb is stricter than the ChatML and Llama 3 templates, which render
 // any role anywhere: a role outside system/user/assistant or a system message after the first is
 // almost certainly a caller's mistake.
-void ValidateConversation(ChatStyle style, const std::vector<ChatMessage>& messages) {
+void ValidateConversation(ChatStyle style, ToolFormat tools, const std::vector<ChatMessage>& messages) {
   if (messages.empty())
     throw MakeError("chat template ", ChatStyleName(style), ": the conversation is empty");
   if (style == ChatStyle::kGemma && messages[0].role == "system") {
@@ -465,8 +531,16 @@ void ValidateConversation(ChatStyle style, const std::vector<ChatMessage>& messa
   }
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant") {
-      throw BadMessage(style, i, messages[i], "unknown role; plumb knows system, user and assistant");
+    if (role == "tool" && tools == ToolFormat::kNone) {
+      throw BadMessage(style, i, messages[i], "this template has no tool role");
+    }
+    if (!messages[i].tool_calls.empty() && (role != "assistant" || tools == ToolFormat::kNone)) {
+      throw BadMessage(style, i, messages[i],
+                       role != "assistant" ? "only assistant messages carry tool calls"
+                                           : "this template does not write tool calls");
+    }
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      throw BadMessage(style, i, messages[i], "unknown role; plumb knows system, user, assistant and tool");
     }
     if (role == "system" && i > 0) {
       throw BadMessage(
@@ -496,6 +570,78 @@ RenderedChat RenderChatMl(const std::vector<ChatMessage>& messages, bool add_gen
   for (const ChatMessage& m : messages) {
     r.text += "<|im_start|>" + m.role + "\n";
     AppendContent(r, m.content);
+    r.text += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
+  return r;
+}
+
+// The tool block of the system turn: kToolsHeader, '\n' + each tool's tojson text, kToolsFooter.
+void AppendToolBlock(RenderedChat& r, const std::vector<std::string>& tools) {
+  r.text += kToolsHeader;
+  for (const std::string& tool : tools) {
+    r.text += "\n";
+    AppendContent(r, tool);
+  }
+  r.text += kToolsFooter;
+}
+
+// A tool result: '<|im_start|>user' before the first of a run of them, '\n<tool_response>\n' + content +
+// '\n</tool_response>', '<|im_end|>\n' after the last of the run.
+void AppendToolResponse(RenderedChat& r, const std::vector<ChatMessage>& messages, std::size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") r.text += "<|im_start|>user";
+  r.text += "\n<tool_response>\n";
+  AppendContent(r, messages[i].content);
+  r.text += "\n</tool_response>";
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") r.text += "<|im_end|>\n";
+}
+
+// '<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments + '}\n</tool_call>'.
+void AppendToolCall(RenderedChat& r, const ChatToolCall& call) {
+  r.text += "<tool_call>\n{\"name\": \"";
+  AppendContent(r, call.name);
+  r.text += "\", \"arguments\": ";
+  AppendContent(r, call.arguments);
+  r.text += "}\n</tool_call>";
+}
+
+// Qwen2.5. With tools: '<|im_start|>system\n' + (the first system message's content, else the default
+// prompt) + '\n\n' + the tool block; without: the first system message as ChatML, else the default system
+// turn. Then every message but a first system one: a reply with tool_calls as '<|im_start|>assistant' +
+// ('\n' + content if content) + '\n' + each call + '<|im_end|>\n', tool results as AppendToolResponse,
+// the rest as ChatML.
+RenderedChat RenderQwen25(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const std::string& default_system_prompt, const std::vector<std::string>& tools) {
+  RenderedChat r;
+  const bool has_system = messages[0].role == "system";
+  r.text += "<|im_start|>system\n";
+  AppendContent(r, has_system ? messages[0].content : default_system_prompt);
+  if (tools.empty()) {
+    r.text += "<|im_end|>\n";
+  } else {
+    r.text += "\n\n";
+    AppendToolBlock(r, tools);
+  }
+  for (std::size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      AppendToolResponse(r, messages, i);
+      continue;
+    }
+    r.text += "<|im_start|>" + m.role;
+    if (m.tool_calls.empty()) {
+      r.text += "\n";
+      AppendContent(r, m.content);
+    } else {
+      if (!m.content.empty()) {
+        r.text += "\n";
+        AppendContent(r, m.content);
+      }
+      for (const ChatToolCall& call : m.tool_calls) {
+        r.text += "\n";
+        AppendToolCall(r, call);
+      }
+    }
     r.text += "<|im_end|>\n";
   }
   if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
@@ -646,7 +792,13 @@ std::string_view RstripNewlines(std::string_view text) {
 // then '<|im_end|>\n'. The last query is the last user message whose content does not both start with
 // '<tool_response>' and end with '</tool_response>'; with none, it is the last message (no reply is after
 // it). The generation prompt is '<|im_start|>assistant\n'.
-RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+//
+// With tools, the system turn is '<|im_start|>system\n' + (the first system message's content + '\n\n')
+// + the tool block, and that system message is not written again. A reply's tool calls follow its text,
+// each after '\n' unless it is the first and the reply's content (after the </think> split, before the
+// lstrip) is empty. Tool results as AppendToolResponse (role "tool" is never a user query).
+RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const std::vector<std::string>& tools) {
   std::size_t last_query = messages.size() - 1;
   for (std::size_t i = messages.size(); i-- > 0;) {
     const std::string& c = messages[i].content;
@@ -659,8 +811,21 @@ RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_gene
   constexpr std::string_view kOpen = "<think>";
   constexpr std::string_view kClose = "</think>";
   RenderedChat r;
-  for (std::size_t i = 0; i < messages.size(); ++i) {
+  const bool system_in_tools = !tools.empty() && messages[0].role == "system";
+  if (!tools.empty()) {
+    r.text += "<|im_start|>system\n";
+    if (system_in_tools) {
+      AppendContent(r, messages[0].content);
+      r.text += "\n\n";
+    }
+    AppendToolBlock(r, tools);
+  }
+  for (std::size_t i = system_in_tools ? 1 : 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      AppendToolResponse(r, messages, i);
+      continue;
+    }
     r.text += "<|im_start|>" + m.role + "\n";
     if (m.role != "assistant") {
       AppendContent(r, m.content);
@@ -677,6 +842,7 @@ RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_gene
       reasoning = LstripNewlines(reasoning);
       content = LstripNewlines(content.substr(last_close + kClose.size()));
     }
+    const bool has_content = !content.empty();
     if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
       r.text += "<think>\n";
       AppendContent(r, LstripNewlines(RstripNewlines(reasoning)));
@@ -684,6 +850,10 @@ RenderedChat RenderQwen3(const std::vector<ChatMessage>& messages, bool add_gene
       content = LstripNewlines(content);
     }
     AppendContent(r, content);
+    for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+      if (k > 0 || has_content) r.text += "\n";
+      AppendToolCall(r, m.tool_calls[k]);
+    }
     r.text += "<|im_end|>\n";
   }
   if (add_generation_prompt) r.text += "<|im_start|>assistant\n";
@@ -733,14 +903,22 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos_tex
     if (std::optional<std::string> prompt = ChatMlDefaultSystemPrompt(jinja)) {
       result.has_default_system_prompt_ = true;
       result.default_system_prompt_ = std::move(*prompt);
+      if (IsQwen25ToolTemplate(jinja, result.default_system_prompt_))
+        result.tool_format_ = ToolFormat::kQwen25;
     }
   }
+  if (result.style_ == ChatStyle::kQwen3 && HasQwen3ToolLines(jinja))
+    result.tool_format_ = ToolFormat::kQwen3;
   return result;
 }
 
 ChatTemplate ChatTemplate::FromName(std::string_view name, std::string bos_text, std::string eos_text) {
   for (const ChatStyle style : kStyles) {
-    if (ChatStyleName(style) == name) return ChatTemplate(style, std::move(bos_text), std::move(eos_text));
+    if (ChatStyleName(style) != name) continue;
+    ChatTemplate result(style, std::move(bos_text), std::move(eos_text));
+    // Every Qwen3 template plumb recognises has the tool lines; a bare "chatml" is not Qwen2.5's.
+    if (style == ChatStyle::kQwen3) result.tool_format_ = ToolFormat::kQwen3;
+    return result;
   }
   throw MakeError("unknown chat template name '", name, "': plumb knows ", StyleNames());
 }
@@ -751,9 +929,21 @@ std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool 
 
 RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& messages,
                                               bool add_generation_prompt) const {
-  ValidateConversation(style_, messages);
+  return RenderWithContents(messages, add_generation_prompt, {});
+}
+
+RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt,
+                                              const std::vector<std::string>& tools) const {
+  ValidateConversation(style_, tool_format_, messages);
+  if (!tools.empty() && tool_format_ == ToolFormat::kNone) {
+    throw MakeError("chat template ", ChatStyleName(style_), ": this template does not write tools");
+  }
   switch (style_) {
     case ChatStyle::kChatMl:
+      if (tool_format_ == ToolFormat::kQwen25) {
+        return RenderQwen25(messages, add_generation_prompt, default_system_prompt_, tools);
+      }
       return RenderChatMl(messages, add_generation_prompt,
                           has_default_system_prompt_ ? &default_system_prompt_ : nullptr);
     case ChatStyle::kLlama3:
@@ -772,7 +962,7 @@ RenderedChat ChatTemplate::RenderWithContents(const std::vector<ChatMessage>& me
     case ChatStyle::kOlmo2:
       return RenderOlmo2(messages, add_generation_prompt, bos_text_, eos_text_);
     case ChatStyle::kQwen3:
-      return RenderQwen3(messages, add_generation_prompt);
+      return RenderQwen3(messages, add_generation_prompt, tools);
   }
   throw MakeError("chat template: unknown style ", static_cast<int>(style_));
 }

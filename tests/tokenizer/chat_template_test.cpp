@@ -407,6 +407,112 @@ TEST(ChatTemplateFixtures, ContentRangesAreOrderedAndHoldQwen3sReasoningAndAnswe
   }
 }
 
+// --- tools: Qwen2.5's and Qwen3's tool blocks, tool calls and tool results --------------------------------
+
+// A fixture's tool cases read again keeping key order (nlohmann::json sorts keys; `tojson` does not).
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson ToolCasesOf(const Fixture& f) {
+  const std::filesystem::path path = std::filesystem::path(PLUMB_SOURCE_DIR) / "fixtures" / "chat" / f.file;
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return OrderedJson::parse(text.str())["tool_cases"];
+}
+
+// As plumb serve hands them over: each tool's and each call's arguments' `tojson` text.
+std::vector<std::string> ToolsOf(const OrderedJson& c) {
+  std::vector<std::string> tools;
+  if (!c["tools"].is_null()) {
+    for (const OrderedJson& tool : c["tools"]) tools.push_back(TemplateJson(tool.dump()));
+  }
+  return tools;
+}
+
+std::vector<ChatMessage> ToolMessagesOf(const OrderedJson& c) {
+  std::vector<ChatMessage> messages;
+  for (const OrderedJson& m : c["messages"]) {
+    ChatMessage message{m["role"], m["content"]};
+    if (m.contains("tool_calls")) {
+      for (const OrderedJson& call : m["tool_calls"]) {
+        message.tool_calls.push_back(
+            {call["function"]["name"], TemplateJson(call["function"]["arguments"].dump())});
+      }
+    }
+    messages.push_back(std::move(message));
+  }
+  return messages;
+}
+
+TEST(ChatTemplateFixtures, ToolFormatIsFoundInQwenTemplatesOnly) {
+  int with_tools = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null()) continue;
+    SCOPED_TRACE(f.file);
+    const ToolFormat format = TemplateOf(f.data).tool_format();
+    const json& expected = f.data["tool_format"];
+    if (expected.is_null()) {
+      EXPECT_EQ(format, ToolFormat::kNone);
+    } else {
+      ++with_tools;
+      EXPECT_EQ(format, expected == "qwen2.5" ? ToolFormat::kQwen25 : ToolFormat::kQwen3);
+    }
+  }
+  EXPECT_EQ(with_tools, 3);
+  EXPECT_EQ(ChatTemplate::FromName("qwen3", "", "<|im_end|>").tool_format(), ToolFormat::kQwen3);
+  EXPECT_EQ(ChatTemplate::FromName("chatml", "", "<|im_end|>").tool_format(), ToolFormat::kNone);
+}
+
+TEST(ChatTemplateFixtures, RenderToolConversationsExactlyAsJinja2Does) {
+  int compared = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.data["style"].is_null() || f.data["tool_format"].is_null()) continue;
+    const ChatTemplate t = TemplateOf(f.data);
+    for (const OrderedJson& c : ToolCasesOf(f)) {
+      SCOPED_TRACE(f.file + " / " + c["name"].get<std::string>() +
+                   (c["add_generation_prompt"].get<bool>() ? " + generation prompt" : ""));
+      const RenderedChat r =
+          t.RenderWithContents(ToolMessagesOf(c), c["add_generation_prompt"].get<bool>(), ToolsOf(c));
+      EXPECT_EQ(r.text, c["rendered"].get<std::string>());
+      // The tools' texts, names, arguments and results are contents: never read as control tokens.
+      std::size_t at = 0;
+      for (const auto& [begin, end] : r.contents) {
+        ASSERT_LE(at, begin);
+        ASSERT_LE(begin, end);
+        ASSERT_LE(end, r.text.size());
+        at = end;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 70);
+}
+
+TEST(ChatTemplate, TemplatesWithoutToolUseRefuseToolsToolCallsAndToolResults) {
+  const ChatTemplate t = ChatTemplate::FromName("chatml", "", "<|im_end|>");
+  const std::vector<ChatMessage> question = {{"user", "q"}};
+  EXPECT_NE(ErrorOf([&] { t.RenderWithContents(question, true, {"{}"}); }).find("does not write tools"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] {
+              t.Render({{"user", "q"}, {"tool", "42"}}, true);
+            }).find("messages[1]"),
+            std::string::npos);
+  const std::vector<ChatMessage> call = {{"user", "q"}, {"assistant", "", {{"f", "{}"}}}};
+  EXPECT_NE(ErrorOf([&] { t.Render(call, true); }).find("does not write tool calls"), std::string::npos);
+  const ChatTemplate qwen3 = ChatTemplate::FromName("qwen3", "", "<|im_end|>");
+  const std::vector<ChatMessage> user_call = {{"user", "q", {{"f", "{}"}}}};
+  EXPECT_NE(ErrorOf([&] { qwen3.Render(user_call, true); }).find("only assistant messages"),
+            std::string::npos);
+}
+
+TEST(TemplateJson, WritesJsonDumpsLayoutInTheGivenKeyOrder) {
+  EXPECT_EQ(TemplateJson(R"({"b":1,"a":[1,2.5,{}],"c":{"x":null,"y":true},"d":[]})"),
+            R"({"b": 1, "a": [1, 2.5, {}], "c": {"x": null, "y": true}, "d": []})");
+  // ensure_ascii=False: non-ASCII as it is; control characters escaped as Python does.
+  EXPECT_EQ(TemplateJson("\"caf\u00e9 \\u00e9 \\n \\u001f \\\"\""), "\"caf\u00e9 \u00e9 \\n \\u001f \\\"\"");
+  EXPECT_NE(ErrorOf([] { TemplateJson("{"); }).find("not valid JSON"), std::string::npos);
+}
+
 TEST(ChatTemplate, MistralRefusesOtherRolesInItsTemplatesWords) {
   const ChatTemplate t = ChatTemplate::FromName("mistral", "<s>", "</s>");
   std::string message = ErrorOf([&] { t.Render({{"system", "s"}, {"user", "a"}}, true); });
@@ -474,8 +580,8 @@ TEST(ChatTemplate, StripTreatsInvalidUtf8AsText) {
 
 TEST(ChatTemplate, RenderNamesTheOffendingMessage) {
   const ChatTemplate chatml = ChatTemplate::FromName("chatml", "", "");
-  std::string message = ErrorOf([&] { chatml.Render({{"user", "a"}, {"tool", "b"}}, true); });
-  EXPECT_NE(message.find("messages[1] (role 'tool')"), std::string::npos) << message;
+  std::string message = ErrorOf([&] { chatml.Render({{"user", "a"}, {"function", "b"}}, true); });
+  EXPECT_NE(message.find("messages[1] (role 'function')"), std::string::npos) << message;
   EXPECT_NE(message.find("unknown role"), std::string::npos) << message;
   message = ErrorOf([&] { chatml.Render({{"user", "a"}, {"system", "b"}}, true); });
   EXPECT_NE(message.find("messages[1] (role 'system')"), std::string::npos) << message;

@@ -19,6 +19,10 @@ raise_exception global) over a fixed set of conversations, and writes one JSON f
   default_system_prompt      derived by rendering a lone user message: the system text the template inserts
   prefix_property            whether render(conv ending with an assistant turn) is a prefix of
                              render(conv + user turn, add_generation_prompt) for every such conversation
+  tool_format                "qwen2.5" or "qwen3" where the template defines tool use (plumb's
+                             ToolFormat), else null
+  tool_cases[]               only with a tool_format: name, tools (the `tools` variable, or null),
+                             messages (with tool_calls and role "tool"), add_generation_prompt, rendered
   cases[]                    name, messages, add_generation_prompt, plumb_accepts, and then
                                plumb_accepts: rendered (plumb must produce exactly this text), and for
                                               gemma3 contents (the message texts as placed in it)
@@ -262,12 +266,78 @@ CONVERSATIONS = [
 ]
 
 
-def plumb_accepts(style, messages):
-    """plumb's rule for a conversation (src/tokenizer/chat_template.cpp implements the same rule)."""
+# --- tool conversations ------------------------------------------------------------------------------------
+# Rendered with `tools` only for the templates that define tool use (TOOL_FORMATS), as transformers'
+# apply_chat_template(messages, tools=...) passes them: the OpenAI tool objects as given. Tool calls carry
+# their arguments as objects, as vLLM and llama.cpp hand them to templates (OpenAI's clients send a JSON
+# string, which plumb serve parses first); a reply with tool calls has content "", not None (Qwen3-0.6B's
+# template tests '</think>' in message.content).
+
+TOOL_FORMATS = {"qwen2.5-instruct": "qwen2.5", "qwen3-0.6b": "qwen3", "qwen3-8b": "qwen3"}
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Recherche sur le web \u2014 r\u00e9sultats en fran\u00e7ais.\n\"Quoted\"",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"},
+                                                    "limit": {"type": "integer"}, "safe": {"type": "boolean"},
+                                                    "tags": {"type": "array", "items": {"type": "string"}}},
+                   "required": ["query"], "additionalProperties": False}}}
+TOOLS = [WEATHER, SEARCH]
+
+
+def call(call_id, name, arguments):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def A_calls(content, *calls):
+    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+def T(call_id, content):
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+PARIS = call("call_1", "get_weather", {"city": "Paris"})
+BERLIN = call("call_2", "get_weather", {"city": "Berlin", "unit": "celsius"})
+FIND = call("call_3", "search", {"query": "caf\u00e9 \"near\" me", "limit": 3, "safe": True, "tags": [], "x": None,
+                                "ratio": 0.5, "nested": {"a": [1, 2.25, {"b": {}}]}})
+
+TOOL_CONVERSATIONS = [
+    ("tools_user_only", TOOLS, [U("What is the weather in Paris?")]),
+    ("tools_system", TOOLS, [S("Be brief."), U("Weather in Paris?")]),
+    ("tools_one_tool", [WEATHER], [U("Weather?")]),
+    ("tools_call", TOOLS, [U("Weather in Paris?"), A_calls("", PARIS)]),
+    ("tools_round_trip", TOOLS, [U("Weather in Paris?"), A_calls("", PARIS), T("call_1", "Sunny, 21 C")]),
+    ("tools_answered", TOOLS, [S("sys"), U("Weather in Paris?"), A_calls("", PARIS), T("call_1", "Sunny"),
+                               A("It is sunny."), U("And Berlin?")]),
+    ("tools_parallel", TOOLS, [U("Paris and Berlin?"), A_calls("", PARIS, BERLIN), T("call_1", "Sunny"),
+                               T("call_2", "{\"temp\": 12}")]),
+    ("tools_content_and_call", TOOLS, [U("Find a caf\u00e9"), A_calls("Let me look.", FIND),
+                                       T("call_3", "<b>Caf\u00e9 de Flore</b>\n2 km")]),
+    ("tools_think_and_call", TOOLS, [U("Weather?"), A_calls("<think>\nNeed the city.\n</think>\n\n", PARIS),
+                                     T("call_1", "Sunny"), A("<think>ok</think>Sunny.")]),
+    ("tools_think_content_and_call", TOOLS, [U("Weather?"), A_calls("<think>r</think>\n\nChecking.", PARIS)]),
+    ("tools_two_rounds", TOOLS, [U("q"), A_calls("", PARIS), T("call_1", "a"), A_calls("", BERLIN),
+                                 T("call_2", "b")]),
+    ("no_tools_history", None, [S("sys"), U("Weather in Paris?"), A_calls("", PARIS), T("call_1", "Sunny"),
+                                A("Sunny.")]),
+    ("no_tools_history_no_system", None, [U("Weather in Paris?"), A_calls("Sure.", PARIS),
+                                          T("call_1", "Sunny")]),
+]
+
+
+def plumb_accepts(style, messages, tool_format=None):
+    """plumb's rule for a conversation (src/tokenizer/chat_template.cpp implements the same rule); role
+    "tool" only where the template defines tool use."""
     if not messages:
         return False
+    roles = ("system", "user", "assistant") + (("tool",) if tool_format else ())
     for i, m in enumerate(messages):
-        if m["role"] not in ("system", "user", "assistant"):
+        if m["role"] not in roles:
             return False
         if m["role"] == "system" and i > 0:
             return False
@@ -310,15 +380,21 @@ def compile_template(text):
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                        extensions=[jinja2.ext.loopcontrols])
     env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = tojson
     return env.from_string(text)
 
 
-def render(compiled, messages, add_generation_prompt, bos, eos):
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """transformers' own tojson filter for chat templates (not jinja2's HTML-safe one)."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def render(compiled, messages, add_generation_prompt, bos, eos, tools=None):
     """(rendered text, None, None); (None, message, None) when the template called raise_exception(message);
     (None, None, description) when rendering failed otherwise (e.g. messages[0] of an empty list)."""
     try:
         return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=bos, eos_token=eos), None, None
+                               bos_token=bos, eos_token=eos, tools=tools), None, None
     except RaisedByTemplate as error:
         return None, str(error), None
     except jinja2.TemplateError as error:
@@ -358,7 +434,7 @@ def build_fixture(name, style, refusal, bos, eos, source, text):
     prefix_checked = 0
     prefix_holds = True
     for conv_name, messages in CONVERSATIONS:
-        accepts = plumb_accepts(style, messages)
+        accepts = plumb_accepts(style, messages, TOOL_FORMATS.get(name))
         for add_generation_prompt in (False, True):
             rendered, error, failure = render(compiled, messages, add_generation_prompt, bos, eos)
             case = {"name": conv_name, "messages": messages, "add_generation_prompt": add_generation_prompt,
@@ -383,7 +459,8 @@ def build_fixture(name, style, refusal, bos, eos, source, text):
             cases.append(case)
         # The prefix property the chat loop relies on (see the C++ test).
         follow_up = messages + [U("And one more thing?")]
-        if accepts and messages[-1]["role"] == "assistant" and plumb_accepts(style, follow_up):
+        if accepts and messages[-1]["role"] == "assistant" and plumb_accepts(style, follow_up,
+                                                                            TOOL_FORMATS.get(name)):
             before = render(compiled, messages, False, bos, eos)[0]
             after = render(compiled, follow_up, True, bos, eos)[0]
             prefix_checked += 1
@@ -392,6 +469,17 @@ def build_fixture(name, style, refusal, bos, eos, source, text):
         sys.exit(f"{name}: fewer than two conversations exercise the prefix property")
     fixture["prefix_property"] = prefix_holds
     fixture["cases"] = cases
+    fixture["tool_format"] = TOOL_FORMATS.get(name)
+    if fixture["tool_format"] is not None:
+        tool_cases = []
+        for conv_name, tools, messages in TOOL_CONVERSATIONS:
+            for add_generation_prompt in (False, True):
+                rendered, error, failure = render(compiled, messages, add_generation_prompt, bos, eos, tools)
+                if rendered is None:
+                    sys.exit(f"{name}/{conv_name}: the real template fails: {error or failure}")
+                tool_cases.append({"name": conv_name, "tools": tools, "messages": messages,
+                                   "add_generation_prompt": add_generation_prompt, "rendered": rendered})
+        fixture["tool_cases"] = tool_cases
     return fixture
 
 

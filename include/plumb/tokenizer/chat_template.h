@@ -18,9 +18,24 @@
 
 namespace plumb {
 
+// A tool call in an assistant message, as a template with tool support writes it back
+// (docs/chat-templates.md, "Tool calls").
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object's text as the template's `tojson` writes it (TemplateJson)
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant", or "tool" (a tool's result) where tool_format() allows
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant messages only, where tool_format() allows
+};
+
+// How a template writes tools, tool calls and tool results, where it defines them at all.
+enum class ToolFormat {
+  kNone,    // the template has no tool use; callers describe tools in plain messages (serve's "generic")
+  kQwen25,  // Qwen2.5's: <tools> in the system turn (after its default prompt), <tool_call>, <tool_response>
+  kQwen3,   // Qwen3's: the same blocks, the system turn without a default prompt, calls after <think>
 };
 
 enum class ChatStyle {
@@ -61,6 +76,8 @@ class ChatTemplate {
   static ChatTemplate FromName(std::string_view name, std::string bos_text, std::string eos_text);
 
   ChatStyle style() const { return style_; }
+  // kQwen25 for a ChatML template with Qwen2.5's tool block (FromJinja only), kQwen3 for qwen3, else kNone.
+  ToolFormat tool_format() const { return tool_format_; }
 
   // The prompt text for the conversation; add_generation_prompt appends the assistant header (Llama 2
   // has none: its prompt already ends with "[/INST]" after a user turn). Throws plumb::Error, naming the
@@ -71,6 +88,12 @@ class ChatTemplate {
   std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   // Render's text with the ranges of the contents in it.
   RenderedChat RenderWithContents(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // The same with the template's `tools` variable set: each tool's JSON text as `tool | tojson` writes it
+  // (TemplateJson of {"type": "function", "function": {...}}), in order; the tools' texts and the tool
+  // calls' names and arguments are contents too. Messages with role "tool" or tool_calls, and any tools,
+  // need a tool_format() other than kNone (plumb::Error otherwise); an empty `tools` renders as no tools.
+  RenderedChat RenderWithContents(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                  const std::vector<std::string>& tools) const;
 
   // The system prompt the template inserts when the conversation does not start with a system message
   // (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face"); "" if none.
@@ -81,11 +104,20 @@ class ChatTemplate {
       : style_(style), bos_text_(std::move(bos_text)), eos_text_(std::move(eos_text)) {}
 
   ChatStyle style_;
+  ToolFormat tool_format_ = ToolFormat::kNone;
   std::string bos_text_;
   std::string eos_text_;
   bool has_default_system_prompt_ = false;  // the template may insert an empty one
   std::string default_system_prompt_;
 };
+
+// Jinja's `tojson` filter as Hugging Face transformers defines it for chat templates:
+// json.dumps(value, ensure_ascii=False): object keys in the order `json_text` has them, ", " and ": "
+// between items, non-ASCII characters as they are, and Python's escapes (\" \\ \n \r \t \b \f, other
+// control characters \u00xx). Numbers are written as nlohmann::json writes them (the shortest text that
+// reads back the same; Python's repr agrees for all but a few exponents). Throws plumb::Error for
+// malformed JSON.
+std::string TemplateJson(std::string_view json_text);
 
 class Tokenizer;
 
