@@ -250,6 +250,15 @@ void ReadSmolLm3(const json& root, const std::string& source, ModelConfig& c) {
   }
 }
 
+// The expert counts both MoE families read; count_key is the key c.num_experts came from.
+void CheckExpertCounts(const ModelConfig& c, const char* count_key, const std::string& source) {
+  if (c.num_experts <= 0) throw MakeError(source, ": ", count_key, " = ", c.num_experts, " must be positive");
+  if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts) {
+    throw MakeError(source, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ",
+                    c.num_experts, "]");
+  }
+}
+
 // Mixtral: every layer a mixture of num_local_experts SwiGLU experts of intermediate_size, the top
 // num_experts_per_tok of a softmax over all, renormalized (transformers' MixtralTopKRouter).
 void ReadMixtral(const json& root, const std::string& source, ModelConfig& c) {
@@ -258,12 +267,7 @@ void ReadMixtral(const json& root, const std::string& source, ModelConfig& c) {
   c.moe_intermediate_size = c.intermediate_size;
   c.moe_routing = MoeRouting::kSoftmaxTopK;
   c.moe_renormalize = true;
-  if (c.num_experts <= 0)
-    throw MakeError(source, ": num_local_experts = ", c.num_experts, " must be positive");
-  if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts) {
-    throw MakeError(source, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ",
-                    c.num_experts, "]");
-  }
+  CheckExpertCounts(c, "num_local_experts", source);
 }
 
 // Qwen3-MoE's experts (transformers' Qwen3MoeConfig; its defaults where a key is absent, except the shapes,
@@ -298,11 +302,7 @@ void ReadQwen3Moe(const json& root, const std::string& source, ModelConfig& c) {
       c.mlp_only_layers.push_back(layer.get<int>());
     }
   }
-  if (c.num_experts <= 0) throw MakeError(source, ": num_experts = ", c.num_experts, " must be positive");
-  if (c.experts_per_token < 1 || c.experts_per_token > c.num_experts) {
-    throw MakeError(source, ": num_experts_per_tok = ", c.experts_per_token, " must be in [1, ",
-                    c.num_experts, "]");
-  }
+  CheckExpertCounts(c, "num_experts", source);
   if (c.moe_intermediate_size <= 0) {
     throw MakeError(source, ": moe_intermediate_size = ", c.moe_intermediate_size, " must be positive");
   }

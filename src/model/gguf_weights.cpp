@@ -90,10 +90,7 @@ class TensorReader {
 
   // A [rows][cols] matrix (GGUF dims {cols, rows}), used in place.
   WeightMatrix Matrix(const std::string& name, int rows, int cols) {
-    used_.insert(name);
-    const GgufTensorInfo& t = Require(*file_, name);
-    CheckDims(*file_, t, {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)});
-    return WeightMatrix::View(t.type, rows, cols, t.data, file_);
+    return MatrixRows(name, rows, cols, 0, rows);
   }
 
   // Rows [first, first + rows) of a [total_rows][cols] matrix that fuses several (Phi-3's attn_qkv and its

@@ -75,35 +75,27 @@ class ShardSet {
   // `prefix`.weight as stored: F32 copied into an owned matrix (kernels read it as floats, which need
   // alignment), F16 and BF16 viewed in place in the mapping (RowDot reads any alignment).
   WeightMatrix Plain(const std::string& prefix, int rows, int cols) const {
-    const std::string name = prefix + ".weight";
-    const TensorInfo& info = Checked(name, {rows, cols}, nullptr);
-    if (info.dtype == DType::F32) {
-      const std::int64_t shape[] = {rows, cols};
-      return WeightMatrix::FromF32(MatrixF32{rows, cols, Shard(name).ReadF32(name, shape)});
-    }
-    if (info.dtype != DType::F16 && info.dtype != DType::BF16) {
-      throw Fail(
-          name, "has dtype ", DTypeName(info.dtype),
-          ", expected F32, F16 or BF16 (or FP8 / INT4 tensors with a quantization_config in config.json)");
-    }
-    return WeightMatrix::View(info.dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16, rows, cols,
-                              Shard(name).Bytes(name).data(), ShardOwner(name));
+    return PlainRows(prefix, rows, cols, 0, rows);
   }
 
-  // Rows [first, first + rows) of `prefix`.weight, a [total_rows, cols] F32/F16/BF16 matrix that fuses
-  // several (Phi-3's qkv_proj and gate_up_proj), as Plain reads a whole one.
+  // Rows [first, first + rows) of `prefix`.weight, a [total_rows, cols] matrix, as Plain reads a whole one:
+  // the parts of one that fuses several (Phi-3's qkv_proj and gate_up_proj).
   WeightMatrix PlainRows(const std::string& prefix, int total_rows, int cols, int first, int rows) const {
     const std::string name = prefix + ".weight";
     const TensorInfo& info = Checked(name, {total_rows, cols}, nullptr);
     if (info.dtype == DType::F32) {
       const std::int64_t shape[] = {total_rows, cols};
-      const std::vector<float> all = Shard(name).ReadF32(name, shape);
+      std::vector<float> all = Shard(name).ReadF32(name, shape);
+      if (first == 0 && rows == total_rows)
+        return WeightMatrix::FromF32(MatrixF32{rows, cols, std::move(all)});
       const auto begin = all.begin() + static_cast<std::ptrdiff_t>(first) * cols;
       return WeightMatrix::FromF32(
           MatrixF32{rows, cols, std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(rows) * cols)});
     }
     if (info.dtype != DType::F16 && info.dtype != DType::BF16) {
-      throw Fail(name, "has dtype ", DTypeName(info.dtype), ", expected F32, F16 or BF16");
+      throw Fail(
+          name, "has dtype ", DTypeName(info.dtype),
+          ", expected F32, F16 or BF16 (or FP8 / INT4 tensors with a quantization_config in config.json)");
     }
     const std::uint8_t* data = Shard(name).Bytes(name).data() + static_cast<std::size_t>(first) * cols * 2;
     return WeightMatrix::View(info.dtype == DType::F16 ? GgmlType::F16 : GgmlType::BF16, rows, cols, data,
