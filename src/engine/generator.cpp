@@ -98,6 +98,10 @@ GenerationStats Generate(Model& model, ContiguousKvCache& cache, std::span<const
       break;
     }
     if (stats.generated_tokens == options.max_new_tokens) break;
+    if (options.interrupt && options.interrupt->load(std::memory_order_relaxed)) {
+      stats.stop_reason = StopReason::kAborted;
+      break;
+    }
     const Clock::time_point step = Clock::now();
     const std::span<const float> next_logits = model.Decode(token, cache);
     token = sample(next_logits);

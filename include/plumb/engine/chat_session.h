@@ -28,6 +28,8 @@ struct ChatTurn {
   int dropped_messages = 0;  // old messages removed to make room
   bool reprefilled = false;  // the cache was rebuilt from the start this turn
   int context_used = 0;      // cache positions in use after the turn
+  bool cut = false;          // options.interrupt stopped the reply (stats.stop_reason kAborted); the text
+                             // so far is the assistant's message all the same
 };
 
 class ChatSession {
@@ -46,13 +48,38 @@ class ChatSession {
   // Forgets the conversation (the system prompt stays).
   void Reset();
 
+  // Replaces the system prompt (empty: none, the template's default if it has one) and keeps the
+  // conversation; the next turn prefills it again from the start, since its first message changed.
+  void SetSystemPrompt(std::string system_prompt);
+
+  // Replaces the conversation with `messages` (a saved one: system first if at all, then user and
+  // assistant) and prefills it, so that the cache holds what the next turn would otherwise prefill. The
+  // system prompt becomes the conversation's. Drops the oldest exchanges if it does not fit with room for a
+  // reply, and returns how many messages went. Throws plumb::Error naming the message for a role it cannot
+  // take, leaving the session as it was.
+  int Load(std::vector<ChatMessage> messages);
+
+  // The options every reply uses (sampling, max_new_tokens, interrupt, ...).
+  const GenerationOptions& options() const { return options_; }
+  void set_options(GenerationOptions options) { options_ = std::move(options); }
+
   const std::vector<ChatMessage>& messages() const { return messages_; }
+  const std::string& system_prompt() const { return system_prompt_; }
   const ContiguousKvCache& cache() const { return cache_; }
+  // The token ids whose keys and values the cache holds, in position order: the context as the model
+  // has seen it (a reply's tokens as sampled, not as its text would tokenize).
+  const std::vector<int>& context_tokens() const { return kv_tokens_; }
 
  private:
   // The tokens to prefill for the rendered conversation: the part after kv_text_ if the cache holds a
   // prefix, otherwise all of it (and the cache is reset). The messages' contents are read as plain text.
   std::vector<int> TokensToPrefill(const RenderedChat& prompt, bool& reprefill);
+  // Renders the conversation (with the generation prompt or not) and finds the tokens to prefill, dropping
+  // the oldest exchanges (never the system prompt, never the last message) until they and room for a reply
+  // fit; if even the last message alone does not, restores `before` and throws.
+  std::vector<int> FitConversation(bool generation_prompt, const std::vector<ChatMessage>& before,
+                                   RenderedChat& rendered, ChatTurn& turn);
+  void ClearCache();
 
   Model& model_;
   const Tokenizer& tokenizer_;
@@ -61,7 +88,8 @@ class ChatSession {
   ContiguousKvCache cache_;
   std::string system_prompt_;
   std::vector<ChatMessage> messages_;
-  std::string kv_text_;  // the text whose tokens the cache holds, in order
+  std::string kv_text_;         // the text whose tokens the cache holds, in order
+  std::vector<int> kv_tokens_;  // those tokens
   int turns_ = 0;
 };
 

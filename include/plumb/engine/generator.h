@@ -1,6 +1,7 @@
 // Generate: prefill a prompt, then sample and decode one token at a time until a stop id or the token limit.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <span>
@@ -32,6 +33,9 @@ struct GenerationOptions {
   // logits of the tokens it does not allow become -inf, so the output stays in its language and ends with
   // one of its end ids once complete (they must all be stop ids). Null: unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;
+  // Set from elsewhere (plumb chat's SIGINT handler) to stop after the token being emitted: stop_reason
+  // kAborted. Read once per token, so a stop lands at the next token; null: never interrupted.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 struct GenerationStats {
@@ -41,7 +45,7 @@ struct GenerationStats {
   double time_to_first_token = 0;              // prefill plus sampling the first token
   double decode_seconds = 0;                   // every Decode() call after the first token
   int decode_steps = 0;                        // number of Decode() calls
-  StopReason stop_reason = StopReason::kNone;  // kStopToken or kMaxTokens once it returns
+  StopReason stop_reason = StopReason::kNone;  // kStopToken, kMaxTokens or kAborted once it returns
   double constraint_seconds = 0;               // computing and applying the constraint's masks (in the above)
 
   double PrefillTokensPerSecond() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
