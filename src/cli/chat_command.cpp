@@ -1,13 +1,16 @@
 // plumb chat: an interactive, multi-turn conversation on stdin/stdout that keeps the KV cache between turns.
 #include <unistd.h>
-#include <iomanip>
+
 #include <limits>
 
+#include "chat_loop.h"
+#include "line_source.h"
 #include "plumb/cli/batch_flags.h"
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/core/error.h"
 #include "plumb/engine/chat_session.h"
+#include "plumb/engine/text_model.h"
 
 namespace plumb::cli {
 namespace {
@@ -36,6 +39,9 @@ Flags ChatFlags() {
   AddSamplingFlags(f, ChatSamplingDefaults());
   AddRuntimeFlags(f, "context length shared by the whole conversation; 0 = min(4096, the model's)", "0");
   AddKvDtypeFlag(f);
+  f.AddValue("history", "FILE",
+             "the lines typed at a terminal, for Up and Down, kept across sessions; none: not kept "
+             "(default: $XDG_STATE_HOME/plumb/chat_history, else ~/.local/state/plumb/chat_history)");
   return f;
 }
 
@@ -43,7 +49,10 @@ constexpr const char* kChatUsage =
     "usage: plumb chat --model PATH [flags]\n"
     "Chats with the model: type a message and press Enter; the reply streams back. The conversation is\n"
     "kept (and its KV cache reused) from turn to turn; when it outgrows --ctx the oldest exchanges are\n"
-    "dropped. /reset starts over, /exit or end of input (Ctrl-D) quits. Timing goes to stderr.\n\n"
+    "dropped. At a terminal: line editing and history, Ctrl-C stops a reply, Ctrl-D (or Ctrl-C at an empty\n"
+    "prompt) quits. /help lists the commands (/clear, /system, /save, /load, /stats, /set, /tokens, /exit);\n"
+    "a line ending in \\ or a block between \"\"\" lines is one message. From a pipe: one message a line.\n"
+    "Timing goes to stderr.\n\n"
     "flags:\n";
 
 }  // namespace
@@ -72,40 +81,22 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
   const int ctx = ReadContextFlag(flags, loaded.model.config(), kDefaultChatContext);
   options.stop_ids = loaded.StopIds();
 
+  // A person at a terminal: prompts, the line editor, Ctrl-C stops a reply. Anything else (a pipe, a file, a
+  // caller's stream) reads one message a line, as a script expects.
   const bool interactive = &in == &std::cin && isatty(STDIN_FILENO);
-  err << "plumb chat: " << model_path << " | template " << ChatStyleName(chat_template.style())
-      << " | context " << ctx << " tokens | " << (interactive ? "/exit or Ctrl-D to quit" : "reading stdin")
-      << "\n";
-  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt,
-                      ReadKvDtypeFlag(flags));
-  std::string line;
-  for (;;) {
-    if (interactive) out << "> " << std::flush;
-    if (!std::getline(in, line)) break;
-    if (line == "/exit" || line == "/quit") break;
-    if (line == "/reset") {
-      session.Reset();
-      err << "(conversation reset)\n";
-      continue;
-    }
-    if (line.empty()) continue;
-    try {
-      const ChatTurn turn = session.Send(line, [&](std::string_view text) { out << text << std::flush; });
-      out << "\n";
-      const GenerationStats& s = turn.stats;
-      err << std::fixed << std::setprecision(1) << "[" << s.prompt_tokens << " new prompt tokens, "
-          << s.PrefillTokensPerSecond() << " tok/s | first token " << s.time_to_first_token * 1e3 << " ms | "
-          << s.generated_tokens << " generated, " << s.DecodeTokensPerSecond() << " tok/s | context "
-          << turn.context_used << "/" << ctx
-          << (s.stop_reason == StopReason::kMaxTokens ? " | reply cut at --max-tokens" : "")
-          << (turn.dropped_messages ? " | dropped " + std::to_string(turn.dropped_messages) + " old messages"
-                                    : "")
-          << "]\n";
-    } catch (const Error& e) {
-      // One bad turn (a message too long for the context) does not end the conversation.
-      err << "plumb: error: " << e.what() << "\n";
-    }
+  std::unique_ptr<LineSource> source;
+  if (interactive && &out == &std::cout && isatty(STDOUT_FILENO)) {
+    std::string history = flags.IsSet("history") ? flags.String("history") : DefaultHistoryPath();
+    if (history == "none") history.clear();
+    source = NewTerminalLineSource(history, err);
   }
+  if (!source) source = NewStreamLineSource(in, out, interactive);
+  err << "plumb chat: " << model_path << " | template " << ChatStyleName(chat_template.style())
+      << " | context " << ctx << " tokens | "
+      << (interactive ? "/help for commands, /exit or Ctrl-D to quit" : "reading stdin") << "\n";
+  const KvDtype kv_dtype = ReadKvDtypeFlag(flags);
+  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt, kv_dtype);
+  ChatLoop(session, tokenizer, kv_dtype, interactive, out, err).Run(*source);
   if (interactive) out << "\n";
   return 0;
 }

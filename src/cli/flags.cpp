@@ -95,19 +95,7 @@ int Flags::Int(const std::string& name, int min_value, int max_value) const {
 }
 
 float Flags::Float(const std::string& name, float min_value, float max_value) const {
-  const std::string text = String(name);
-  errno = 0;
-  char* end = nullptr;
-  const float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
-    throw MakeError("--", name, ": '", text, "' is not a finite number");
-  }
-  if (value < min_value || value > max_value) {
-    if (max_value == std::numeric_limits<float>::max())
-      throw MakeError("--", name, ": ", value, " must be at least ", min_value);
-    throw MakeError("--", name, ": ", value, " is outside [", min_value, ", ", max_value, "]");
-  }
-  return value;
+  return ParseFloat(String(name), min_value, max_value, "--" + name);
 }
 
 std::uint64_t Flags::UInt64(const std::string& name) const {
@@ -159,6 +147,21 @@ std::string Flags::Help() const {
     out << "\n";
   }
   return out.str();
+}
+
+float ParseFloat(const std::string& text, float min_value, float max_value, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
+    throw MakeError(what, ": '", text, "' is not a finite number");
+  }
+  if (value < min_value || value > max_value) {
+    if (max_value == std::numeric_limits<float>::max())
+      throw MakeError(what, ": ", value, " must be at least ", min_value);
+    throw MakeError(what, ": ", value, " is outside [", min_value, ", ", max_value, "]");
+  }
+  return value;
 }
 
 }  // namespace plumb::cli

@@ -13,6 +13,7 @@
 #include "plumb/tokenizer/chat_template.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/tokenizer/unicode.h"
+#include "token_text.h"
 
 namespace plumb::cli {
 namespace {
@@ -50,44 +51,6 @@ constexpr const char* kTokenizeUsage =
     "chat\n"
     "template and tokenized as plumb chat does it (docs/tokenizers.md).\n\nflags:\n";
 
-// A token's text for a reader: its bytes, with control characters, backslashes and bytes that are not part
-// of a well-formed UTF-8 character (a piece may hold part of one) written as C escapes.
-std::string Escaped(std::string_view bytes) {
-  std::string out;
-  while (!bytes.empty()) {
-    const auto c = static_cast<unsigned char>(bytes[0]);
-    const std::size_t n = c < 0x80 ? 1 : unicode::WellFormedLength(bytes);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7F || n == 0) {
-      static const char* const kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out.append(bytes.substr(0, n));
-      bytes.remove_prefix(n);
-      continue;
-    }
-    bytes.remove_prefix(1);
-  }
-  return out;
-}
-
-// What a token stands for: its bytes (Tokenizer::TokenToPiece), or for a token that decodes to nothing
-// (control, unknown, unused: <|im_start|>, <s>) its text in the vocabulary; `special` says which.
-std::string Piece(const Tokenizer& tokenizer, int id, bool& special) {
-  std::string piece = tokenizer.TokenToPiece(id);
-  special = piece.empty();
-  return special ? tokenizer.spec().tokens[static_cast<std::size_t>(id)] : piece;
-}
-
 void PrintTokens(const Tokenizer& tokenizer, const std::string& text, const std::vector<int>& ids,
                  const std::string& show, std::ostream& out) {
   if (show == "ids") {
@@ -98,21 +61,12 @@ void PrintTokens(const Tokenizer& tokenizer, const std::string& text, const std:
   } else if (show == "text") {
     out << text;
   } else if (show == "pieces") {
-    for (const int id : ids) {
-      bool special = false;
-      const std::string piece = Piece(tokenizer, id, special);
-      out << id << "\t";
-      if (special) {
-        out << piece << "\n";
-      } else {
-        out << "'" << Escaped(piece) << "'\n";
-      }
-    }
+    for (const int id : ids) out << id << "\t" << TokenLabel(tokenizer, id) << "\n";
   } else {  // json
     nlohmann::ordered_json tokens = nlohmann::ordered_json::array();
     for (const int id : ids) {
       bool special = false;
-      const std::string piece = Piece(tokenizer, id, special);
+      const std::string piece = TokenText(tokenizer, id, special);
       nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
       for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
       // "piece" is valid UTF-8 for JSON (a partial character as U+FFFD); "bytes" is exact.

@@ -30,7 +30,7 @@ TEST(Cli, ChatAnswersEveryLineOfInputKeepingTheConversation) {
   EXPECT_EQ(std::count(replies.begin(), replies.end(), '\n'), 3) << replies;
   const std::string log = err.str();
   EXPECT_NE(log.find("template chatml | context 512 tokens"), std::string::npos) << log;
-  EXPECT_NE(log.find("(conversation reset)"), std::string::npos) << log;
+  EXPECT_NE(log.find("(a new conversation"), std::string::npos) << log;
   std::vector<int> new_prompt_tokens;
   for (std::size_t at = log.find('['); at != std::string::npos; at = log.find('[', at + 1)) {
     new_prompt_tokens.push_back(std::stoi(log.substr(at + 1)));

@@ -54,5 +54,7 @@ class Flags {
 // Parses a whole decimal integer within [min_value, max_value]; `what` names it in the error.
 long long ParseInteger(const std::string& text, long long min_value, long long max_value,
                        const std::string& what);
+// Parses a whole finite decimal number within [min_value, max_value]; `what` names it in the error.
+float ParseFloat(const std::string& text, float min_value, float max_value, const std::string& what);
 
 }  // namespace plumb::cli
