@@ -68,6 +68,10 @@ std::vector<int> ChatSession::TokensToPrefill(const RenderedChat& rendered, bool
 
 std::vector<int> ChatSession::FitConversation(bool generation_prompt, const std::vector<ChatMessage>& before,
                                               RenderedChat& rendered, ChatTurn& turn) {
+  // What the cache holds now: nothing is written to it here, so on a refusal it still holds this.
+  const int kv_length = cache_.length();
+  std::string kv_text = kv_text_;
+  std::vector<int> kv_tokens = kv_tokens_;
   for (;;) {
     rendered = template_.RenderWithContents(messages_, generation_prompt);
     std::vector<int> tokens = TokensToPrefill(rendered, turn.reprefilled);
@@ -78,6 +82,9 @@ std::vector<int> ChatSession::FitConversation(bool generation_prompt, const std:
                                     [](const ChatMessage& m) { return m.role != "system"; });
     if (messages_.end() - first <= 1) {
       messages_ = before;
+      cache_.set_length(kv_length);
+      kv_text_ = std::move(kv_text);
+      kv_tokens_ = std::move(kv_tokens);
       throw MakeError("the message (", tokens.size(), " tokens with the chat template) leaves no room for a ",
                       "reply in the context of ", cache_.max_positions(), " positions; use a larger --ctx");
     }
@@ -144,19 +151,22 @@ int ChatSession::Load(std::vector<ChatMessage> messages) {
   const std::string system_before = system_prompt_;
   messages_ = std::move(messages);
   system_prompt_ = !messages_.empty() && messages_.front().role == "system" ? messages_.front().content : "";
-  ClearCache();
-  if (messages_.empty() || (messages_.size() == 1 && messages_.front().role == "system")) return 0;
+  if (messages_.empty() || (messages_.size() == 1 && messages_.front().role == "system")) {
+    ClearCache();
+    return 0;
+  }
   ChatTurn turn;
   RenderedChat rendered;
   std::vector<int> tokens;
   try {
+    // A conversation that continues the one in the cache (the same chat saved and loaded again) keeps it.
     tokens = FitConversation(/*generation_prompt=*/false, before, rendered, turn);
   } catch (const Error&) {
     system_prompt_ = system_before;
     throw;
   }
   RunPrompt(model_, cache_, tokens, options_);
-  kv_tokens_ = std::move(tokens);
+  kv_tokens_.insert(kv_tokens_.end(), tokens.begin(), tokens.end());
   kv_text_ = rendered.text;
   return turn.dropped_messages;
 }

@@ -152,6 +152,13 @@ TEST_F(ChatSessionTest, MessageTooLongForTheContextIsAnErrorAndTheChatGoesOn) {
   EXPECT_TRUE(chat.messages().empty());
   const ChatTurn turn = chat.Send("Hi!", [](std::string_view) {});
   EXPECT_FALSE(turn.reply.empty());
+
+  // Refused later in the conversation, the message leaves the cache as it was: the next turn continues it.
+  const std::vector<int> cached = chat.context_tokens();
+  EXPECT_THROW(chat.Send(long_message, [](std::string_view) {}), Error);
+  EXPECT_EQ(chat.context_tokens(), cached);
+  EXPECT_EQ(static_cast<int>(cached.size()), chat.cache().length());
+  EXPECT_FALSE(chat.Send("Bye!", [](std::string_view) {}).reprefilled);
 }
 
 // plumb chat's Ctrl-C: GenerationOptions::interrupt, set while the reply streams, cuts it after the token
@@ -293,6 +300,7 @@ TEST_F(ChatSessionTest, LoadingAMessageTooLongForTheContextIsAnErrorAndTheChatGo
   ChatSession chat = NewSession(96, 8);
   chat.Send("Hi!", Ignore);
   const std::vector<ChatMessage> before = chat.messages();
+  const std::vector<int> cached = chat.context_tokens();
   std::string long_message;
   for (int i = 0; i < 100; ++i) long_message += "word ";
   const std::string message = testing::ErrorOf([&] {
@@ -301,10 +309,26 @@ TEST_F(ChatSessionTest, LoadingAMessageTooLongForTheContextIsAnErrorAndTheChatGo
   EXPECT_NE(message.find("leaves no room for a reply in the context of 96"), std::string::npos) << message;
   ExpectMessages(chat.messages(), before);
   EXPECT_EQ(chat.system_prompt(), "");
+  EXPECT_EQ(chat.context_tokens(), cached) << "the refused load left the cache as it was";
   EXPECT_EQ(static_cast<int>(chat.context_tokens().size()), chat.cache().length());
   const ChatTurn turn = chat.Send("Hello again!", Ignore);
+  EXPECT_FALSE(turn.reprefilled);
   EXPECT_FALSE(turn.reply.empty());
   EXPECT_EQ(chat.messages().size(), 4u);
+}
+
+// Loading the conversation the session already holds (saved, then loaded again) keeps the cache: only what
+// the cache lacks (the last reply's final token and the end of its turn) is prefilled.
+TEST_F(ChatSessionTest, LoadingTheConversationItHoldsKeepsTheCache) {
+  ChatSession chat = NewSession(1024, 16);
+  chat.Send("What is the capital of France?", Ignore);
+  const std::vector<int> cached = chat.context_tokens();
+  EXPECT_EQ(chat.Load(chat.messages()), 0);
+  ASSERT_GT(chat.context_tokens().size(), cached.size());
+  EXPECT_TRUE(std::equal(cached.begin(), cached.end(), chat.context_tokens().begin()));
+  EXPECT_LE(chat.context_tokens().size(), cached.size() + 4);
+  EXPECT_EQ(static_cast<int>(chat.context_tokens().size()), chat.cache().length());
+  EXPECT_FALSE(chat.Send("And of Spain?", Ignore).reprefilled);
 }
 
 TEST_F(ChatSessionTest, LoadDropsTheOldestExchangesThatDoNotFit) {

@@ -76,7 +76,7 @@ class ChatSession {
   std::vector<int> TokensToPrefill(const RenderedChat& prompt, bool& reprefill);
   // Renders the conversation (with the generation prompt or not) and finds the tokens to prefill, dropping
   // the oldest exchanges (never the system prompt, never the last message) until they and room for a reply
-  // fit; if even the last message alone does not, restores `before` and throws.
+  // fit; if even the last message alone does not, restores `before` (and the cache as it was) and throws.
   std::vector<int> FitConversation(bool generation_prompt, const std::vector<ChatMessage>& before,
                                    RenderedChat& rendered, ChatTurn& turn);
   void ClearCache();
