@@ -34,6 +34,10 @@ void ChatLoop::Run(LineSource& source) {
         continue;
       case ChatInput::Kind::kCommand:
         try {
+          // A command runs to its end (a /load's prefill, a long /tokens): Ctrl-C meanwhile must not end
+          // plumb and the conversation with it.
+          std::optional<InterruptScope> ignore_interrupts;
+          if (interactive_) ignore_interrupts.emplace();
           if (Command(input.text, input.argument) == Next::kExit) return;
         } catch (const Error& e) {  // a file that cannot be read or written, a bad value: the chat goes on
           err_ << "plumb: error: " << e.what() << "\n";
