@@ -31,7 +31,7 @@ raise_exception global) over a fixed set of conversations, and writes one JSON f
                                               conversation anyway, jinja_rendered (plumb is stricter), or
                                               jinja_failure where it fails without raise_exception
 
-plumb_accepts is plumb's rule (plumb_accepts below, the same rule as src/tokenizer/chat_template.cpp);
+plumb_accepts is plumb's rule (plumb_accepts below, the same rule as src/tokenizer/chat_template_render.cpp);
 the script refuses to write fixtures if plumb would accept a conversation the real template rejects.
 """
 
@@ -331,7 +331,7 @@ TOOL_CONVERSATIONS = [
 
 
 def plumb_accepts(style, messages, tool_format=None):
-    """plumb's rule for a conversation (src/tokenizer/chat_template.cpp implements the same rule); role
+    """plumb's rule for a conversation (src/tokenizer/chat_template_render.cpp implements the same rule); role
     "tool" only where the template defines tool use."""
     if not messages:
         return False
