@@ -112,8 +112,9 @@ void ChatLoop::Stats() {
          << " tok/s, first token after " << s.time_to_first_token * 1e3 << " ms, " << s.generated_tokens
          << " generated at " << s.DecodeTokensPerSecond() << " tok/s, stopped by "
          << (last_.cut ? "Ctrl-C" : StopReasonName(s.stop_reason)) << "\n";
-    out_ << "session: " << replies_ << " replies (" << cut_replies_ << " cut by Ctrl-C), " << prompt_tokens_
-         << " prompt tokens prefilled in " << prefill_seconds_ << " s, " << generated_tokens_
+    out_ << "session: " << replies_ << (replies_ == 1 ? " reply (" : " replies (") << cut_replies_
+         << " cut by Ctrl-C), " << prompt_tokens_ << " prompt tokens prefilled in " << std::setprecision(2)
+         << prefill_seconds_ << std::setprecision(1) << " s, " << generated_tokens_
          << " tokens generated, decode " << (decode_seconds_ > 0 ? decode_steps_ / decode_seconds_ : 0.0)
          << " tok/s\n";
   }
