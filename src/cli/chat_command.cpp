@@ -94,9 +94,9 @@ int RunChat(std::span<const std::string> args, std::istream& in, std::ostream& o
   err << "plumb chat: " << model_path << " | template " << ChatStyleName(chat_template.style())
       << " | context " << ctx << " tokens | "
       << (interactive ? "/help for commands, /exit or Ctrl-D to quit" : "reading stdin") << "\n";
-  const KvDtype kv_dtype = ReadKvDtypeFlag(flags);
-  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt, kv_dtype);
-  ChatLoop(session, tokenizer, kv_dtype, interactive, out, err).Run(*source);
+  ChatSession session(loaded.model, tokenizer, chat_template, ctx, options, system_prompt,
+                      ReadKvDtypeFlag(flags));
+  ChatLoop(session, tokenizer, interactive, out, err).Run(*source);
   if (interactive) out << "\n";
   return 0;
 }

@@ -104,18 +104,19 @@ void ChatLoop::Stats() {
   const GenerationOptions& options = session_.options();
   const SamplingParams& p = options.sampling;
   out_ << std::fixed << std::setprecision(1) << "context: " << session_.cache().length() << " of "
-       << session_.cache().max_positions() << " positions (KV cache " << KvDtypeName(kv_dtype_) << "), "
-       << session_.messages().size() << (session_.messages().size() == 1 ? " message\n" : " messages\n");
+       << session_.cache().max_positions() << " positions (KV cache " << KvDtypeName(session_.cache().dtype())
+       << "), " << session_.messages().size()
+       << (session_.messages().size() == 1 ? " message\n" : " messages\n");
   if (replies_ > 0) {
     const GenerationStats& s = last_.stats;
     out_ << "last reply: " << s.prompt_tokens << " new prompt tokens at " << s.PrefillTokensPerSecond()
          << " tok/s, first token after " << s.time_to_first_token * 1e3 << " ms, " << s.generated_tokens
          << " generated at " << s.DecodeTokensPerSecond() << " tok/s, stopped by "
-         << (last_.cut ? "Ctrl-C" : StopReasonName(s.stop_reason)) << "\n";
+         << (last_.cut() ? "Ctrl-C" : StopReasonName(s.stop_reason)) << "\n";
     out_ << "session: " << replies_ << (replies_ == 1 ? " reply (" : " replies (") << cut_replies_
-         << " cut by Ctrl-C), " << prompt_tokens_ << " prompt tokens prefilled in " << std::setprecision(2)
-         << prefill_seconds_ << std::setprecision(1) << " s, " << generated_tokens_
-         << " tokens generated, decode " << (decode_seconds_ > 0 ? decode_steps_ / decode_seconds_ : 0.0)
+         << " cut by Ctrl-C), " << totals_.prompt_tokens << " prompt tokens prefilled in "
+         << std::setprecision(2) << totals_.prefill_seconds << std::setprecision(1) << " s, "
+         << totals_.generated_tokens << " tokens generated, decode " << totals_.DecodeTokensPerSecond()
          << " tok/s\n";
   }
   out_ << std::setprecision(2) << "settings: temp " << p.temperature << ", top_k " << p.top_k << ", top_p "
@@ -166,9 +167,9 @@ void ChatLoop::Tokens() {
     out_ << std::setw(width) << i << "  " << std::setw(6) << ids[i] << "  " << TokenLabel(tokenizer_, ids[i])
          << "\n";
   }
-  out_ << "(" << ids.size() << " tokens in the KV cache";
-  if (replies_ > 0 && !last_.cut) out_ << "; a reply's last token is decoded with the next message";
-  out_ << ")\n";
+  // True after any reply, cut or not: its last sampled token was never run through the model.
+  out_ << "(" << ids.size()
+       << " tokens in the KV cache; a reply's last token goes in with the next message)\n";
 }
 
 }  // namespace plumb::cli

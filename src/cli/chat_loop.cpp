@@ -9,14 +9,9 @@
 
 namespace plumb::cli {
 
-ChatLoop::ChatLoop(ChatSession& session, const Tokenizer& tokenizer, KvDtype kv_dtype, bool interactive,
-                   std::ostream& out, std::ostream& err)
-    : session_(session),
-      tokenizer_(tokenizer),
-      kv_dtype_(kv_dtype),
-      interactive_(interactive),
-      out_(out),
-      err_(err) {
+ChatLoop::ChatLoop(ChatSession& session, const Tokenizer& tokenizer, bool interactive, std::ostream& out,
+                   std::ostream& err)
+    : session_(session), tokenizer_(tokenizer), interactive_(interactive), out_(out), err_(err) {
   if (interactive_) {
     GenerationOptions options = session_.options();
     options.interrupt = InterruptScope::Flag();
@@ -66,18 +61,18 @@ void ChatLoop::Reply(const std::string& message) {
          << s.generated_tokens << " generated, " << s.DecodeTokensPerSecond() << " tok/s | context "
          << turn.context_used << "/" << session_.cache().max_positions()
          << (s.stop_reason == StopReason::kMaxTokens ? " | reply cut at --max-tokens" : "")
-         << (turn.cut ? " | reply cut by Ctrl-C: it stays in the conversation as far as it got" : "")
+         << (turn.cut() ? " | reply cut by Ctrl-C: it stays in the conversation as far as it got" : "")
          << (turn.dropped_messages ? " | dropped " + std::to_string(turn.dropped_messages) + " old messages"
                                    : "")
          << "]\n";
     last_ = turn;
     ++replies_;
-    cut_replies_ += turn.cut;
-    prompt_tokens_ += s.prompt_tokens;
-    generated_tokens_ += s.generated_tokens;
-    prefill_seconds_ += s.prefill_seconds;
-    decode_seconds_ += s.decode_seconds;
-    decode_steps_ += s.decode_steps;
+    cut_replies_ += turn.cut();
+    totals_.prompt_tokens += s.prompt_tokens;
+    totals_.generated_tokens += s.generated_tokens;
+    totals_.prefill_seconds += s.prefill_seconds;
+    totals_.decode_seconds += s.decode_seconds;
+    totals_.decode_steps += s.decode_steps;
   } catch (const Error& e) {
     // One bad turn (a message too long for the context) does not end the conversation.
     err_ << "plumb: error: " << e.what() << "\n";

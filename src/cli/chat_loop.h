@@ -7,15 +7,14 @@
 
 #include "plumb/cli/chat_input.h"
 #include "plumb/engine/chat_session.h"
-#include "plumb/formats/kv_dtype.h"
 
 namespace plumb::cli {
 
 class ChatLoop {
  public:
   // interactive: a person at a terminal (prompts, Ctrl-C stops a reply); otherwise lines from a pipe.
-  ChatLoop(ChatSession& session, const Tokenizer& tokenizer, KvDtype kv_dtype, bool interactive,
-           std::ostream& out, std::ostream& err);
+  ChatLoop(ChatSession& session, const Tokenizer& tokenizer, bool interactive, std::ostream& out,
+           std::ostream& err);
 
   // Until end of input or /exit.
   void Run(LineSource& source);
@@ -37,20 +36,15 @@ class ChatLoop {
 
   ChatSession& session_;
   const Tokenizer& tokenizer_;
-  const KvDtype kv_dtype_;
   const bool interactive_;
   std::ostream& out_;
   std::ostream& err_;
 
-  // For /stats: the last reply and the session's sums.
+  // For /stats: the last reply, and the session's replies summed (tokens, seconds, decode steps).
   ChatTurn last_;
   int replies_ = 0;
   int cut_replies_ = 0;
-  long long prompt_tokens_ = 0;
-  long long generated_tokens_ = 0;
-  double prefill_seconds_ = 0;
-  double decode_seconds_ = 0;
-  long long decode_steps_ = 0;
+  GenerationStats totals_;
 };
 
 }  // namespace plumb::cli

@@ -34,9 +34,8 @@ class EditLineSource : public LineSource {
     HistEvent event;
     history(history_, &event, H_SETSIZE, kHistoryLines);
     history(history_, &event, H_SETUNIQUE, 1);  // the same line twice in a row is kept once
-    if (!history_path_.empty() && std::filesystem::exists(history_path_)) {
-      history(history_, &event, H_LOAD, history_path_.c_str());
-    }
+    // No file yet (a first chat) is no history yet: H_LOAD's failure is that.
+    if (!history_path_.empty()) history(history_, &event, H_LOAD, history_path_.c_str());
     editor_ = el_init("plumb", stdin, stdout, stderr);
     el_set(editor_, EL_CLIENTDATA, this);
     el_set(editor_, EL_EDITOR, "emacs");

@@ -120,7 +120,6 @@ ChatTurn ChatSession::Send(const std::string& user_message,
   });
   const std::string tail = decoder.Flush();
   if (!tail.empty()) on_text(tail);
-  turn.cut = turn.stats.stop_reason == StopReason::kAborted;
 
   // The last sampled token was never run through the model, so the cache holds the prompt and every
   // generated token but that one. An interrupted reply is no different: the next turn's rendering starts

@@ -179,7 +179,7 @@ TEST_F(ChatSessionTest, AnInterruptCutsTheReplyAndTheChatContinuesFromTheCache) 
         streamed += piece;
         if (++pieces == 3) interrupt = true;
       });
-  EXPECT_TRUE(cut.cut);
+  EXPECT_TRUE(cut.cut());
   EXPECT_EQ(cut.stats.stop_reason, StopReason::kAborted);
   // Three pieces of English text are three tokens (a piece waits for more than one token only inside a
   // multi-byte character); the stop lands right after the token that set the flag.
@@ -199,7 +199,7 @@ TEST_F(ChatSessionTest, AnInterruptCutsTheReplyAndTheChatContinuesFromTheCache) 
   const std::string follow_up = "Give the dragon a name.";
   const ChatTurn next = chat.Send(follow_up, Ignore);
   EXPECT_FALSE(next.reprefilled) << "the cut reply's tokens were thrown away";
-  EXPECT_FALSE(next.cut);
+  EXPECT_FALSE(next.cut());
   EXPECT_FALSE(next.reply.empty());
   EXPECT_EQ(static_cast<int>(chat.context_tokens().size()), chat.cache().length());
 

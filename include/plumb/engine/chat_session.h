@@ -28,8 +28,9 @@ struct ChatTurn {
   int dropped_messages = 0;  // old messages removed to make room
   bool reprefilled = false;  // the cache was rebuilt from the start this turn
   int context_used = 0;      // cache positions in use after the turn
-  bool cut = false;          // options.interrupt stopped the reply (stats.stop_reason kAborted); the text
-                             // so far is the assistant's message all the same
+
+  // options.interrupt stopped the reply; the text so far is the assistant's message all the same.
+  bool cut() const { return stats.stop_reason == StopReason::kAborted; }
 };
 
 class ChatSession {
