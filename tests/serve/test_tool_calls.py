@@ -28,6 +28,7 @@ TIME = {"type": "function",
                      "parameters": {"type": "object",
                                     "properties": {"city": {"type": "string", "maxLength": 40}},
                                     "required": ["city"]}}}
+PARAMETERS = {"get_weather": WEATHER_PARAMETERS, "get_time": TIME["function"]["parameters"]}
 QUESTION = [{"role": "user", "content": "What is the weather like in Paris?"}]
 
 
@@ -59,8 +60,7 @@ def test_round_trip_a_required_call_then_a_content_answer(client):
     assert call.type == "function" and call.id.startswith("call_")
     assert call.function.name in ("get_weather", "get_time")
     arguments = json.loads(call.function.arguments)
-    jsonschema.validate(arguments, WEATHER_PARAMETERS if call.function.name == "get_weather"
-                        else TIME["function"]["parameters"])
+    jsonschema.validate(arguments, PARAMETERS[call.function.name])
 
     history = QUESTION + [
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
@@ -98,8 +98,7 @@ def test_parallel_calls_come_as_a_list(client):
     assert len(calls) >= 2 and len({c.id for c in calls}) == len(calls)
     for c in calls:
         assert c.function.name in ("get_weather", "get_time")
-        jsonschema.validate(json.loads(c.function.arguments), WEATHER_PARAMETERS if c.function.name == "get_weather"
-                            else TIME["function"]["parameters"])
+        jsonschema.validate(json.loads(c.function.arguments), PARAMETERS[c.function.name])
 
 
 def test_a_list_cut_by_max_tokens_comes_back_as_its_text(client):
