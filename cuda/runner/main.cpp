@@ -148,7 +148,7 @@ int Run(const plumb::cuda::RunnerOptions& options) {
               check, expected.Get(o.name),
               plumb::cuda::InJudgedForm(*c, o.name, expected.Get("expert_ids"), actual.Get(o.name)));
         } else {
-          r = plumb::fixtures::Compare(check, expected.Get(o.name), actual.Get(o.name));
+          r = plumb::fixtures::Compare(check, expected.Get(o.name), actual.Get(o.name), &expected);
         }
         if (!r.pass) ++failed;
         std::printf("%-48s %-8s %-11s %-12.4g %-34s %s%s%s\n", c->name.c_str(), o.name.c_str(),
