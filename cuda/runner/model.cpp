@@ -761,12 +761,19 @@ std::map<std::string, Tensor> RunLayer(const CaseIo& io, const LlamaModel& model
           {"v_cache", cache.values().Download("F32", cache_shape)}};
 }
 
-// end_to_end: prefill the prompt, then greedy decoding, each step's argmax fed back as the next token.
+// end_to_end: prefill the prompt, then decode the case's `decode_tokens` (the reference's greedy tokens, fed
+// so that a rounded engine's own argmax cannot move later steps onto another sequence); a suite older than
+// that input feeds each step's argmax back. `tokens` is this engine's argmax of each row either way.
 std::map<std::string, Tensor> RunEndToEnd(const CaseIo& io, const LlamaModel& model) {
   const LlamaConfig& c = model.config;
   const std::int64_t prompt = io.Int("prompt_len"), steps = io.Int("decode_steps", 0);
   const Tensor& prompt_t = io.Get("prompt", "I32", {prompt});
   CheckTokens(io, prompt_t.As<std::int32_t>(), c.vocab, "prompt");
+  std::vector<std::int32_t> fed;
+  if (io.Has("decode_tokens")) {
+    fed = io.Get("decode_tokens", "I32", {steps}).As<std::int32_t>();
+    CheckTokens(io, fed, c.vocab, "decode_tokens");
+  }
 
   const DeviceModel m(model);
   const CacheShape shape = ModelCacheShape(c, KvDtype::kF32, prompt + steps);
@@ -791,7 +798,7 @@ std::map<std::string, Tensor> RunEndToEnd(const CaseIo& io, const LlamaModel& mo
   LlamaPass(m, cache, ws, tokens.Span<std::int32_t>().Slice(0, prompt), 0, prompt, nullptr, true);
   keep_logits(0);
   for (std::int64_t i = 0; i < steps; ++i) {
-    const std::int32_t token = greedy.back();
+    const std::int32_t token = fed.empty() ? greedy.back() : fed[static_cast<std::size_t>(i)];
     tokens.Upload(static_cast<std::size_t>(prompt + i) * sizeof(std::int32_t),
                   BytesOf(std::span<const std::int32_t>(&token, 1)));
     LlamaPass(m, cache, ws, tokens.Span<std::int32_t>().Slice(prompt + i, 1), prompt + i, 1, nullptr, true);

@@ -26,6 +26,11 @@ Modes (MODES below): each is how some GPU engine really computes.
         "Allowances"; routers run in FP32 in the engines we know).
         Declares bf16_activations, bf16_outputs.
   fp16  the same with float16; declares fp16_activations, fp16_outputs.
+  int8  (model cases) FP32, but every linear's activation rounded to int8 per block of 32 along k, d = amax/127,
+        round half away from zero (ggml's Q8_0/Q8_1 activations, as llama.cpp's CPU and CUDA kernels do in
+        prefill and decode alike); declares int8_activations.
+  tf32  (model cases) FP32, but every linear's weight and activation rounded to TF32 (10 mantissa bits, round
+        to nearest even: cuBLAS's TF32 mode); declares tf32.
 
 Planted bugs (BUGS below): Engine(mode, bug=NAME) computes with one classic GPU-kernel mistake, which the
 suite must reject; UNCAUGHT lists mistakes the suite cannot see, and why. python/tests/test_torch_engine.py
@@ -78,6 +83,7 @@ class Mode:
     low: torch.dtype = None           # the 16-bit type rounded to at `points`
     points: frozenset = frozenset()   # the ROUNDING_POINTS this mode rounds at
     allow: tuple = ()                 # the allowances it declares to verify
+    matmul: str = None                # "int8" or "tf32": how every linear rounds its inputs (model cases)
 
 
 MODES = {
@@ -87,7 +93,20 @@ MODES = {
                  allow=("bf16_activations", "bf16_outputs")),
     "fp16": Mode("fp16", low=torch.float16, points=frozenset(ROUNDING_POINTS),
                  allow=("fp16_activations", "fp16_outputs")),
+    "int8": Mode("int8", matmul="int8", allow=("int8_activations",)),
+    "tf32": Mode("tf32", matmul="tf32", allow=("tf32",)),
 }
+# Modes for the whole-model cases only, and the ops they are judged on: an int8 or TF32 engine's op cases
+# (an f32 GEMV, say) are judged by the allowances those ops define for such engines, which these modes do not
+# try to meet.
+MODEL_CASE_MODES = {"int8": ("layer", "end_to_end", "kv_handoff"),
+                    "tf32": ("layer", "end_to_end", "kv_handoff", "tp_layer")}
+
+
+def judged_cases(suite, mode, cases=None):
+    """The cases of `suite` (or of `cases`) that `mode` is judged on: all, or its MODEL_CASE_MODES ops."""
+    cases = list(suite if cases is None else cases)
+    return [c for c in cases if mode not in MODEL_CASE_MODES or c.op in MODEL_CASE_MODES[mode]]
 
 # ----------------------------------------------------------------------------------------------------------
 # Planted bugs: name -> the ops whose code it lives in, the cases the docs say catch it, what it does.
@@ -345,6 +364,28 @@ UNCAUGHT = {
 # Formats (docs/formats.md), decoded and encoded in torch
 
 
+def int8_blocks(x):
+    """x rounded as ggml's Q8_0 stores it: per block of 32 along the last axis (a short last block alone),
+    d = amax/127, q = round(x/d) half away from zero, back to q times d as the block stores it, in FP16
+    (docs/formats.md "GGUF blocks")."""
+    k = x.shape[-1]
+    pad = (-k) % 32
+    blocks = F.pad(x.float(), (0, pad)).unflatten(-1, (-1, 32))
+    d = blocks.abs().amax(-1, keepdim=True) / 127
+    inv = torch.where(d > 0, 1 / d, torch.zeros_like(d))
+    q = blocks * inv
+    q = torch.sign(q) * torch.floor(q.abs() + 0.5)
+    return (q * d.half().float()).flatten(-2)[..., :k].to(x.dtype)  # the block stores d in FP16
+
+
+def tf32(x):
+    """x rounded to TF32: FP32 with its 13 low mantissa bits rounded off, to nearest even."""
+    bits = x.float().contiguous().view(torch.int32)
+    lsb = (bits >> 13) & 1
+    bits = (bits + 0xFFF + lsb) & ~0x1FFF
+    return bits.view(torch.float32).to(x.dtype)
+
+
 def nibbles(b):
     """Bytes [.., m] → 4-bit values [.., 2m]: byte j holds element 2j (bits 3–0) and 2j+1 (bits 7–4)."""
     b = b.to(torch.int32)
@@ -528,6 +569,10 @@ class Engine:
         """y = x·Wᵀ (a GEMV for a vector x, a GEMM for rows), sums in the compute dtype, then the row scale
         of an FP8 weight, applied after the dot as GPU epilogues do (docs/formats.md "FP8")."""
         x, w = self.r(self.f(x), "linear.in"), self.r(self.f(w), "linear.in")
+        if self.mode.matmul == "int8":
+            x = int8_blocks(x)
+        elif self.mode.matmul == "tf32":
+            x, w = tf32(x), tf32(w)
         if self.bug == "k_tail_dropped":  # a loop over k in steps of 8 with no remainder loop
             k = x.shape[-1] - x.shape[-1] % 8
             x, w = x[..., :k], w[:, :k]
@@ -1215,16 +1260,18 @@ class Engine:
         return out
 
     def op_end_to_end(self, p, t):
-        """Prefill the prompt, then greedy decoding: each step's argmax (lowest id on ties) fed back."""
+        """Prefill the prompt, then decode the reference's greedy tokens (`decode_tokens`, fed so that a
+        near-tied argmax this engine's rounding flips cannot move later steps onto another sequence);
+        `tokens` is this engine's own argmax of each row (lowest id on ties)."""
         m, prompt = self.model(p), t["prompt"]
         cache = self.new_cache(m)
         _, logits = self.llama_pass(m, cache, prompt, 0)
-        rows, tokens = [logits], [int(torch.argmax(logits))]
-        for step in range(p["decode_steps"]):
-            _, logits = self.llama_pass(m, cache, torch.tensor(tokens[-1:]), len(prompt) + step)
+        rows = [logits]
+        for step, token in enumerate(t["decode_tokens"].tolist()):
+            _, logits = self.llama_pass(m, cache, torch.tensor([token]), len(prompt) + step)
             rows.append(logits)
-            tokens.append(int(torch.argmax(logits)))
-        return {"logits": torch.stack(rows), "tokens": torch.tensor(tokens, dtype=torch.int32)}
+        logits = torch.stack(rows)
+        return {"logits": logits, "tokens": torch.argmax(logits, dim=-1).to(torch.int32)}
 
     def op_kv_handoff(self, p, t):
         """Import a KV hand-off file (docs/kv-cache.md "KV hand-off format"): check it against the model, put
@@ -1278,7 +1325,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     suite = plumb.Suite(args.suite)
-    results = run(suite, args.mode, args.bug, suite.select(args.cases), model_dir=args.models)
+    cases = judged_cases(suite, args.mode, suite.select(args.cases))
+    results = run(suite, args.mode, args.bug, cases, model_dir=args.models)
     rows, ok = plumb.verify(suite, results, allow=MODES[args.mode].allow)
     print(plumb.format_rows(rows))
     raise SystemExit(0 if ok else 1)
