@@ -8,12 +8,10 @@ with transformers' own greedy ids and logits, so that a C++ test can check plumb
 Not run in CI (torch is several GB); the output is committed. Pinned, and checked at start-up:
 
     torch 2.15.0 (PyPI; the CUDA build, run on the CPU), transformers 5.24.0, safetensors 0.8.0
-    (transformers 5.24 needs >= 0.8; tools/reference/requirements.txt pins 0.7.0 for the other
-    generators, so this venv takes the rest of that file and safetensors 0.8.0), numpy 2.2.6, gguf 0.19.0.
+    (transformers 5.24 needs >= 0.8; tools/reference/requirements.txt pins it), numpy 2.2.6, gguf 0.19.0.
 
     python3 -m venv /tmp/hfvenv
-    grep -v safetensors tools/reference/requirements.txt > /tmp/hfreq.txt
-    /tmp/hfvenv/bin/pip install torch==2.15.0 transformers==5.24.0 -r /tmp/hfreq.txt pytest
+    /tmp/hfvenv/bin/pip install torch==2.15.0 transformers==5.24.0 -r tools/reference/requirements.txt pytest
 
 Every checkpoint has the same tiny shapes (SHAPES: vocab 160, d 64, ffn 128, 2 layers, 4 query heads and
 2 KV heads of 16, max_position_embeddings 128, rms_norm_eps 1e-5, bos 1, eos 2). For each one:
