@@ -83,7 +83,10 @@ class Mode:
     low: torch.dtype = None           # the 16-bit type rounded to at `points`
     points: frozenset = frozenset()   # the ROUNDING_POINTS this mode rounds at
     allow: tuple = ()                 # the allowances it declares to verify
-    matmul: str = None                # "int8" or "tf32": how every linear rounds its inputs (model cases)
+    matmul: str = None                # "int8" or "tf32": how every linear rounds its inputs
+    ops: tuple = None                 # the ops it is judged on; None: every op. An int8 or TF32 engine's op
+    #                                   cases (an f32 GEMV, say) are judged by allowances these modes do not
+    #                                   try to meet, so those two run the whole-model cases only.
 
 
 MODES = {
@@ -93,20 +96,15 @@ MODES = {
                  allow=("bf16_activations", "bf16_outputs")),
     "fp16": Mode("fp16", low=torch.float16, points=frozenset(ROUNDING_POINTS),
                  allow=("fp16_activations", "fp16_outputs")),
-    "int8": Mode("int8", matmul="int8", allow=("int8_activations",)),
-    "tf32": Mode("tf32", matmul="tf32", allow=("tf32",)),
+    "int8": Mode("int8", matmul="int8", allow=("int8_activations",), ops=MODEL_OPS),
+    "tf32": Mode("tf32", matmul="tf32", allow=("tf32",), ops=MODEL_OPS + ("tp_layer",)),
 }
-# Modes for the whole-model cases only, and the ops they are judged on: an int8 or TF32 engine's op cases
-# (an f32 GEMV, say) are judged by the allowances those ops define for such engines, which these modes do not
-# try to meet.
-MODEL_CASE_MODES = {"int8": ("layer", "end_to_end", "kv_handoff"),
-                    "tf32": ("layer", "end_to_end", "kv_handoff", "tp_layer")}
 
 
 def judged_cases(suite, mode, cases=None):
-    """The cases of `suite` (or of `cases`) that `mode` is judged on: all, or its MODEL_CASE_MODES ops."""
-    cases = list(suite if cases is None else cases)
-    return [c for c in cases if mode not in MODEL_CASE_MODES or c.op in MODEL_CASE_MODES[mode]]
+    """The cases of `suite` (or of `cases`) that `mode` is judged on: all, or those of its ops."""
+    ops = MODES[mode].ops
+    return [c for c in (suite if cases is None else cases) if ops is None or c.op in ops]
 
 # ----------------------------------------------------------------------------------------------------------
 # Planted bugs: name -> the ops whose code it lives in, the cases the docs say catch it, what it does.

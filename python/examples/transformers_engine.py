@@ -159,11 +159,8 @@ def load_model(path, dtype):
 @functools.lru_cache(maxsize=4)
 def sha256_of(path):
     """The KV hand-off file's weights_sha256: the SHA-256 of the GGUF file whole (docs/kv-cache.md)."""
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 @contextlib.contextmanager
