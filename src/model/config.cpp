@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "families.h"
 #include "json_fields.h"
 #include "plumb/core/error.h"
 
@@ -80,44 +81,6 @@ WeightPacking ParseQuantizationConfig(const json& q, const std::string& source) 
   return packing;
 }
 
-// The families plumb runs from a Hugging Face checkpoint: config.json's model_type and the class transformers
-// builds for it. What each reads is in ParseConfigJson; docs/models.md "What plumb refuses" says why.
-struct Family {
-  const char* model_type;
-  const char* architecture;
-};
-constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM"},   {"mistral", "MistralForCausalLM"},    {"qwen2", "Qwen2ForCausalLM"},
-    {"qwen3", "Qwen3ForCausalLM"},   {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"mixtral", "MixtralForCausalLM"},
-    {"gemma2", "Gemma2ForCausalLM"}, {"gemma3_text", "Gemma3ForCausalLM"}, {"olmo2", "Olmo2ForCausalLM"},
-    {"phi3", "Phi3ForCausalLM"},     {"smollm3", "SmolLM3ForCausalLM"}};
-
-bool IsGemma(const std::string& model_type) {
-  return model_type == "gemma2" || model_type == "gemma3_text";
-}
-
-// Families whose transformers model applies config.json's sliding_window to every layer.
-bool WindowsEveryLayer(const std::string& model_type) {
-  return model_type == "mistral" || model_type == "mixtral" || model_type == "phi3";
-}
-
-bool IsQwen3(const std::string& model_type) {
-  return model_type == "qwen3" || model_type == "qwen3_moe";
-}
-
-const Family* FindFamily(const std::string& model_type) {
-  for (const Family& f : kFamilies) {
-    if (model_type == f.model_type) return &f;
-  }
-  return nullptr;
-}
-
-std::string FamilyNames() {
-  std::string names;
-  for (const Family& f : kFamilies) names += (names.empty() ? "" : ", ") + std::string(f.model_type);
-  return names;
-}
-
 // A string field that must hold `expected` when present (hidden_act "silu"): transformers' model of the
 // family computes something else for any other value.
 void RequireValue(const json& root, const char* key, const json& expected, const std::string& source,
@@ -128,29 +91,30 @@ void RequireValue(const json& root, const char* key, const json& expected, const
   }
 }
 
-// Which layers attend through a sliding window. Mistral, Mixtral and Phi-3 apply config.json's sliding_window
-// to every layer; Gemma 2 and 3 to the layers transformers 5's layer_types calls "sliding_attention" (or,
-// without that list, transformers 4's rule: every layer but each sliding_window_pattern-th, 2 for Gemma 2),
-// which plumb runs as a period (ModelConfig::IsLocalLayer); Qwen's optional window is refused. Every other
-// family attends to every earlier position, and its layer_types, if given, must say so.
-void ReadSlidingWindow(const json& root, const std::string& source, bool run, ModelConfig& c) {
-  const bool gemma = IsGemma(c.model_type);
-  if (gemma && !root.contains("sliding_window")) c.sliding_window = 4096;  // transformers' default
-  if (WindowsEveryLayer(c.model_type) || gemma) {
+// Which layers attend through a sliding window (the family's WindowRule). kEveryLayer (Mistral, Mixtral,
+// Phi-3) applies config.json's sliding_window to every layer; kPeriodic (Gemma 2 and 3) to the layers
+// transformers 5's layer_types calls "sliding_attention" (or, without that list, transformers 4's rule: every
+// layer but each sliding_window_pattern-th), which plumb runs as a period (ModelConfig::IsLocalLayer); kNone
+// attends to every earlier position, refuses Qwen's optional window, and its layer_types, if given, must say
+// so.
+void ReadSlidingWindow(const json& root, const std::string& source, bool run, const Family& family,
+                       ModelConfig& c) {
+  const bool periodic = family.window == WindowRule::kPeriodic;
+  if (periodic && !root.contains("sliding_window")) c.sliding_window = family.default_window;
+  if (family.window != WindowRule::kNone) {
     if (Find(root, "sliding_window") != nullptr) {
       c.sliding_window = RequireInt(root, "sliding_window", source);
       if (c.sliding_window == 0) throw MakeError(source, ": sliding_window = 0 leaves nothing to attend to");
     }
   }
-  if (gemma && c.sliding_window > 0) {
-    c.sliding_window_pattern = c.model_type == "gemma2" ? 2 : 6;
+  if (periodic && c.sliding_window > 0) {
+    c.sliding_window_pattern = family.window_period;
     for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
       if (Find(root, key) != nullptr) c.sliding_window_pattern = RequireInt(root, key, source);
     }
   }
   if (!run) return;
-  if ((c.model_type == "qwen2" || IsQwen3(c.model_type) || c.model_type == "smollm3") &&
-      OptionalBool(root, "use_sliding_window", false, source)) {
+  if (family.window == WindowRule::kNone && OptionalBool(root, "use_sliding_window", false, source)) {
     // Qwen's window covers the layers from max_window_layers on only: a layout plumb does not run.
     throw MakeError(source, ": use_sliding_window = true (a window on some layers) is not supported for ",
                     c.model_type);
@@ -160,7 +124,7 @@ void ReadSlidingWindow(const json& root, const std::string& source, bool run, Mo
   if (!types->is_array() || types->size() != static_cast<std::size_t>(c.num_layers)) {
     throw MakeError(source, ": layer_types must list the ", c.num_layers, " layers, got ", types->dump());
   }
-  if (gemma && c.sliding_window > 0) {
+  if (periodic && c.sliding_window > 0) {
     // The period p with layer i full exactly when (i + 1) is a multiple of p (0: no full layer).
     c.sliding_window_pattern = 0;
     for (std::size_t i = 0; i < types->size(); ++i) {
@@ -177,61 +141,67 @@ void ReadSlidingWindow(const json& root, const std::string& source, bool run, Mo
       throw MakeError(
           source, ": layer_types[", i, "] = ", (*types)[i].dump(), ": plumb runs ", c.model_type, " layer ",
           i, " as \"", want, "\" (sliding_window = ", c.sliding_window,
-          gemma ? ", a full layer every " + std::to_string(c.sliding_window_pattern) : std::string(),
+          periodic ? ", a full layer every " + std::to_string(c.sliding_window_pattern) : std::string(),
           "); a layout that is not periodic is not supported");
     }
   }
 }
 
-// Gemma 2 and Gemma 3 (text): GeGLU, the √d embedding scale, (1 + w) RMSNorms (the loader adds the 1),
-// norms after attention and MLP too, query_pre_attn_scalar, soft-capping; Gemma 3 normalizes q and k heads.
-void ReadGemma(const json& root, const std::string& source, bool run, ModelConfig& c) {
-  c.mlp_activation = MlpActivation::kGeluTanh;
-  c.scale_embedding = c.sandwich_norm = true;
-  c.qk_norm = c.model_type == "gemma3_text";
-  // transformers' Gemma MLP reads hidden_activation (hidden_act is an older alias it ignores).
-  if (run) {
-    RequireValue(root, "hidden_activation", "gelu_pytorch_tanh", source,
-                 "plumb's Gemma MLP is GeGLU with GELU's tanh form");
-    RequireValue(root, "attention_bias", false, source, "plumb's Gemma projections have no biases");
-    RequireValue(root, "use_bidirectional_attention", false, source, "plumb's attention is causal");
+// The query scale and the soft-caps of a family whose transformers model reads them (Gemma 2 and 3):
+// query_pre_attn_scalar, attn_logit_softcapping and final_logit_softcapping, with the family's defaults
+// where a key is absent; null switches a cap off.
+void ReadQueryScaleAndSoftcaps(const json& root, const std::string& source, const Family& family,
+                               ModelConfig& c) {
+  if (family.query_scale == QueryScaleRule::kGemmaQueryPreAttnScalar) {
+    const float query_pre_attn_scalar = OptionalFloat(root, "query_pre_attn_scalar", 256.0f, source);
+    if (!(query_pre_attn_scalar > 0.0f)) {
+      throw MakeError(source, ": query_pre_attn_scalar = ", query_pre_attn_scalar, " must be positive");
+    }
+    // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float), applied to FP32 scores.
+    c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(query_pre_attn_scalar)));
   }
-  const float query_pre_attn_scalar = OptionalFloat(root, "query_pre_attn_scalar", 256.0f, source);
-  if (!(query_pre_attn_scalar > 0.0f)) {
-    throw MakeError(source, ": query_pre_attn_scalar = ", query_pre_attn_scalar, " must be positive");
-  }
-  // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float), applied to FP32 scores.
-  c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(query_pre_attn_scalar)));
-  const bool gemma2 = c.model_type == "gemma2";
-  const float gemma2_cap = gemma2 ? 50.0f : 0.0f, final_cap = gemma2 ? 30.0f : 0.0f;
-  // transformers' defaults where a key is absent; null switches the cap off.
+  if (!family.softcaps) return;
   c.attn_logit_softcap = root.contains("attn_logit_softcapping")
                              ? OptionalFloat(root, "attn_logit_softcapping", 0.0f, source)
-                             : gemma2_cap;
+                             : family.default_attn_softcap;
   c.final_logit_softcap = root.contains("final_logit_softcapping")
                               ? OptionalFloat(root, "final_logit_softcapping", 0.0f, source)
-                              : final_cap;
+                              : family.default_final_softcap;
   for (const float cap : {c.attn_logit_softcap, c.final_logit_softcap}) {
     if (cap < 0.0f) throw MakeError(source, ": a soft-capping of ", cap, " must not be negative");
   }
 }
 
-// OLMo 2: no RMSNorm before attention and MLP, one after each (before the residual add), and QK-norm over
-// the whole q and k projections.
-void ReadOlmo2(const json& root, const std::string& source, bool run, ModelConfig& c) {
-  c.pre_norm = false;
-  c.sandwich_norm = c.qk_norm = c.qk_norm_whole = true;
-  // Olmo2Attention gives o_proj a bias too when attention_bias is set: not plumb's.
-  if (run) RequireValue(root, "attention_bias", false, source, "plumb's OLMo 2 projections have no biases");
-  c.attention_bias = false;
+// Whether the Q/K/V projections carry biases, by the family's BiasRule.
+void ReadAttentionBias(const json& root, const std::string& source, bool run, const Family& family,
+                       ModelConfig& c) {
+  switch (family.attention_bias) {
+    case BiasRule::kFromConfig:
+      c.attention_bias = OptionalBool(root, "attention_bias", false, source);
+      break;
+    case BiasRule::kAlways:
+      c.attention_bias = true;
+      break;
+    case BiasRule::kNever:
+      c.attention_bias = false;
+      break;
+    case BiasRule::kRefused:
+      // Its transformers model (Gemma's, Olmo2Attention) would give o_proj a bias too: not plumb's.
+      if (run) {
+        RequireValue(root, "attention_bias", false, source,
+                     ("plumb's " + std::string(family.name) + " projections have no biases").c_str());
+      }
+      c.attention_bias = false;
+      break;
+  }
 }
 
-// SmolLM3: no_rope_layers[i] = 0 marks a NoPE layer (1: RoPE); without the list, every
-// no_rope_layer_interval-th layer (transformers' default 4).
-void ReadSmolLm3(const json& root, const std::string& source, ModelConfig& c) {
+// NoPE layers (SmolLM3): no_rope_layers[i] = 0 marks a layer without RoPE (1: RoPE); without the list, every
+// no_rope_layer_interval-th layer (the family's default interval, transformers' 4).
+void ReadNopeLayers(const json& root, const std::string& source, const Family& family, ModelConfig& c) {
   const json* list = Find(root, "no_rope_layers");
   if (list == nullptr) {
-    const int interval = OptionalInt(root, "no_rope_layer_interval", 4, source);
+    const int interval = OptionalInt(root, "no_rope_layer_interval", family.nope_interval, source);
     if (interval <= 0) throw MakeError(source, ": no_rope_layer_interval = ", interval, " must be positive");
     for (int layer = 0; layer < c.num_layers; ++layer) {
       if ((layer + 1) % interval == 0) c.nope_layers.push_back(layer);
@@ -331,28 +301,37 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
     throw MakeError(source, ": field \"model_type\" must be a string, got ", type->dump());
   }
   c.model_type = type != nullptr ? type->get<std::string>() : "";
-  const Family* family = FindFamily(c.model_type);
+  const Family* family = FindFamilyByHfModelType(c.model_type);
   if (run && family == nullptr) {
-    const std::string gemma =
-        c.model_type == "gemma3" ? "; a multimodal Gemma 3's text model is model_type gemma3_text" : "";
+    const Family* wrapped = FindFamilyByHfWrapperModelType(c.model_type);
+    const std::string hint = wrapped != nullptr
+                                 ? "; a multimodal " + c.model_type +
+                                       " checkpoint's text model is model_type " + wrapped->hf_model_type
+                                 : "";
     throw MakeError(source, ": model_type ", type != nullptr ? type->dump() : std::string("is missing and"),
-                    " is not a family plumb runs from a Hugging Face checkpoint (", FamilyNames(), gemma,
+                    " is not a family plumb runs from a Hugging Face checkpoint (", HfModelTypeNames(), hint,
                     "; docs/models.md \"What plumb refuses\")");
   }
+  // A model card's config (kShapes) of a family plumb does not run keeps its model_type and reads as a
+  // Llama's.
+  const Family& rules = family != nullptr ? *family : *FindFamilyByName("llama");
+  ApplyFamily(rules, c);
+  if (family == nullptr) c.model_type = type != nullptr ? type->get<std::string>() : "";
   if (run) {
     // The class transformers would build: another head (sequence classification, ...) is other math.
     if (const json* classes = Find(root, "architectures"); classes != nullptr) {
-      if (!classes->is_array() || classes->size() != 1 || (*classes)[0] != family->architecture) {
+      if (!classes->is_array() || classes->size() != 1 || (*classes)[0] != family->hf_architecture) {
         throw MakeError(source, ": architectures = ", classes->dump(), ": plumb runs [\"",
-                        family->architecture, "\"] for model_type \"", c.model_type, "\"");
+                        family->hf_architecture, "\"] for model_type \"", family->hf_model_type, "\"");
       }
     }
-    if (!IsGemma(c.model_type)) {
-      RequireValue(root, "hidden_act", "silu", source, "plumb's MLP is SwiGLU, silu(gate) * up");
-    }
-    if (c.model_type == "llama" || c.model_type == "smollm3") {
+    RequireValue(root, family->hidden_act_key, family->hidden_act_value, source,
+                 family->activation == MlpActivation::kSilu ? "plumb's MLP is SwiGLU, silu(gate) * up"
+                                                            : "plumb's GeGLU MLP is GELU's tanh form");
+    if (family->reads_mlp_bias) {
       RequireValue(root, "mlp_bias", false, source, "plumb's MLP projections have no biases");
     }
+    RequireValue(root, "use_bidirectional_attention", false, source, "plumb's attention is causal");
   }
   c.hidden_size = RequireInt(root, "hidden_size", source);
   c.intermediate_size = RequireInt(root, "intermediate_size", source);
@@ -365,22 +344,12 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   ReadRope(root, source, purpose, c);
   c.vocab_size = RequireInt(root, "vocab_size", source);
   c.tie_word_embeddings = OptionalBool(root, "tie_word_embeddings", false, source);
-  // Qwen2's Q/K/V projections always carry biases (transformers' Qwen2Attention: bias=True, whatever
-  // config.json says); Mistral's never do; Llama's say so in attention_bias.
-  // Mistral, Mixtral and Phi-3 never have them (their transformers models build the projections without).
-  if (c.model_type == "qwen2") {
-    c.attention_bias = true;
-  } else if (c.model_type != "mistral" && c.model_type != "mixtral" && c.model_type != "phi3") {
-    c.attention_bias = OptionalBool(root, "attention_bias", false, source);
-  }
-  ReadSlidingWindow(root, source, run, c);
-  // Qwen3: an RMSNorm of every query and key head before RoPE (transformers' Qwen3Attention q_norm, k_norm).
-  c.qk_norm = IsQwen3(c.model_type);
-  if (c.model_type == "qwen3_moe") ReadQwen3Moe(root, source, c);
-  if (c.model_type == "mixtral") ReadMixtral(root, source, c);
-  if (IsGemma(c.model_type)) ReadGemma(root, source, run, c);
-  if (c.model_type == "olmo2") ReadOlmo2(root, source, run, c);
-  if (c.model_type == "smollm3") ReadSmolLm3(root, source, c);
+  ReadAttentionBias(root, source, run, rules, c);
+  ReadSlidingWindow(root, source, run, rules, c);
+  if (rules.experts == ExpertLayout::kQwen3Moe) ReadQwen3Moe(root, source, c);
+  if (rules.experts == ExpertLayout::kMixtral) ReadMixtral(root, source, c);
+  ReadQueryScaleAndSoftcaps(root, source, rules, c);
+  if (rules.nope_layers) ReadNopeLayers(root, source, rules, c);
   c.bos_token_id = OptionalInt(root, "bos_token_id", -1, source);
   if (const json* eos = Find(root, "eos_token_id"); eos != nullptr) {
     if (eos->is_array()) {
@@ -403,13 +372,12 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
 }
 
 void SetGemma3Architecture(ModelConfig& c, int sliding_window) {
-  c.model_type = "gemma3";
-  c.mlp_activation = MlpActivation::kGeluTanh;
-  c.scale_embedding = c.qk_norm = c.sandwich_norm = true;
+  const Family& gemma3 = *FindFamilyByName("gemma3");
+  ApplyFamily(gemma3, c);
   if (sliding_window > 0) {
     c.sliding_window = sliding_window;
-    c.sliding_window_pattern = 6;   // llama.cpp hparams.set_swa_pattern(6)
-    c.rope_theta_local = 10000.0f;  // llama.cpp rope_freq_base_train_swa
+    c.sliding_window_pattern = gemma3.window_period;
+    c.rope_theta_local = gemma3.local_rope_theta;
   }
 }
 
@@ -482,18 +450,17 @@ nlohmann::json ShortestJson(float value) {
 }  // namespace
 
 std::string ConfigToJson(const ModelConfig& c) {
-  const Family* family = FindFamily(c.model_type.empty() ? "llama" : c.model_type);
   // The families whose config.json this writes in full; the others have keys of their own it does not
   // write yet (docs/models.md).
-  const bool writable = c.model_type.empty() || c.model_type == "llama" || c.model_type == "mistral" ||
-                        c.model_type == "qwen2" || IsQwen3(c.model_type);
-  if (family == nullptr || !writable) {
+  const Family* family = FindFamilyByName(c.model_type.empty() ? "llama" : c.model_type);
+  if (family == nullptr || !family->writes_config_json) {
     throw MakeError("config.json: model_type \"", c.model_type,
-                    "\" has no Hugging Face checkpoint form in plumb (", FamilyNames(), ")");
+                    "\" has no Hugging Face checkpoint form in plumb (",
+                    HfModelTypeNames(&Family::writes_config_json), ")");
   }
   json root = {
-      {"architectures", json::array({family->architecture})},
-      {"model_type", family->model_type},
+      {"architectures", json::array({family->hf_architecture})},
+      {"model_type", family->hf_model_type},
       {"hidden_act", "silu"},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -523,8 +490,10 @@ std::string ConfigToJson(const ModelConfig& c) {
         "config.json: RoPE frequency factors given per pair (a GGUF's rope_freqs.weight) have no "
         "config.json spelling; pack the Hugging Face checkpoint instead");
   }
-  if (c.model_type == "mistral" && c.sliding_window > 0) root["sliding_window"] = c.sliding_window;
-  if (c.model_type == "qwen3_moe") {
+  if (family->window == WindowRule::kEveryLayer && c.sliding_window > 0) {
+    root["sliding_window"] = c.sliding_window;
+  }
+  if (family->experts == ExpertLayout::kQwen3Moe) {
     root["num_experts"] = c.num_experts;
     root["num_experts_per_tok"] = c.experts_per_token;
     root["moe_intermediate_size"] = c.moe_intermediate_size;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "families.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf.h"
@@ -163,37 +164,6 @@ std::vector<float> UnpermuteRopeBias(const std::vector<float>& gguf, int head_di
   return hf;
 }
 
-// The architectures plumb runs from a GGUF (general.architecture), with the model_type each becomes.
-struct GgufArch {
-  const char* name;
-  const char* model_type;
-};
-constexpr GgufArch kGgufArchs[] = {{"llama", "llama"},        {"qwen2", "qwen2"},   {"qwen3", "qwen3"},
-                                   {"qwen3moe", "qwen3_moe"}, {"gemma2", "gemma2"}, {"gemma3", "gemma3"},
-                                   {"olmo2", "olmo2"},        {"phi3", "phi3"},     {"smollm3", "smollm3"}};
-
-std::string GgufArchNames() {
-  std::string names;
-  const std::size_t n = std::size(kGgufArchs);
-  for (std::size_t i = 0; i < n; ++i) {
-    names += (i == 0 ? "'" : i + 1 == n ? " and '" : ", '") + std::string(kGgufArchs[i].name) + "'";
-  }
-  return names;
-}
-
-// llama.cpp's converter permutes Q/K rows for its LlamaModel and subclasses (llama: Llama, Mistral, Mixtral;
-// smollm3), which llama.cpp runs with adjacent-pair RoPE; the other archs keep Hugging Face's order and
-// llama.cpp runs them with NEOX (rotate-half) RoPE.
-bool PermutesRopeRows(const std::string& arch) {
-  return arch == "llama" || arch == "smollm3";
-}
-
-// A uint key that must fit an int and be positive, or nullopt when absent.
-std::optional<int> OptionalPositive(const GgufFile& file, const std::string& key) {
-  if (!file.FindValue(key)) return std::nullopt;
-  return PositiveInt(file, key);
-}
-
 // A float key that must be a number in [0, 1e30), or nullopt when absent.
 std::optional<float> OptionalNonNegative(const GgufFile& file, const std::string& key) {
   const std::optional<double> value = file.FindFloat(key);
@@ -227,56 +197,52 @@ void ReadSwaPattern(const GgufFile& file, const std::string& arch, ModelConfig& 
   c.sliding_window_pattern = PositiveInt(file, key);
 }
 
-// Gemma 2 as llama.cpp reads it (LLM_ARCH_GEMMA2): window 4096 on every other layer unless the file says,
-// attention soft-capping 50 and final 30 unless it says (llama_hparams' defaults), GeGLU, sqrt(d) embedding
-// scale, the norms around attention and MLP; the 27B (46 layers) scales queries by 1/sqrt(d / n_heads).
-void ReadGemma2(const GgufFile& file, ModelConfig& c) {
-  c.model_type = "gemma2";
-  c.mlp_activation = MlpActivation::kGeluTanh;
-  c.scale_embedding = c.sandwich_norm = true;
-  c.sliding_window = OptionalPositive(file, "gemma2.attention.sliding_window").value_or(4096);
-  c.sliding_window_pattern = 2;
-  ReadSwaPattern(file, "gemma2", c);
-  c.attn_logit_softcap = OptionalNonNegative(file, "gemma2.attn_logit_softcapping").value_or(50.0f);
-  c.final_logit_softcap = OptionalNonNegative(file, "gemma2.final_logit_softcapping").value_or(30.0f);
-  if (c.num_layers == 46) {
-    c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads)));
-  }
-  ReadAttentionScale(file, "gemma2", c);
-}
-
-// Gemma 3's hyper-parameters as llama.cpp reads them (llama_model::load_hparams, LLM_ARCH_GEMMA3): what the
-// file does not say is fixed by the architecture. docs/models.md "Gemma 3".
-void ReadGemma3(const GgufFile& file, ModelConfig& c) {
-  // Five local layers, then a global one; the local layers rotate with base 10000 (the converter's
-  // gemma3.rope.freq_base_swa where written), the global ones with gemma3.rope.freq_base (1e6).
-  const std::uint64_t window = file.FindUint("gemma3.attention.sliding_window").value_or(0);
-  if (window > (1u << 30)) {
-    throw MakeError(file.path(), ": metadata key 'gemma3.attention.sliding_window' = ", window,
-                    " is out of range");
-  }
-  SetGemma3Architecture(c, static_cast<int>(window));
-  if (window > 0) {
-    ReadSwaPattern(file, "gemma3", c);
-    if (const std::optional<float> base = OptionalNonNegative(file, "gemma3.rope.freq_base_swa")) {
-      if (*base == 0.0f) throw MakeError(file.path(), ": metadata key 'gemma3.rope.freq_base_swa' = 0");
+// A window on the local layers with a full one every period (Gemma 2 and 3) as llama.cpp reads it:
+// <arch>.attention.sliding_window (the family's default where absent; 0: no window), the family's period
+// unless <arch>.attention.sliding_window_pattern says, and, where the family has one, the local layers' RoPE
+// base (the converter's <arch>.rope.freq_base_swa where written, else the family's: 10000 for Gemma 3).
+void ReadPeriodicWindow(const GgufFile& file, const Family& family, ModelConfig& c) {
+  const std::string arch = family.gguf_arch, key = arch + ".attention.sliding_window";
+  const std::uint64_t window =
+      file.FindUint(key).value_or(static_cast<std::uint64_t>(family.gguf_default_window));
+  if (window > (1u << 30))
+    throw MakeError(file.path(), ": metadata key '", key, "' = ", window, " is out of range");
+  if (window == 0) return;
+  c.sliding_window = static_cast<int>(window);
+  c.sliding_window_pattern = family.window_period;
+  ReadSwaPattern(file, arch, c);
+  if (family.local_rope_theta > 0.0f) {
+    c.rope_theta_local = family.local_rope_theta;
+    if (const std::optional<float> base = OptionalNonNegative(file, arch + ".rope.freq_base_swa")) {
+      if (*base == 0.0f) throw MakeError(file.path(), ": metadata key '", arch, ".rope.freq_base_swa' = 0");
       c.rope_theta_local = *base;
     }
   }
-  if (const std::optional<float> cap = OptionalNonNegative(file, "gemma3.final_logit_softcapping")) {
-    c.final_logit_softcap = *cap;
+}
+
+// Gemma's query scale and soft-caps as llama.cpp reads them (llama_model::load_hparams): the caps the file
+// says, else the family's defaults (llama_hparams': Gemma 2's 50 and 30); 1/√(hidden_size / num_heads) for
+// the sizes llama.cpp scales so (Family::hidden_per_head_block_counts), else 1/√head_dim;
+// <arch>.attention.scale over both.
+void ReadQueryScaleAndSoftcaps(const GgufFile& file, const Family& family, ModelConfig& c) {
+  const std::string arch = family.gguf_arch;
+  if (family.softcaps) {
+    const std::string attn_key = arch + ".attn_logit_softcapping";
+    if (family.gguf_reads_attn_softcap) {
+      c.attn_logit_softcap = OptionalNonNegative(file, attn_key).value_or(family.default_attn_softcap);
+    } else if (file.FindFloat(attn_key).value_or(0.0) > 0.0) {
+      throw MakeError(file.path(), ": ", attn_key, " is not supported (llama.cpp's ", arch,
+                      " has no attention soft-capping)");
+    }
+    c.final_logit_softcap =
+        OptionalNonNegative(file, arch + ".final_logit_softcapping").value_or(family.default_final_softcap);
   }
-  if (file.FindFloat("gemma3.attn_logit_softcapping").value_or(0.0) > 0.0) {
-    throw MakeError(file.path(),
-                    ": gemma3.attn_logit_softcapping is not supported (Gemma 2's attention "
-                    "soft-capping; Gemma 3 has none)");
-  }
-  // llama.cpp scales queries by 1/√head_dim for every Gemma 3 but the 27B (62 layers), which uses
-  // 1/√(d / n_heads).
-  if (c.num_layers == 62) {
+  if (family.query_scale != QueryScaleRule::kGemmaQueryPreAttnScalar) return;
+  if (std::ranges::find(family.hidden_per_head_block_counts, c.num_layers) !=
+      family.hidden_per_head_block_counts.end()) {
     c.attention_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads)));
   }
-  ReadAttentionScale(file, "gemma3", c);
+  ReadAttentionScale(file, arch, c);
 }
 
 // The `<arch>.*` keys plumb reads or checks (llama.cpp's names, without the prefix). Any other key of the
@@ -303,24 +269,15 @@ constexpr const char* kKnownArchKeys[] = {"context_length",
                                           "expert_count",
                                           "expert_used_count",
                                           "expert_feed_forward_length"};
-// And those of some archs alone (ReadGemma2, ReadGemma3, ReadSlidingWindow).
-struct ArchKey {
-  const char* arch;
-  const char* key;
-};
-constexpr ArchKey kArchOnlyKeys[] = {{"gemma2", "attention.sliding_window"},
-                                     {"gemma2", "attention.sliding_window_pattern"},
-                                     {"gemma2", "attention.scale"},
-                                     {"gemma2", "final_logit_softcapping"},
-                                     {"gemma2", "attn_logit_softcapping"},
-                                     {"gemma3", "attention.sliding_window"},
-                                     {"gemma3", "attention.sliding_window_pattern"},
-                                     {"gemma3", "attention.scale"},
-                                     {"gemma3", "rope.freq_base_swa"},
-                                     {"gemma3", "final_logit_softcapping"},
-                                     {"gemma3", "attn_logit_softcapping"},
-                                     {"llama", "attention.sliding_window"},
-                                     {"phi3", "attention.sliding_window"}};
+// And those of some families alone: the keys each row's switches read.
+bool IsFamilyKey(const Family& family, std::string_view key) {
+  const bool periodic = family.window == WindowRule::kPeriodic;
+  return ((periodic || family.gguf_window_key) && key == "attention.sliding_window") ||
+         (periodic && key == "attention.sliding_window_pattern") ||
+         (family.query_scale == QueryScaleRule::kGemmaQueryPreAttnScalar && key == "attention.scale") ||
+         (family.softcaps && (key == "final_logit_softcapping" || key == "attn_logit_softcapping")) ||
+         (family.local_rope_theta > 0.0f && key == "rope.freq_base_swa");
+}
 
 // A window on every layer: Mistral's, which export_gguf.py writes as llama.attention.sliding_window
 // (llama.cpp's llama arch has no window and ignores the key), and Phi-3's phi3.attention.sliding_window (0:
@@ -346,15 +303,13 @@ std::string ValueText(const GgufValue& v) {
   return std::to_string(v.integer);
 }
 
-void RefuseUnknownArchKeys(const GgufFile& file, const std::string& arch) {
-  const std::string p = arch + ".";
+void RefuseUnknownArchKeys(const GgufFile& file, const Family& family) {
+  const std::string p = std::string(family.gguf_arch) + ".";
   for (const auto& [key, value] : file.metadata()) {
     if (!key.starts_with(p)) continue;
     const std::string_view rest = std::string_view(key).substr(p.size());
     const auto is_rest = [&](const char* k) { return rest == k; };
-    const bool known =
-        std::ranges::any_of(kKnownArchKeys, is_rest) ||
-        std::ranges::any_of(kArchOnlyKeys, [&](const ArchKey& k) { return arch == k.arch && rest == k.key; });
+    const bool known = std::ranges::any_of(kKnownArchKeys, is_rest) || IsFamilyKey(family, rest);
     if (!known) {
       throw MakeError(file.path(), ": metadata key '", key, "' = ", ValueText(value),
                       " is not one plumb implements (it may change the math; docs/models.md \"What plumb "
@@ -409,14 +364,14 @@ void ReadLongRope(const GgufFile& file, ModelConfig& c) {
 // RoPE scaling as llama.cpp reads it: rope.scaling.factor divides every frequency (llama.cpp's
 // freq_scale = 1 / factor, for type none or linear alike), and a Llama's rope_freqs.weight divides each
 // pair's (llama.cpp's converter writes Llama 3.1's rule so). YaRN and the rest are refused by name.
-void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig& c) {
-  const std::string p = arch + ".rope.scaling.";
+void ReadRopeScaling(const GgufFile& file, const Family& family, ModelConfig& c) {
+  const std::string arch = family.gguf_arch, p = arch + ".rope.scaling.";
   const std::string type = file.FindString(p + "type").value_or("none");
   if (type != "none" && type != "linear") {
     throw MakeError(file.path(), ": ", p, "type '", type,
                     "' is not supported (plumb implements 'none' and 'linear')");
   }
-  if (arch == "phi3" && file.FindTensor(kRopeFactorsLong) != nullptr) return ReadLongRope(file, c);
+  if (family.longrope && file.FindTensor(kRopeFactorsLong) != nullptr) return ReadLongRope(file, c);
   if (const std::optional<double> attn = file.FindFloat(p + "attn_factor"); attn && *attn != 1.0) {
     throw MakeError(file.path(), ": ", p, "attn_factor = ", *attn, " is not supported (1 only, but with ",
                     "Phi-3's LongRoPE factors)");
@@ -426,7 +381,7 @@ void ReadRopeScaling(const GgufFile& file, const std::string& arch, ModelConfig&
     throw MakeError(file.path(), ": ", p, "factor = ", factor, " must be a non-negative number");
   }
   const GgufTensorInfo* freqs = file.FindTensor(kRopeFreqs);
-  if (freqs != nullptr && arch != "llama") {
+  if (freqs != nullptr && !family.gguf_rope_freqs) {
     throw MakeError(Where(file, *freqs), ": a '", arch, "' model has no per-pair RoPE factors in llama.cpp");
   }
   if (freqs != nullptr && factor != 0.0 && factor != 1.0) {
@@ -471,31 +426,32 @@ void ReadExperts(const GgufFile& file, const std::string& arch, ModelConfig& c) 
 
 ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string& arch = file.GetString("general.architecture");
-  const GgufArch* known = std::ranges::find_if(kGgufArchs, [&](const GgufArch& a) { return arch == a.name; });
-  if (known == std::end(kGgufArchs)) {
+  const Family* family = FindFamilyByGgufArch(arch);
+  if (family == nullptr) {
     throw MakeError(file.path(), ": general.architecture '", arch, "' is not supported (plumb runs ",
                     GgufArchNames(), "; docs/models.md)");
   }
-  RefuseUnknownArchKeys(file, arch);
+  RefuseUnknownArchKeys(file, *family);
   const std::string p = arch + ".";
   // llama.cpp's llama arch is Mixtral when it has experts; qwen3moe always has them; the others never.
-  const bool moe =
-      arch == "qwen3moe" || (arch == "llama" && file.FindUint(p + "expert_count").value_or(0) > 0);
+  const bool moe = family->experts != ExpertLayout::kNone ||
+                   (family->gguf_experts_optional && file.FindUint(p + "expert_count").value_or(0) > 0);
   for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length"}) {
     if (!moe && file.FindUint(p + key).value_or(0) > 0) {
       throw MakeError(file.path(), ": mixture-of-experts '", arch, "' models (", p, key, " = ",
-                      *file.FindUint(p + key),
-                      ") are not supported (plumb runs 'qwen3moe' and 'llama' ones)");
+                      *file.FindUint(p + key), ") are not supported (plumb runs ",
+                      GgufArchNames(&Family::gguf_experts), " ones)");
     }
   }
   ModelConfig c;
-  c.model_type = known->model_type;  // one name per family: config.json's
+  ApplyFamily(*family, c);
   c.hidden_size = PositiveInt(file, p + "embedding_length");
   // A MoE model's dense MLP width says nothing when every layer is MoE (llama.cpp reads it as optional).
   c.intermediate_size =
       PositiveInt(file, p + "feed_forward_length",
-                  arch == "qwen3moe" ? std::optional<int>(PositiveInt(file, p + "expert_feed_forward_length"))
-                                     : std::nullopt);
+                  family->experts == ExpertLayout::kQwen3Moe
+                      ? std::optional<int>(PositiveInt(file, p + "expert_feed_forward_length"))
+                      : std::nullopt);
   c.num_layers = PositiveInt(file, p + "block_count");
   c.num_heads = PositiveInt(file, p + "attention.head_count");
   c.num_kv_heads = PositiveInt(file, p + "attention.head_count_kv", c.num_heads);
@@ -510,37 +466,35 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
   // converter writes it (int(partial_rotary_factor * n_embd) // n_head); every other arch turns them all.
   if (const std::optional<std::uint64_t> rot = file.FindUint(p + "rope.dimension_count");
       rot && *rot != static_cast<std::uint64_t>(c.head_dim)) {
-    if (arch != "phi3" || *rot == 0 || *rot > static_cast<std::uint64_t>(c.head_dim) || *rot % 2 != 0) {
+    if (!family->partial_rotary || *rot == 0 || *rot > static_cast<std::uint64_t>(c.head_dim) ||
+        *rot % 2 != 0) {
       throw MakeError(file.path(), ": ", p, "rope.dimension_count = ", *rot, " differs from the head size ",
                       c.head_dim,
-                      arch == "phi3" ? " and is not an even number below it"
-                                     : " (partial rotary embeddings are not supported for '" + arch +
-                                           "'; plumb reads them for 'phi3')");
+                      family->partial_rotary
+                          ? " and is not an even number below it"
+                          : " (partial rotary embeddings are not supported for '" + arch +
+                                "'; plumb reads them for " + GgufArchNames(&Family::partial_rotary) + ")");
     }
     c.rotary_dim = static_cast<int>(*rot);
   }
   c.rms_norm_eps = static_cast<float>(file.GetFloat(p + "attention.layer_norm_rms_epsilon"));
   c.rope_theta = static_cast<float>(file.FindFloat(p + "rope.freq_base").value_or(10000.0));
-  ReadRopeScaling(file, arch, c);
+  ReadRopeScaling(file, *family, c);
   c.max_position_embeddings = PositiveInt(file, p + "context_length");
   const GgufTensorInfo& embedding = Require(file, "token_embd.weight");
   const int embedding_rows =
       embedding.dims.size() == 2 && embedding.dims[1] <= (1u << 30) ? static_cast<int>(embedding.dims[1]) : 0;
   c.vocab_size = PositiveInt(file, p + "vocab_size", embedding_rows);
   c.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
-  if (arch == "gemma2") ReadGemma2(file, c);
-  if (arch == "gemma3") ReadGemma3(file, c);
-  if (arch == "llama" || arch == "phi3") ReadSlidingWindow(file, arch, c);
-  if (arch == "qwen3" || arch == "qwen3moe") c.qk_norm = true;  // attn_q_norm, attn_k_norm
-  if (arch == "olmo2") {
-    // No norm before attention and MLP, one after each (post_attention_norm, post_ffw_norm), and QK-norm over
-    // the whole q and k projections (llama.cpp's olmo2 graph: attn_q_norm is [n_embd_head · n_head]).
-    c.pre_norm = false;
-    c.sandwich_norm = c.qk_norm = c.qk_norm_whole = true;
-  }
-  if (arch == "smollm3") {
-    // llama.cpp skips RoPE on every 4th layer (n_no_rope_layer_step = 4, which no GGUF key sets).
-    for (int layer = 3; layer < c.num_layers; layer += 4) c.nope_layers.push_back(layer);
+  if (family->window == WindowRule::kPeriodic) ReadPeriodicWindow(file, *family, c);
+  if (family->gguf_window_key) ReadSlidingWindow(file, arch, c);
+  ReadQueryScaleAndSoftcaps(file, *family, c);
+  if (family->nope_layers) {
+    // llama.cpp skips RoPE on every nope_interval-th layer (n_no_rope_layer_step = 4, which no GGUF key
+    // sets).
+    for (int layer = family->nope_interval - 1; layer < c.num_layers; layer += family->nope_interval) {
+      c.nope_layers.push_back(layer);
+    }
   }
   if (moe) ReadExperts(file, arch, c);
   c.attention_bias = file.FindTensor("blk.0.attn_q.bias") != nullptr;
@@ -555,8 +509,9 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
 ModelWeights LoadGgufWeights(const ModelConfig& c, const std::shared_ptr<const GgufFile>& file) {
   TensorReader f(file);
   const int d = c.hidden_size;
-  const bool permuted_rope_rows = PermutesRopeRows(file->GetString("general.architecture"));
-  const bool fused = c.model_type == "phi3";  // attn_qkv, and ffn_up holding gate then up
+  const Family& family = FamilyOf(c);
+  const bool permuted_rope_rows = family.gguf_rope_rows == GgufRopeRows::kPermuted;
+  const bool fused = family.fused_projections;  // attn_qkv, and ffn_up holding gate then up
   ModelWeights w;
   w.token_embedding = f.Matrix("token_embd.weight", c.vocab_size, d);
   w.layers.resize(c.num_layers);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "families.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
@@ -227,9 +228,11 @@ PackedCheckpoint PackModel(const ModelConfig& config, const ModelWeights& weight
     throw MakeError("--keep-embedding applies to the FP8, INT4 and microscaled formats only (", format.Name(),
                     " stores the embedding as ", format.Name(), " already)");
   }
-  if (config.model_type == "gemma3") {
-    // Its extra norms and fixed hyper-parameters have no place in the Llama-style config.json a pack writes.
-    throw MakeError("plumb pack writes Llama, Mistral and Qwen models; Gemma 3 runs from its GGUF file");
+  if (const Family& family = FamilyOf(config); !family.writes_config_json) {
+    // Its switches (extra norms, soft-caps, fused tensors, ...) have no place in the config.json a pack
+    // writes.
+    throw MakeError("plumb pack writes ", HfModelTypeNames(&Family::writes_config_json), " models; ",
+                    family.name, " runs from its own checkpoint");
   }
   PackedCheckpoint out{config, {}};
   out.config.packing.reset();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "families.h"
 #include "json_fields.h"
 #include "plumb/core/error.h"
 #include "plumb/model/config.h"
@@ -113,10 +114,11 @@ double PositiveNumber(const json& object, const char* key, const std::string& wh
 void ReadPartialRotary(const json& object, const std::string& where, ModelConfig& c) {
   const json* partial = Find(object, "partial_rotary_factor");
   if (partial == nullptr || partial->is_null() || *partial == 1 || *partial == 1.0) return;
-  if (c.model_type != "phi3") {
+  if (!ReadingRulesOf(c).partial_rotary) {
     throw MakeError(where, "partial_rotary_factor = ", partial->dump(),
-                    " (RoPE on part of each head) is not ", "supported for model_type \"", c.model_type,
-                    "\" (plumb reads it for phi3)");
+                    " (RoPE on part of each head) is not ", "supported for model_type \"",
+                    ReadingRulesOf(c).hf_model_type, "\" (plumb reads it for ",
+                    HfModelTypeNames(&Family::partial_rotary), ")");
   }
   const double factor = partial->is_number() ? partial->get<double>() : 0.0;
   // transformers: dim = int(head_dim · factor), rotated in pairs.
@@ -216,17 +218,16 @@ RopeScaling ReadRopeRule(const json& root, const json& rope, const std::string& 
          {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       known.emplace_back(key);
     }
-  } else if (type == "longrope" && c.model_type == "phi3") {
+  } else if (type == "longrope" && ReadingRulesOf(c).longrope) {
     ReadLongRope(root, rope, where, c, s);
     for (const char* key :
          {"short_factor", "long_factor", "factor", "attention_factor", "original_max_position_embeddings"}) {
       known.emplace_back(key);
     }
   } else {
-    throw MakeError(
-        where, ".rope_type = \"", type,
-        "\" is not supported (plumb implements \"default\", \"linear\", \"llama3\" and, for phi3, "
-        "\"longrope\")");
+    throw MakeError(where, ".rope_type = \"", type,
+                    "\" is not supported (plumb implements \"default\", \"linear\", \"llama3\" and, for ",
+                    HfModelTypeNames(&Family::longrope), ", \"longrope\")");
   }
   for (const auto& item : rope.items()) {
     if (item.value().is_null()) continue;
@@ -280,7 +281,7 @@ void ReadGemma3Rope(const json& root, const std::string& source, ConfigPurpose p
 }
 
 void ReadRope(const json& root, const std::string& source, ConfigPurpose purpose, ModelConfig& c) {
-  if (c.model_type == "gemma3_text") return ReadGemma3Rope(root, source, purpose, c);
+  if (ReadingRulesOf(c).rope_per_layer_type) return ReadGemma3Rope(root, source, purpose, c);
   const json* parameters = Find(root, "rope_parameters");
   const json* scaling = Find(root, "rope_scaling");
   const float top_theta = OptionalFloat(root, "rope_theta", 10000.0f, source);

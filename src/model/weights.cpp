@@ -10,6 +10,7 @@
 #include <set>
 #include <string_view>
 
+#include "families.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/safetensors.h"
 
@@ -303,19 +304,18 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
   // Linear weights follow quantization_config; the embedding and LM head too unless it says "f16".
   const WeightPacking* linear = c.packing ? &*c.packing : nullptr;
   const WeightPacking* embedding = c.packing && c.packing->embedding_packed ? linear : nullptr;
-  const bool gemma = c.model_type == "gemma2" || c.model_type == "gemma3_text";
-  const bool fused = c.model_type == "phi3", mixtral = c.model_type == "mixtral";
+  const Family& family = FamilyOf(c);
+  const bool fused = family.fused_projections, mixtral = family.experts == ExpertLayout::kMixtral;
   if (fused && linear != nullptr) {
-    throw MakeError(files.front()->path(),
-                    ": a packed Phi-3 checkpoint (fused qkv_proj, gate_up_proj) is not "
-                    "supported");
+    throw MakeError(files.front()->path(), ": a packed ", family.name,
+                    " checkpoint (fused qkv_proj, gate_up_proj) is not supported");
   }
   // Gemma's RMSNorm multiplies by (1 + w) (transformers' Gemma2RMSNorm): the 1 is added here, in FP32, so
   // the forward pass multiplies by the weight as for every other family (llama.cpp's converter stores
   // the same sums in a Gemma GGUF).
   const auto norm = [&](const std::string& name, int length) {
     std::vector<float> weight = shards.Vector(name, length);
-    if (gemma) {
+    if (family.norm_one_plus_w) {
       for (float& x : weight) x += 1.0f;
     }
     return weight;
@@ -390,7 +390,7 @@ ModelWeights LoadSafetensorsWeights(const ModelConfig& c,
     throw MakeError(files.front()->path(),
                     ": missing tensor \"lm_head.weight\" (config says tie_word_embeddings = false)");
   }
-  shards.RequireAllUsed(c.model_type.empty() ? "llama" : c.model_type);
+  shards.RequireAllUsed(family.name);
   return w;
 }
 

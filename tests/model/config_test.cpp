@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../../src/model/families.h"
 #include "plumb/core/error.h"
 #include "plumb/model/config.h"
 
@@ -35,6 +36,73 @@ std::string ErrorOf(const nlohmann::json& config) {
     return e.what();
   }
   return "";
+}
+
+// The family table: each name belongs to one row, and each reader finds the row by it.
+TEST(Families, EachNameNamesOneRow) {
+  std::vector<std::string> seen;
+  for (const Family& f : Families()) {
+    for (const char* name : {f.name, f.hf_model_type, f.hf_architecture, f.gguf_arch}) {
+      if (name == nullptr) continue;
+      // A row may use one name for two keys (llama is both its model_type and its GGUF arch), never another
+      // row's.
+      for (const Family& other : Families()) {
+        if (&other == &f) continue;
+        for (const char* theirs : {other.name, other.hf_model_type, other.hf_architecture, other.gguf_arch}) {
+          EXPECT_FALSE(theirs != nullptr && std::string(theirs) == name) << name << " in two rows";
+        }
+      }
+    }
+    EXPECT_EQ(FindFamilyByName(f.name), &f);
+    EXPECT_EQ(FindFamilyByHfModelType(f.hf_model_type), &f);
+    if (f.gguf_arch != nullptr) {
+      EXPECT_EQ(FindFamilyByGgufArch(f.gguf_arch), &f);
+    }
+    ModelConfig c;
+    c.model_type = f.name;
+    EXPECT_EQ(&FamilyOf(c), &f);
+    seen.emplace_back(f.hf_model_type);
+  }
+  EXPECT_EQ(seen.size(), 11u);
+  EXPECT_EQ(FindFamilyByName("gemma3_text"), nullptr) << "one name per family: plumb's is gemma3";
+  EXPECT_EQ(&FamilyOf(ModelConfig{}), FindFamilyByName("llama")) << "a hand-made config is a Llama";
+}
+
+// config.json's refusal lists every row, and each row's config.json reads into its name.
+TEST(Families, ReadersTakeTheirNamesAndListsFromTheTable) {
+  nlohmann::json j = LlamaConfig();
+  j["model_type"] = "granite";
+  const std::string message = ErrorOf(j);
+  for (const Family& f : Families()) {
+    EXPECT_NE(message.find(f.hf_model_type), std::string::npos) << f.hf_model_type << ": " << message;
+    j = LlamaConfig();
+    j["model_type"] = f.hf_model_type;
+    j.erase("hidden_act");
+    if (f.experts != ExpertLayout::kNone) {
+      j["num_experts_per_tok"] = 1;
+      j[f.experts == ExpertLayout::kMixtral ? "num_local_experts" : "num_experts"] = 2;
+      j["moe_intermediate_size"] = 32;
+    }
+    ModelConfig c;
+    try {
+      c = ParseConfigJson(j.dump(), "cfg.json");
+    } catch (const Error& e) {
+      ADD_FAILURE() << f.name << ": " << e.what();
+      continue;
+    }
+    EXPECT_EQ(c.model_type, f.name);
+    EXPECT_EQ(c.mlp_activation, f.activation) << f.name;
+    EXPECT_EQ(c.scale_embedding, f.scale_embedding) << f.name;
+    EXPECT_EQ(c.pre_norm, f.pre_norm) << f.name;
+    EXPECT_EQ(c.sandwich_norm, f.sandwich_norm) << f.name;
+    EXPECT_EQ(c.qk_norm, f.qk_norm) << f.name;
+    EXPECT_EQ(c.qk_norm_whole, f.qk_norm_whole) << f.name;
+    EXPECT_EQ(c.attention_bias, f.attention_bias == BiasRule::kAlways) << f.name;
+    EXPECT_EQ(c.IsMoe(), f.experts != ExpertLayout::kNone) << f.name;
+    EXPECT_EQ(c.attn_logit_softcap, f.default_attn_softcap) << f.name;
+    EXPECT_EQ(c.final_logit_softcap, f.default_final_softcap) << f.name;
+    EXPECT_EQ(c.sliding_window > 0, f.window == WindowRule::kPeriodic) << f.name;  // Gemma's default 4096
+  }
 }
 
 TEST(Config, ReadsEveryFieldAndDerivesHeadDim) {
@@ -91,7 +159,7 @@ TEST(Config, FamiliesPlumbDoesNotRunAreRefusedNamingTheList) {
               j["model_type"] = "gemma3";
               return j;
             }())
-                .find("a multimodal Gemma 3's text model is model_type gemma3_text"),
+                .find("a multimodal gemma3 checkpoint's text model is model_type gemma3_text"),
             std::string::npos);
   nlohmann::json j = LlamaConfig();
   j.erase("model_type");

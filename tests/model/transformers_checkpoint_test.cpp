@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "../../src/model/families.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/safetensors.h"
 #include "plumb/kernels/int8_activations.h"
@@ -227,6 +228,11 @@ TEST(TransformersGguf, ConfigMatchesTheCheckpoints) {
     const std::string dir = testing::FixtureDir("transformers") + "/" + name;
     const ModelConfig g = Model::Load(dir + "/model.f16.gguf").config();
     const ModelConfig h = Model::Load(dir).config();
+    // One name per family, whichever file it came from (but where llama.cpp writes it as another arch:
+    // Mistral and Mixtral are "llama"s).
+    if (FamilyOf(h).gguf_arch != nullptr) {
+      EXPECT_EQ(g.model_type, h.model_type);
+    }
     EXPECT_EQ(g.num_layers, h.num_layers);
     EXPECT_EQ(g.head_dim, h.head_dim);
     EXPECT_EQ(g.RotaryDim(), h.RotaryDim());
