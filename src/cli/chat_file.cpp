@@ -6,6 +6,7 @@
 
 #include "plumb/cli/prompt_lines.h"
 #include "plumb/core/error.h"
+#include "plumb/tokenizer/chat_messages.h"
 
 namespace plumb::cli {
 namespace {
@@ -14,25 +15,6 @@ using nlohmann::json;
 
 // A saved chat holds text a person typed or read; a file far beyond that is not one.
 constexpr std::uintmax_t kMaxConversationBytes = 64u << 20;
-
-std::string Content(const json& message, const std::string& role, const std::string& where) {
-  const auto it = message.find("content");
-  if (it == message.end() || (it->is_null() && role == "assistant")) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) throw MakeError(where, "/content: expected a string or an array of text parts");
-  std::string text;
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& part = (*it)[i];
-    const std::string at = where + "/content/" + std::to_string(i);
-    if (!part.is_object() || part.value("type", json()) != "text") {
-      throw MakeError(at, ": only parts of type \"text\" are supported");
-    }
-    const auto part_text = part.find("text");
-    if (part_text == part.end() || !part_text->is_string()) throw MakeError(at, "/text: expected a string");
-    text += part_text->get<std::string>();
-  }
-  return text;
-}
 
 }  // namespace
 
@@ -46,33 +28,24 @@ std::vector<ChatMessage> ParseConversation(const std::string& text, const std::s
     throw MakeError(name, ": not JSON: ", e.what());
   }
   const json* messages = &document;
-  std::string pointer;
+  std::string place;
   if (document.is_object()) {
     const auto it = document.find("messages");
     if (it == document.end()) throw MakeError(name, ": no \"messages\" array");
     messages = &*it;
-    pointer = "/messages";
+    place = "messages";
   }
-  if (!messages->is_array())
-    throw MakeError(name, ": ", pointer.empty() ? "the document" : pointer, " is not an array");
   std::vector<ChatMessage> conversation;
-  for (std::size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string where = name + ": " + pointer + "/" + std::to_string(i);
-    if (!m.is_object()) throw MakeError(where, ": expected an object with a role and content");
-    const auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) throw MakeError(where, "/role: expected a string");
-    ChatMessage message{role->get<std::string>(), ""};
-    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for the system role
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      throw MakeError(where, "/role: \"", message.role,
-                      "\"; a chat takes system, user and assistant messages");
+  try {
+    for (ReadChatMessage& m :
+         ReadChatMessages(*messages, place,
+                          {.tools = false,
+                          .reader = "a chat",
+                          .no_tools_hint = "plumb chat has no tools (plumb serve does)"})) {
+      conversation.push_back({std::move(m.role), std::move(m.content)});
     }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty()) {
-      throw MakeError(where, "/tool_calls: plumb chat has no tools (plumb serve does)");
-    }
-    message.content = Content(m, message.role, where);
-    conversation.push_back(std::move(message));
+  } catch (const ChatMessageError& e) {
+    throw MakeError(name, ": ", e.what());
   }
   return conversation;
 }

@@ -8,6 +8,7 @@
 
 #include "http_error.h"
 #include "plumb/core/error.h"
+#include "plumb/tokenizer/chat_messages.h"
 #include "plumb/tokenizer/unicode.h"
 
 namespace plumb::serve {
@@ -79,23 +80,6 @@ std::vector<std::string> StopStrings(const json& body) {
     if (s.empty()) BadRequest("invalid_value", "'stop' strings must not be empty");
   }
   return stops;
-}
-
-// A message's content: a string, or an array of {"type": "text", "text": ...} parts, joined.
-std::string MessageContent(const json& message, std::size_t index) {
-  const std::string where = "messages[" + std::to_string(index) + "].content";
-  const json* content = Field(message, "content");
-  if (!content) return "";
-  if (content->is_string()) return content->get<std::string>();
-  if (!content->is_array()) BadRequest("invalid_type", where + " must be a string or an array of parts");
-  std::string text;
-  for (const json& part : *content) {
-    if (!part.is_object() || part.value("type", json()) != "text") {
-      BadRequest("invalid_value", where + ": only parts of type \"text\" are supported, not " + part.dump());
-    }
-    text += StringValue(part.value("text", json()), where + "[].text");
-  }
-  return text;
 }
 
 // Without a "seed" each request gets its own: a Weyl sequence from a random start never repeats one.
@@ -244,32 +228,21 @@ std::vector<int> RequestReader::ChatPrompt(const json& body, const ChatTools& to
   if (!messages || !messages->is_array() || messages->empty()) {
     BadRequest("invalid_value", "'messages' must be a non-empty array");
   }
+  std::vector<ReadChatMessage> read;
+  try {
+    read = ReadChatMessages(*messages, "messages",
+                            {.tools = true, .reader = "plumb serve", .no_tools_hint = ""});
+  } catch (const ChatMessageError& e) {
+    BadRequest(e.wrong_type() ? "invalid_type" : "invalid_value", e.what());
+  }
   std::vector<IncomingMessage> incoming;
-  for (std::size_t i = 0; i < messages->size(); ++i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    const json& m = (*messages)[i];
-    if (!m.is_object()) BadRequest("invalid_type", where + " must be an object");
-    const json* role = Field(m, "role");
-    if (!role) BadRequest("invalid_value", where + " has no 'role'");
+  for (const ReadChatMessage& m : read) {
     IncomingMessage message;
-    message.role = StringValue(*role, where + ".role");
-    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for the system role
-    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
-        message.role != "tool") {
-      BadRequest("invalid_value", where + ".role is \"" + message.role +
-                                      "\"; plumb serve takes system, user, assistant and tool");
-    }
-    message.content = unicode::ToValidUtf8(MessageContent(m, i));
-    if (message.role == "assistant") {
-      message.tool_calls = HistoryToolCalls(m, where);
-    } else if (Field(m, "tool_calls")) {
-      BadRequest("invalid_value", where + ".tool_calls: only assistant messages carry tool calls");
-    }
+    message.role = m.role;
+    message.content = unicode::ToValidUtf8(m.content);
+    if (message.role == "assistant") message.tool_calls = HistoryToolCalls(*m.json, m.place);
     if (message.role == "tool") {
-      const json* id = Field(m, "tool_call_id");
-      if (!id)
-        BadRequest("invalid_value", where + ".tool_call_id is missing (a tool message answers a call)");
-      message.tool_call_id = StringValue(*id, where + ".tool_call_id");
+      message.tool_call_id = StringValue(*Field(*m.json, "tool_call_id"), m.place + ".tool_call_id");
     }
     incoming.push_back(std::move(message));
   }

@@ -170,35 +170,35 @@ TEST(ParseConversation, RefusalsNameTheFileAndTheJsonPointer) {
   };
   const std::vector<Case> cases = {
       {R"({"model": "x"})", R"(c.json: no "messages" array)"},
-      {R"({"messages": {"role": "user"}})", "c.json: /messages is not an array"},
-      {R"({"messages": "hi"})", "c.json: /messages is not an array"},
-      {"42", "c.json: the document is not an array"},
-      {R"("hello")", "c.json: the document is not an array"},
-      {R"({"messages": [{"role": "user", "content": "a"}, 7]})", "c.json: /messages/1: expected an object"},
-      {R"([["user", "hi"]])", "c.json: /0: expected an object"},
-      {R"({"messages": [{"content": "a"}]})", "c.json: /messages/0/role: expected a string"},
-      {R"([{"role": 1, "content": "a"}])", "c.json: /0/role: expected a string"},
+      {R"({"messages": {"role": "user"}})", "c.json: messages must be an array"},
+      {R"({"messages": "hi"})", "c.json: messages must be an array"},
+      {"42", "c.json: the document must be an array"},
+      {R"("hello")", "c.json: the document must be an array"},
+      {R"({"messages": [{"role": "user", "content": "a"}, 7]})", "c.json: messages[1] must be an object"},
+      {R"([["user", "hi"]])", "c.json: [0] must be an object"},
+      {R"({"messages": [{"content": "a"}]})", "c.json: messages[0].role must be a string"},
+      {R"([{"role": 1, "content": "a"}])", "c.json: [0].role must be a string"},
       {R"({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "42"}]})",
-       R"(c.json: /messages/1/role: "tool")"},
-      {R"([{"role": "function", "content": "a"}])", R"(c.json: /0/role: "function")"},
-      {R"([{"role": "System", "content": "a"}])", R"(c.json: /0/role: "System")"},
+       R"(c.json: messages[1].role is "tool")"},
+      {R"([{"role": "function", "content": "a"}])", R"(c.json: [0].role is "function")"},
+      {R"([{"role": "System", "content": "a"}])", R"(c.json: [0].role is "System")"},
       {R"({"messages": [{"role": "user", "content": "a"},
                         {"role": "assistant", "content": null,
                          "tool_calls": [{"type": "function",
                                          "function": {"name": "f", "arguments": "{}"}}]}]})",
-       "c.json: /messages/1/tool_calls"},
+       "c.json: messages[1].tool_calls: plumb chat has no tools"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
                                                      {"type": "image_url", "image_url": {"url": "x"}}]}]})",
-       R"(c.json: /messages/0/content/1: only parts of type "text")"},
-      {R"([{"role": "user", "content": ["plain string part"]}])", "c.json: /0/content/0: only parts"},
+       R"(c.json: messages[0].content[1]: only parts of type "text")"},
+      {R"([{"role": "user", "content": ["plain string part"]}])", "c.json: [0].content[0]: only parts"},
       {R"([{"role": "user", "content": [{"type": "text"}]}])",
-       "c.json: /0/content/0/text: expected a string"},
-      {R"([{"role": "user", "content": [{"type": "text", "text": 5}]}])", "c.json: /0/content/0/text"},
+       "c.json: [0].content[0].text must be a string"},
+      {R"([{"role": "user", "content": [{"type": "text", "text": 5}]}])", "c.json: [0].content[0].text"},
       {R"([{"role": "user", "content": 5}])",
-       "c.json: /0/content: expected a string or an array of text parts"},
+       "c.json: [0].content must be a string or an array of text parts"},
       // Only an assistant's content may be null (a reply that was all tool calls).
-      {R"([{"role": "user", "content": null}])", "c.json: /0/content: expected a string"},
-      {R"([{"role": "system", "content": {"text": "a"}}])", "c.json: /0/content: expected a string"},
+      {R"([{"role": "user", "content": null}])", "c.json: [0].content must be a string"},
+      {R"([{"role": "system", "content": {"text": "a"}}])", "c.json: [0].content must be a string"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.json);
@@ -215,7 +215,7 @@ TEST_F(ChatFileTest, LoadNamesAPathItCannotRead) {
   // A bad file's errors name the path given (the file), as ParseConversation's name.
   const std::string bad = (dir_ / "bad.json").string();
   std::ofstream(bad) << R"({"messages": [{"role": "tool", "content": "x"}]})";
-  ExpectMessageHas(ErrorOf([&] { LoadConversation(bad); }), {bad + ": /messages/0/role"});
+  ExpectMessageHas(ErrorOf([&] { LoadConversation(bad); }), {bad + ": messages[0].role"});
 }
 
 }  // namespace

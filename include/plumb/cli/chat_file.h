@@ -15,9 +15,9 @@ namespace plumb::cli {
 void SaveConversation(const std::string& path, const std::vector<ChatMessage>& messages);
 
 // Reads what SaveConversation writes, or any chat request body (other keys are ignored) or a bare array of
-// messages. Each message: "role" system, developer (read as system), user or assistant; "content" a string,
-// an array of {"type": "text", "text": ...} parts (joined) or, for an assistant, null. Throws plumb::Error
-// naming the path and the JSON pointer of what is wrong (or the byte offset of a syntax error).
+// messages, through the reader plumb serve uses too (tokenizer/chat_messages.h): roles system, developer
+// (read as system), user and assistant; no tool calls. Throws plumb::Error naming the path and the place of
+// what is wrong (messages[0].content, as serve spells it), or the byte offset of a syntax error.
 std::vector<ChatMessage> LoadConversation(const std::string& path);
 
 // The same from text (`name` stands for the file in errors): what LoadConversation and the fuzz target run.
