@@ -337,7 +337,9 @@ def rope_settings(hf):
     stated = hf.get("rope_theta") is not None or any(
         isinstance(d, dict) and d.get("rope_theta") is not None for d in (hf.get("rope_scaling"), hf.get("rope_parameters"))
     )
-    llama_ref.rope_divisors_from_hf(hf, head_dim, theta)  # refuses partial rotation, unknown or inconsistent types
+    llama_ref.rope_divisors_from_hf(hf, head_dim, theta)  # refuses unknown or inconsistent types
+    if llama_ref.partial_rotary_factor_from_hf(hf) != 1.0:  # the llama archs rotate whole heads
+        raise ValueError("partial_rotary_factor: partial RoPE is not written by this converter for this architecture")
     kind, params = llama_ref.rope_type_from_hf(hf)
     if kind == "default":
         return (theta if stated else None), None

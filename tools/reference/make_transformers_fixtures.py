@@ -33,13 +33,13 @@ Every checkpoint has the same tiny shapes (SHAPES: vocab 160, d 64, ffn 128, 2 l
      cached greedy ids; the smallest top-1 minus top-2 logit along that path is at least MIN_RELATIVE_GAP
      of max|logit|; the float64 NumPy reference (llama_ref, an implementation independent of both
      transformers and plumb) on the same F16 weights and config.json agrees within REF_TOLERANCE relative
-     and picks the same greedy ids;
+     and picks the same greedy ids (and, for the Spec.reference "transformers64" checkpoints, so does
+     transformers itself in float64, whose logits are written as logits64);
   5. manifest.json: name, description, model_type, versions, generator, "expect": "runs", the measured gap,
      max|logit|, the reference's deviation, and per-checkpoint evidence (spelling, RoPE regimes, window).
 
-Checkpoints that plumb must refuse (gemma2, olmo2, phi3) get steps 1-2 and a manifest with
-"expect": "refused" and the reason, no expected outputs; all three are tied (no lm_head.weight) to keep the
-folder small, whatever their real models do.
+The checkpoint plumb must refuse (granite) gets steps 1-2 and a manifest with "expect": "refused" and the
+reason, no expected outputs; it is tied (no lm_head.weight) to keep the folder small.
 
 llama3-scaling also gets model.f32.gguf (export_gguf.convert, type f32), read back with gguf-py: its
 rope_freqs.weight must hold the converter's divisors, its other tensors the checkpoint's values, and the
@@ -143,8 +143,11 @@ class Spec:
     v4_spelling: bool = False  # rewrite config.json into the transformers 4 spelling after saving
     same_weights_as: str = ""  # copy the checkpoint (and outputs) of another spec, only respell config.json
     extra: dict = field(default_factory=dict)
-    # The independent float64 check: "llama_ref" (the NumPy reference, for the families it implements) or
-    # "transformers64" (transformers itself reloaded in float64; its logits are written as logits64).
+    # The independent float64 check: "llama_ref" (the NumPy reference) or "transformers64" (transformers itself
+    # reloaded in float64; its logits are written as logits64). llama_ref implements every family now, but the
+    # eight checkpoints written before it did keep "transformers64", so that what the generator writes (logits64,
+    # the manifests' keys) stays what is committed; for them llama_ref must agree too (make_runnable), and
+    # test_reference.py judges all of them by llama_ref.
     reference: str = "llama_ref"
     # Config overrides that must each change the logits (> FEATURE_BITES relative): evidence that a family's
     # feature is switched on and bites at these shapes (a soft-cap that never caps tests nothing).
@@ -767,6 +770,14 @@ def make_runnable(spec, out_dir, seed, results):
     else:
         logits64, ref_greedy, routing_gaps = transformers64(directory, sequence)
         ref_error = llama_ref.max_relative_error(run["logits"], logits64)
+        # and the NumPy reference, which writes nothing here (see Spec.reference)
+        _, numpy_model, numpy_logits = reference_logits(directory, sequence)
+        numpy_error = llama_ref.max_relative_error(run["logits"], numpy_logits)
+        numpy_greedy, _ = llama_ref.greedy_decode(numpy_model, PROMPT_IDS, GREEDY_STEPS)
+        if numpy_error > REF_TOLERANCE or list(numpy_greedy) != run["greedy_ids"]:
+            raise AssertionError(
+                f"{spec.name}: llama_ref differs from transformers by {numpy_error:.2e} (greedy {list(numpy_greedy)})"
+            )
     if ref_error > REF_TOLERANCE or list(ref_greedy) != run["greedy_ids"]:
         raise AssertionError(f"{spec.name}: {spec.reference} differs from transformers by {ref_error:.2e} (greedy {list(ref_greedy)})")
 
