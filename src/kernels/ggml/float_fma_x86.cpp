@@ -60,7 +60,6 @@ struct BF16 : fma_x86::PlainDecoder {
 }  // namespace
 
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  if (!fma_x86::FmaSupported()) return scalar::FmaRowDots(W, row_begin, row_end, x, y);
   switch (W.type) {
     case GgmlType::F32:
       return fma_x86::FmaRowDots<F32>(W, row_begin, row_end, x, y);

@@ -56,15 +56,11 @@ PLUMB_INT8_AVX2 inline __m256i FifthBits(std::uint32_t bits) {
 }  // namespace
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   RunAnyType(W, row_begin, row_end, x, y);
 }
 
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
               std::size_t ldy) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return Int8GemmByRows<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
   GemmAnyType(W, row_begin, row_end, xs, m, Y, ldy);
 }
 

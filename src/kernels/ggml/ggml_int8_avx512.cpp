@@ -16,6 +16,7 @@
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::ggml::avx512 {
@@ -44,15 +45,13 @@ PLUMB_INT8_VNNI inline __m256i FifthBits(std::uint32_t bits) {
 }  // namespace
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
+  if (!HasAvx512Vnni()) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
   RunAnyType(W, row_begin, row_end, x, y);
 }
 
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
               std::size_t ldy) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
+  if (!HasAvx512Vnni()) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
   GemmAnyType(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
