@@ -2,7 +2,7 @@
 // W.type saying which. Its row dots are kernels/row_dot.h's (the definition: RowDot(type, row r, x) ==
 // scalar::Dot(DequantizeRow(row r), x)), its decoded rows DequantizeRow's; no row scale, no side arrays.
 // Its x86 entries look the type's kernel up in the GGUF kernel table (ggml_kernel_table.h), where each ISA
-// file entered it; NEON's are its whole-matrix functions.
+// file entered it; NEON's int8 dots are its whole-matrix functions.
 #include <cstddef>
 #include <string>
 
@@ -32,7 +32,6 @@ void RowDotsScalar(const WeightMatrix& W, int row_begin, int row_end, const floa
 // The table's kernels for W.type on kIsa (the ISA's own, or the next one down's), as WeightFormat entries.
 // Each is called only for a matrix its family covers (has_int8, has_fma; every type has row dots and a
 // decoder), for which the table has the entry.
-#if defined(__x86_64__)
 template <Isa kIsa>
 void RowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
   GgmlKernelsFor(W.type, kIsa)
@@ -55,13 +54,6 @@ template <Isa kIsa>
 void FmaRowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
   GgmlKernelsFor(W.type, kIsa).fma_row_dots(W, row_begin, row_end, x, y);
 }
-#endif
-#if defined(__aarch64__)
-void RowDotsNeon(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  kernels::neon::RowDots(W.type, W.Row(row_begin), W.row_bytes, row_end - row_begin, x, W.cols,
-                         y + row_begin);
-}
-#endif
 
 }  // namespace
 
@@ -106,10 +98,10 @@ constexpr WeightFormat kGgmlFormat = {
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */
-        {.row_dots = ggml::RowDotsNeon,
-         .int8_row_dots = ggml::neon::Int8RowDots,
+        {.row_dots = ggml::RowDotsOn<Isa::kNeon>,
+         .int8_row_dots = ggml::neon::Int8RowDots,  // they choose the type themselves (ggml_kernels.h)
          .int8_gemm = ggml::neon::Int8Gemm,
-         .fma_row_dots = ggml::neon::FmaRowDots},
+         .fma_row_dots = ggml::FmaRowDotsOn<Isa::kNeon>},
         /* kAvx512 */ {},
 #else
         {},

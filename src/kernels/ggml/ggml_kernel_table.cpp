@@ -41,25 +41,6 @@ GgmlKernels Resolve(const GgmlKernelTable& own, GgmlType type, Isa isa) {
   return k;
 }
 
-#if defined(__aarch64__)
-// NEON's kernels still choose the type inside them (row_dot_neon.cpp, ggml_int8_neon.cpp,
-// float_fma_neon.cpp): each is entered for the types it has a vector path for.
-void FillNeon(GgmlKernelTable& table) {
-  for (GgmlType type :
-       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
-    table.At(type, Isa::kNeon).row_dots = kernels::neon::RowDots;
-  }
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    table.At(type, Isa::kNeon).int8_row_dots = neon::Int8RowDots;
-    table.At(type, Isa::kNeon).int8_gemm = neon::Int8Gemm;
-  }
-  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    table.At(type, Isa::kNeon).fma_row_dots = neon::FmaRowDots;
-  }
-}
-#endif
-
 // What each ISA file entered, before the fallback, and the resolved lookup.
 struct Tables {
   GgmlKernelTable own, resolved;
@@ -77,7 +58,9 @@ Tables Build() {
   avx512::FillInt8(t.own);
 #endif
 #if defined(__aarch64__)
-  FillNeon(t.own);
+  neon::FillRowDots(t.own);
+  neon::FillFma(t.own);
+  neon::FillInt8(t.own);
 #endif
   for (int id = 0; id < kGgmlTypeSlots; ++id) {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kAvx512}) {
@@ -114,6 +97,19 @@ void FillKernels(GgmlKernelTable& table) {
 }
 
 }  // namespace scalar
+
+#if defined(__aarch64__)
+// NEON's int8 dots still choose the type inside them (and sdot or not: ggml_int8_neon.cpp), so the same two
+// functions are entered for every type they cover.
+void neon::FillInt8(GgmlKernelTable& table) {
+  for (int id = 0; id < kGgmlTypeSlots; ++id) {
+    const auto type = static_cast<GgmlType>(id);
+    if (!HasInt8Type(type)) continue;
+    table.At(type, Isa::kNeon).int8_row_dots = Int8RowDots;
+    table.At(type, Isa::kNeon).int8_gemm = Int8Gemm;
+  }
+}
+#endif
 
 const GgmlKernels& GgmlKernelsFor(GgmlType type, Isa isa) {
   static const GgmlKernels kNone;

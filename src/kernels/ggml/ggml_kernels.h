@@ -1,6 +1,7 @@
 // The GGUF-type format's kernels that are not kernels/row_dot.h's (internal to src/kernels/). The vector
 // ones are entered per type in the GGUF kernel table (ggml_kernel_table.h), which kGgmlFormat's x86 entries
-// (ggml_format.cpp) look up; NEON's are still whole-matrix functions that choose the type themselves.
+// (ggml_format.cpp) look up; NEON's int8 dots are still whole-matrix functions that choose the type
+// themselves (the sdot and plain paths, both of which the tests run).
 #pragma once
 
 #include <cstddef>
@@ -92,8 +93,6 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 
 #if defined(__aarch64__)
 namespace neon {
-// The FMA definition for F32, F16 and BF16 rows.
-void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // NEON, with the dotprod extension's sdot where the CPU has it (int8_sums::HasDotprod): the fast family's
 // definition for every type HasInt8 accepts (Q4_0 .. Q8_0 and the K-quants).
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

@@ -111,6 +111,21 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
 }  // namespace avx512
 #endif
 
+#if defined(__aarch64__)
+// The NEON variant named directly (neon_test.cpp): its column of the table.
+namespace neon {
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  float y = 0.0f;
+  RowDots(type, row, 0, 1, x, n, &y);
+  return y;
+}
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
+  ggml::GgmlKernelsFor(type, Isa::kNeon).row_dots(type, rows, row_stride, n_rows, x, n, y);
+}
+}  // namespace neon
+#endif
+
 namespace ggml::scalar {
 
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
