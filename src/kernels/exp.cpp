@@ -18,35 +18,28 @@ void GeluTanhGluPlain(const float* gate, const float* up, float* out, int n) {
   scalar::GeluTanhGlu(gate, up, out, n);
 }
 
-#if defined(__x86_64__)
-bool HasFma() {
-  static const bool fma = __builtin_cpu_supports("fma");
-  return fma;
-}
-#endif
-
 }  // namespace
 
 ExpMinusFn ActiveExpMinus() {
 #if defined(__x86_64__)
-  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::ExpMinus;
-  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::ExpMinus;
+  if (ActiveIsa() == Isa::kAvx512) return avx512::ExpMinus;
+  if (ActiveIsa() == Isa::kAvx2) return avx2::ExpMinus;
 #endif
   return ExpMinusPlain;
 }
 
 GatedFn ActiveSwiGlu() {
 #if defined(__x86_64__)
-  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::SwiGlu;
-  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::SwiGlu;
+  if (ActiveIsa() == Isa::kAvx512) return avx512::SwiGlu;
+  if (ActiveIsa() == Isa::kAvx2) return avx2::SwiGlu;
 #endif
   return SwiGluPlain;
 }
 
 GatedFn ActiveGeluTanhGlu() {
 #if defined(__x86_64__)
-  if (ActiveIsa() == Isa::kAvx512 && HasFma()) return avx512::GeluTanhGlu;
-  if (ActiveIsa() == Isa::kAvx2 && HasFma()) return avx2::GeluTanhGlu;
+  if (ActiveIsa() == Isa::kAvx512) return avx512::GeluTanhGlu;
+  if (ActiveIsa() == Isa::kAvx2) return avx2::GeluTanhGlu;
 #endif
   return GeluTanhGluPlain;
 }

@@ -21,16 +21,11 @@
 #include "fma_dot.h"
 #include "plumb/kernels/weight_matrix.h"
 
-// F16C for the FP16 and FP8 decoders, FMA for the sums. Reached only after IsaSupported(kAvx2) and a check
-// for FMA (FmaSupported below): AVX2 does not imply FMA.
+// F16C for the FP16 and FP8 decoders, FMA for the sums. Reached only where IsaSupported(kAvx2), which
+// includes FMA (kernels/isa.h).
 #define PLUMB_FMA __attribute__((target("avx2,f16c,fma")))
 
 namespace plumb::kernels::fma_x86 {
-
-inline bool FmaSupported() {
-  static const bool fma = __builtin_cpu_supports("fma");
-  return fma;
-}
 
 // lane[0] of the definition's halving reduction of the 32 lanes held in acc[0..4).
 PLUMB_FMA inline float Reduce(const __m256 acc[4]) {

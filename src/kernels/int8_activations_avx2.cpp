@@ -87,8 +87,6 @@ PLUMB_AVX2 void Blocks(const float* x, int blocks, std::int8_t* q, float* d, flo
 }  // namespace
 
 int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s, std::int32_t* sums) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (!avx2) return 0;
   Blocks(x, blocks, q, d, s, sums);
   return blocks;
 }

@@ -14,7 +14,7 @@ void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s
 #if defined(__x86_64__)
 namespace avx2 {
 // Blocks [0, blocks) of x, each bitwise scalar::QuantizeBlock of 32 elements; returns how many it did
-// (`blocks`; 0 on a CPU without AVX2, for the caller's scalar loop to do them all).
+// (`blocks`). Only where IsaSupported(Isa::kAvx2).
 int QuantizeBlocks(const float* x, int blocks, std::int8_t* q, float* d, float* s, std::int32_t* sum);
 }  // namespace avx2
 #endif

@@ -1,4 +1,5 @@
-// Which kernel variant runs: the CPU's features, PLUMB_ISA, SetIsa (include/plumb/kernels/isa.h).
+// Which kernel variant runs: the CPU's features (read here, and nowhere else), PLUMB_ISA, SetIsa
+// (include/plumb/kernels/isa.h).
 #include "plumb/kernels/isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -44,6 +45,21 @@ bool HasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
 }
 
+// Every feature, once. __builtin_cpu_supports also checks that the OS saves the YMM registers (for avx2,
+// fma) and the ZMM and mask registers (for the AVX-512 ones).
+CpuFeatures ReadCpuFeatures() {
+  CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2") != 0;
+  f.fma = __builtin_cpu_supports("fma") != 0;
+  f.f16c = HasF16c();
+  f.avx512f = __builtin_cpu_supports("avx512f") != 0;
+  f.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
+  f.avx512vl = __builtin_cpu_supports("avx512vl") != 0;
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
+  f.gfni = __builtin_cpu_supports("gfni") != 0;
+  return f;
+}
+
 struct CpuFeature {
   const char* name;  // as /proc/cpuinfo spells it
   bool present;
@@ -59,29 +75,40 @@ std::string Lacking(std::initializer_list<CpuFeature> features) {
   }
   return lacking;
 }
+#else
+CpuFeatures ReadCpuFeatures() {
+  return {};
+}
 #endif
 
 }  // namespace
 
+const CpuFeatures& HostCpuFeatures() {
+  static const CpuFeatures features = ReadCpuFeatures();
+  return features;
+}
+
 std::string IsaMissing(Isa isa) {
+  [[maybe_unused]] const CpuFeatures& f = HostCpuFeatures();
   switch (isa) {
     case Isa::kScalar:
       return "";
     case Isa::kAvx2:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      // __builtin_cpu_supports also checks that the OS saves the YMM registers (XCR0).
-      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0}, {"f16c", HasF16c()}});
+      // FMA is part of the level: every AVX2 CPU plumb has met has it, but the instruction set does not
+      // promise it, and the FMA kernels (the fast family, the small-row GEMM, exp) run under kAvx2.
+      return Lacking({{"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c}});
 #else
       return "not an x86-64 build";
 #endif
     case Isa::kAvx512:
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-      // Here too the builtin checks that the OS saves the ZMM and mask registers.
-      return Lacking({{"avx2", __builtin_cpu_supports("avx2") != 0},
-                      {"f16c", HasF16c()},
-                      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
-                      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-                      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}});
+      return Lacking({{"avx2", f.avx2},
+                      {"fma", f.fma},
+                      {"f16c", f.f16c},
+                      {"avx512f", f.avx512f},
+                      {"avx512bw", f.avx512bw},
+                      {"avx512vl", f.avx512vl}});
 #else
       return "not an x86-64 build";
 #endif

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "ggml/ggml_kernel_table.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -93,17 +94,9 @@ void DecodeRowsOf(const WeightMatrix& W, int r0, int count, float* out) {
 
 bool ExactRowDotsAreVectorized(const WeightMatrix& W) {
   if (!W.Is(kGgmlFormat)) return true;  // FP8 and INT4: row dots for AVX2, AVX-512 and NEON, every matrix
-  switch (W.type) {                     // row_dot_avx2.cpp's and row_dot_neon.cpp's types
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q8_0:
-      return true;
-    default:
-      return false;
-  }
+  // The GGUF types the kernel table's base vector column has row dots for (AVX2's, which AVX-512 builds on;
+  // NEON's has the same types): a property of the code, not of the CPU.
+  return ggml::HasVectorRowDots(W.type);
 }
 
 bool UsesInt8RowDots(const WeightMatrix& W) {

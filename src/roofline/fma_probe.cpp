@@ -4,6 +4,7 @@
 #include <ctime>
 #include <vector>
 
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/thread_pool.h"
 #include "plumb/roofline/host_probe.h"
 
@@ -75,8 +76,11 @@ struct Isa {
 
 Isa WidestIsa() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("avx512f")) return {"avx512", 16, Avx512Chains};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", 8, Avx2Chains};
+  // The instructions each chain needs, from the features isa.cpp read once (not the kernels' ISA levels:
+  // the probe measures the widest FMA the core has, whatever PLUMB_ISA says).
+  const kernels::CpuFeatures& cpu = kernels::HostCpuFeatures();
+  if (cpu.avx512f) return {"avx512", 16, Avx512Chains};
+  if (cpu.avx2 && cpu.fma) return {"avx2", 8, Avx2Chains};
 #endif
   return {"scalar", 1, ScalarChains};
 }

@@ -1,6 +1,7 @@
 // Host memory probes (include/plumb/roofline/host_probe.h).
 #include "plumb/roofline/host_probe.h"
 
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/thread_pool.h"
 
 #include <algorithm>
@@ -33,8 +34,7 @@ __attribute__((target("avx2"))) float SumLanesAvx2(const float* data, std::ptrdi
 
 float StreamSum(const float* data, std::ptrdiff_t begin, std::ptrdiff_t end) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return SumLanesAvx2(data, begin, end);
+  if (kernels::HostCpuFeatures().avx2) return SumLanesAvx2(data, begin, end);
 #endif
   return SumLanes(data, begin, end);
 }

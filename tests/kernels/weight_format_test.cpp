@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "../../src/kernels/ggml/ggml_kernel_table.h"
 #include "plumb/core/error.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/scalar.h"
 #include "plumb/kernels/weight_matrix.h"
 #include "support/isa_variants.h"
@@ -133,6 +135,64 @@ TEST(WeightFormats, ExactRowDotsAreVectorizedForTheTypesWithVectorKernelsOnEvery
                         GgmlType::Q5_K, GgmlType::Q6_K}) {
     EXPECT_FALSE(kernels::ExactRowDotsAreVectorized(zeros(type))) << GgmlTypeName(type);
   }
+}
+
+// The GGUF kernel table (src/kernels/ggml/ggml_kernel_table.h): each vector kernel this build has is in its
+// column, never a fallback to the definition where one was written. The bitwise tests cannot see that (the
+// definition computes the same bits, only slower), so a forgotten Fill* entry would pass them. The table's
+// columns do not depend on the CPU (but AVX-512's int8 dots on VNNI), so this runs on every host.
+TEST(GgufKernelTable, EachIsaFileEntersItsKernelsAndTheRestFallOneIsaDown) {
+  using kernels::ggml::GgmlKernels;
+  using kernels::ggml::GgmlKernelsFor;
+  const auto at = [](GgmlType type, Isa isa) -> const GgmlKernels& { return GgmlKernelsFor(type, isa); };
+  const GgmlType int8_types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                 GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                                 GgmlType::Q5_K, GgmlType::Q6_K};
+  const GgmlType vector_row_dot_types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
+                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0};
+  const GgmlType float_types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16};
+  // The definitions serve every type they cover; nothing for an id outside the table.
+  for (GgmlType type : int8_types) EXPECT_NE(at(type, Isa::kScalar).int8_row_dots, nullptr);
+  for (GgmlType type : vector_row_dot_types) EXPECT_NE(at(type, Isa::kScalar).row_dots, nullptr);
+  EXPECT_EQ(GgmlKernelsFor(static_cast<GgmlType>(1000), Isa::kScalar).row_dots, nullptr);
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+  const Isa base = Isa::kAvx2;
+#else
+  const Isa base = Isa::kNeon;
+#endif
+  for (GgmlType type : vector_row_dot_types) {
+    EXPECT_NE(at(type, base).row_dots, at(type, Isa::kScalar).row_dots) << GgmlTypeName(type);
+  }
+  for (GgmlType type : {GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {  // the definition's alone
+    EXPECT_EQ(at(type, base).row_dots, at(type, Isa::kScalar).row_dots) << GgmlTypeName(type);
+  }
+  for (GgmlType type : int8_types) {
+    EXPECT_NE(at(type, base).int8_row_dots, at(type, Isa::kScalar).int8_row_dots) << GgmlTypeName(type);
+    EXPECT_NE(at(type, base).int8_gemm, at(type, Isa::kScalar).int8_gemm) << GgmlTypeName(type);
+  }
+  for (GgmlType type : float_types) {
+    EXPECT_NE(at(type, base).fma_row_dots, at(type, Isa::kScalar).fma_row_dots) << GgmlTypeName(type);
+  }
+#endif
+#if defined(__x86_64__)
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::F16}) {
+    EXPECT_NE(at(type, Isa::kAvx2).decode_rows, at(type, Isa::kScalar).decode_rows) << GgmlTypeName(type);
+  }
+  // AVX-512's own row dots, and AVX2's for the rest; its int8 dots where the CPU has VNNI, else AVX2's.
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    EXPECT_NE(at(type, Isa::kAvx512).row_dots, at(type, Isa::kAvx2).row_dots) << GgmlTypeName(type);
+  }
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K}) {
+    EXPECT_EQ(at(type, Isa::kAvx512).row_dots, at(type, Isa::kAvx2).row_dots) << GgmlTypeName(type);
+    EXPECT_EQ(at(type, Isa::kAvx512).decode_rows, at(type, Isa::kAvx2).decode_rows) << GgmlTypeName(type);
+  }
+  for (GgmlType type : int8_types) {
+    EXPECT_EQ(at(type, Isa::kAvx512).int8_row_dots == at(type, Isa::kAvx2).int8_row_dots,
+              !kernels::HasAvx512Vnni())
+        << GgmlTypeName(type);
+  }
+#endif
 }
 
 TEST(WeightFormats, BytesAreTheRowsPlusTheSideArrays) {

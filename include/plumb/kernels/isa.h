@@ -13,11 +13,34 @@ namespace plumb::kernels {
 
 enum class Isa { kScalar, kAvx2, kNeon, kAvx512 };
 
-// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2 and F16C; kAvx512 on
-// x86-64 with those and AVX-512 F, BW and VL, enabled by the OS).
+// The CPU features the kernels choose by, read once (CPUID, and whether the OS saves the YMM/ZMM registers),
+// at first use, by isa.cpp: the only code that asks the CPU, so that a kernel never checks a feature per
+// call. All false on a build for another architecture. The ISA levels are made of them (IsaSupported); the
+// ones beyond a level pick a faster path inside it.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;              // kAvx2 requires all three
+  bool avx512f = false, avx512bw = false, avx512vl = false;  // kAvx512 requires these and kAvx2's
+  // Beyond the levels, each picking a faster path within kAvx512:
+  bool avx512vnni = false;  // the int8 dots' vpdpbusd (ggml_int8_avx512.cpp, int4/int4_int8_x86.cpp)
+  bool gfni = false;        // FP8 E4M3's byte maps (fp8/fp8_avx512.cpp)
+};
+const CpuFeatures& HostCpuFeatures();
+
+// Within kAvx512 (a kernel reached only where IsaSupported(Isa::kAvx512)): whether the CPU has AVX-512 VNNI,
+// and GFNI. Skylake-X has AVX-512 without either, so they are not part of the level.
+inline bool HasAvx512Vnni() {
+  return HostCpuFeatures().avx512vnni;
+}
+inline bool HasGfni() {
+  return HostCpuFeatures().gfni;
+}
+
+// Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2, FMA and F16C, so that
+// no kernel under kAvx2 asks for FMA again; kAvx512 on x86-64 with those and AVX-512 F, BW and VL, enabled by
+// the OS).
 bool IsaSupported(Isa isa);
-// Why IsaSupported(isa) is false, as a reader of a test log wants it: "CPU lacks avx512bw, avx512vl"
-// (feature names as /proc/cpuinfo spells them), "not an aarch64 build"; "" when it is true.
+// Why IsaSupported(isa) is false, as a reader of a test log wants it: "CPU lacks fma", "CPU lacks avx512bw,
+// avx512vl" (feature names as /proc/cpuinfo spells them), "not an aarch64 build"; "" when it is true.
 std::string IsaMissing(Isa isa);
 // The variant every kernel runs: the best supported one, unless the environment variable PLUMB_ISA (read
 // once, at first use) names another ("scalar", "avx2", ...), or SetIsa chose another.

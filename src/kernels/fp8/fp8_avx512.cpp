@@ -21,6 +21,7 @@
 
 #include "../avx2_common.h"
 #include "fp8_avx2.h"
+#include "plumb/kernels/isa.h"
 
 namespace plumb::kernels::fp8::avx512 {
 namespace {
@@ -32,12 +33,6 @@ using avx2_shared::CanScaleX;
 constexpr int kRows = 4;
 
 #define PLUMB_AVX512_GFNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl,gfni")))
-
-// GFNI is not part of the kAvx512 requirement (Skylake-X has AVX-512 without it); asked once.
-bool HasGfni() {
-  static const bool has = __builtin_cpu_supports("gfni");
-  return has;
-}
 
 // vgf2p8affineqb's matrix: byte 7 − i of the qword selects the input bits whose parity is output bit i.
 // High byte of the FP16: bit 7 = code bit 7 (S), bit 6 = 0, bits 5..0 = code bits 6..1 (EEEE, MM).

@@ -60,7 +60,6 @@ struct E4M3ScaledX {
 }  // namespace
 
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  if (!fma_x86::FmaSupported()) return scalar::FmaRowDots(W, row_begin, row_end, x, y);
   if (W.fp8_format == Fp8Format::kE5M2) {
     return fma_x86::FmaRowDots<Exact<Fp8Format::kE5M2>>(W, row_begin, row_end, x, y);
   }

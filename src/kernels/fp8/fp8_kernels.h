@@ -18,7 +18,7 @@ void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* 
 namespace avx2 {  // AVX2 + F16C
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
-// AVX2 + F16C + FMA (scalar:: on a CPU without FMA): the fast family's definition.
+// AVX2 + F16C + FMA (all part of kAvx2): the fast family's definition.
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace avx2
 namespace avx512 {  // E4M3 with GFNI; E5M2, or a CPU without GFNI, runs avx2::

@@ -9,8 +9,12 @@
 
 namespace plumb::kernels::ggml {
 
+bool HasFmaType(GgmlType type) {
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+}
+
 bool HasFma(const WeightMatrix& W) {
-  return W.type == GgmlType::F32 || W.type == GgmlType::F16 || W.type == GgmlType::BF16;
+  return HasFmaType(W.type);
 }
 
 namespace scalar {

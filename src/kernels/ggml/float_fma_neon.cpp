@@ -12,6 +12,7 @@
 
 #include "../bytes.h"
 #include "../fma_dots_neon.h"
+#include "ggml_kernel_table.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::ggml::neon {
@@ -55,17 +56,11 @@ struct BF16 : NoScale {
 
 }  // namespace
 
-void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  switch (W.type) {
-    case GgmlType::F32:
-      return fma_neon::FmaRowDots<F32>(W, row_begin, row_end, x, y);
-    case GgmlType::F16:
-      return fma_neon::FmaRowDots<F16>(W, row_begin, row_end, x, y);
-    case GgmlType::BF16:
-      return fma_neon::FmaRowDots<BF16>(W, row_begin, row_end, x, y);
-    default:
-      return scalar::FmaRowDots(W, row_begin, row_end, x, y);
-  }
+// The table's NEON column of FMA row dots.
+void FillFma(GgmlKernelTable& table) {
+  table.At(GgmlType::F32, Isa::kNeon).fma_row_dots = fma_neon::FmaRowDots<F32>;
+  table.At(GgmlType::F16, Isa::kNeon).fma_row_dots = fma_neon::FmaRowDots<F16>;
+  table.At(GgmlType::BF16, Isa::kNeon).fma_row_dots = fma_neon::FmaRowDots<BF16>;
 }
 
 }  // namespace plumb::kernels::ggml::neon

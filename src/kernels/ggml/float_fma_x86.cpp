@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "../fma_dots_x86.h"
+#include "ggml_kernel_table.h"
 #include "plumb/formats/dtype.h"
 
 namespace plumb::kernels::ggml::avx2 {
@@ -59,18 +60,11 @@ struct BF16 : fma_x86::PlainDecoder {
 
 }  // namespace
 
-void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  if (!fma_x86::FmaSupported()) return scalar::FmaRowDots(W, row_begin, row_end, x, y);
-  switch (W.type) {
-    case GgmlType::F32:
-      return fma_x86::FmaRowDots<F32>(W, row_begin, row_end, x, y);
-    case GgmlType::F16:
-      return fma_x86::FmaRowDots<F16>(W, row_begin, row_end, x, y);
-    case GgmlType::BF16:
-      return fma_x86::FmaRowDots<BF16>(W, row_begin, row_end, x, y);
-    default:
-      return scalar::FmaRowDots(W, row_begin, row_end, x, y);
-  }
+// The table's AVX2 column of FMA row dots (AVX-512 runs them too, by the fallback).
+void FillFma(GgmlKernelTable& table) {
+  table.At(GgmlType::F32, Isa::kAvx2).fma_row_dots = fma_x86::FmaRowDots<F32>;
+  table.At(GgmlType::F16, Isa::kAvx2).fma_row_dots = fma_x86::FmaRowDots<F16>;
+  table.At(GgmlType::BF16, Isa::kAvx2).fma_row_dots = fma_x86::FmaRowDots<BF16>;
 }
 
 }  // namespace plumb::kernels::ggml::avx2

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
 
@@ -74,30 +75,28 @@ PLUMB_AVX2 void DecodeF16(const std::uint8_t* row, int n, float* out) {
   if (c < n) DequantizeRow(GgmlType::F16, row + 2 * c, out + c, n - c);
 }
 
-}  // namespace
-
-void DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
+// Rows [r0, r0 + count) of W, one type's decoder (DecodeBlocks<kType> or DecodeF16) on each.
+template <GgmlType kType>
+void DecodeTypeRows(const WeightMatrix& W, int r0, int count, float* out) {
   const int k = W.cols;
   for (int i = 0; i < count; ++i) {
-    const std::uint8_t* row = W.Row(r0 + i);
-    float* decoded = out + Extent(i, k);
-    switch (W.type) {
-      case GgmlType::Q4_0:
-        DecodeBlocks<GgmlType::Q4_0>(row, k / 32, decoded);
-        break;
-      case GgmlType::Q4_1:
-        DecodeBlocks<GgmlType::Q4_1>(row, k / 32, decoded);
-        break;
-      case GgmlType::Q8_0:
-        DecodeBlocks<GgmlType::Q8_0>(row, k / 32, decoded);
-        break;
-      case GgmlType::F16:
-        DecodeF16(row, k, decoded);
-        break;
-      default:
-        DequantizeRow(W.type, row, decoded, k);
+    if constexpr (kType == GgmlType::F16) {
+      DecodeF16(W.Row(r0 + i), k, out + Extent(i, k));
+    } else {
+      DecodeBlocks<kType>(W.Row(r0 + i), k / 32, out + Extent(i, k));
     }
   }
+}
+
+}  // namespace
+
+// The table's AVX2 column of decoders (AVX-512 runs them too, by the fallback); the other types run
+// DequantizeRow itself.
+void FillDecodeRows(GgmlKernelTable& table) {
+  table.At(GgmlType::Q4_0, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::Q4_0>;
+  table.At(GgmlType::Q4_1, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::Q4_1>;
+  table.At(GgmlType::Q8_0, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::Q8_0>;
+  table.At(GgmlType::F16, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::F16>;
 }
 
 }  // namespace plumb::kernels::ggml::avx2

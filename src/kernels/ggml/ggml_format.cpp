@@ -1,9 +1,12 @@
 // The GGUF-type weight format: plain F32/F16/BF16 rows and GGUF blocks (docs/formats.md "GGUF blocks"),
 // W.type saying which. Its row dots are kernels/row_dot.h's (the definition: RowDot(type, row r, x) ==
 // scalar::Dot(DequantizeRow(row r), x)), its decoded rows DequantizeRow's; no row scale, no side arrays.
+// Its x86 entries look the type's kernel up in the GGUF kernel table (ggml_kernel_table.h), where each ISA
+// file entered it; NEON's int8 dots are its whole-matrix functions.
 #include <cstddef>
 #include <string>
 
+#include "ggml_kernel_table.h"
 #include "ggml_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
@@ -26,31 +29,40 @@ void RowDotsScalar(const WeightMatrix& W, int row_begin, int row_end, const floa
   for (int r = row_begin; r < row_end; ++r) y[r] = kernels::scalar::RowDot(W.type, W.Row(r), x, W.cols);
 }
 
-void DecodeRowsScalar(const WeightMatrix& W, int r0, int count, float* out) {
+// The table's kernels for W.type on kIsa (the ISA's own, or the next one down's), as WeightFormat entries.
+// Each is called only for a matrix its family covers (has_int8, has_fma; every type has row dots and a
+// decoder), for which the table has the entry.
+template <Isa kIsa>
+void RowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  GgmlKernelsFor(W.type, kIsa)
+      .row_dots(W.type, W.Row(row_begin), W.row_bytes, row_end - row_begin, x, W.cols, y + row_begin);
+}
+template <Isa kIsa>
+void DecodeRowsOn(const WeightMatrix& W, int r0, int count, float* out) {
+  GgmlKernelsFor(W.type, kIsa).decode_rows(W, r0, count, out);
+}
+template <Isa kIsa>
+void Int8RowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
+  GgmlKernelsFor(W.type, kIsa).int8_row_dots(W, row_begin, row_end, x, y);
+}
+template <Isa kIsa>
+void Int8GemmOn(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
+                std::size_t ldy) {
+  GgmlKernelsFor(W.type, kIsa).int8_gemm(W, row_begin, row_end, xs, m, Y, ldy);
+}
+template <Isa kIsa>
+void FmaRowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
+  GgmlKernelsFor(W.type, kIsa).fma_row_dots(W, row_begin, row_end, x, y);
+}
+
+}  // namespace
+
+void scalar::DecodeRows(const WeightMatrix& W, int r0, int count, float* out) {
   for (int i = 0; i < count; ++i) {
     DequantizeRow(W.type, W.Row(r0 + i), out + Extent(i, W.cols), W.cols);
   }
 }
 
-// kernels/row_dot.h's variants over rows [row_begin, row_end) of W.
-#if defined(__x86_64__)
-void RowDotsAvx2(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  kernels::avx2::RowDots(W.type, W.Row(row_begin), W.row_bytes, row_end - row_begin, x, W.cols,
-                         y + row_begin);
-}
-void RowDotsAvx512(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  kernels::avx512::RowDots(W.type, W.Row(row_begin), W.row_bytes, row_end - row_begin, x, W.cols,
-                           y + row_begin);
-}
-#endif
-#if defined(__aarch64__)
-void RowDotsNeon(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
-  kernels::neon::RowDots(W.type, W.Row(row_begin), W.row_bytes, row_end - row_begin, x, W.cols,
-                         y + row_begin);
-}
-#endif
-
-}  // namespace
 }  // namespace ggml
 
 constexpr WeightFormat kGgmlFormat = {
@@ -65,29 +77,31 @@ constexpr WeightFormat kGgmlFormat = {
     .fma_covers = ggml::kFmaCovers,
     .kernels = {{
         /* kScalar */ {.row_dots = ggml::RowDotsScalar,
-                       .decode_rows = ggml::DecodeRowsScalar,
+                       .decode_rows = ggml::scalar::DecodeRows,
                        .int8_row_dots = ggml::scalar::Int8RowDots,
                        .int8_gemm = Int8GemmByRows<ggml::scalar::Int8RowDots>,
                        .fma_row_dots = ggml::scalar::FmaRowDots},
 #if defined(__x86_64__)
         /* kAvx2 */
-        {.row_dots = ggml::RowDotsAvx2,
-         .decode_rows = ggml::avx2::DecodeRows,
-         .int8_row_dots = ggml::avx2::Int8RowDots,
-         .int8_gemm = ggml::avx2::Int8Gemm,
-         .fma_row_dots = ggml::avx2::FmaRowDots},
+        {.row_dots = ggml::RowDotsOn<Isa::kAvx2>,
+         .decode_rows = ggml::DecodeRowsOn<Isa::kAvx2>,
+         .int8_row_dots = ggml::Int8RowDotsOn<Isa::kAvx2>,
+         .int8_gemm = ggml::Int8GemmOn<Isa::kAvx2>,
+         .fma_row_dots = ggml::FmaRowDotsOn<Isa::kAvx2>},
         /* kNeon */ {},
         /* kAvx512 */
-        {.row_dots = ggml::RowDotsAvx512,
-         .int8_row_dots = ggml::avx512::Int8RowDots,
-         .int8_gemm = ggml::avx512::Int8Gemm},
+        {.row_dots = ggml::RowDotsOn<Isa::kAvx512>,
+         .decode_rows = ggml::DecodeRowsOn<Isa::kAvx512>,
+         .int8_row_dots = ggml::Int8RowDotsOn<Isa::kAvx512>,
+         .int8_gemm = ggml::Int8GemmOn<Isa::kAvx512>,
+         .fma_row_dots = ggml::FmaRowDotsOn<Isa::kAvx512>},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
         /* kNeon */
-        {.row_dots = ggml::RowDotsNeon,
-         .int8_row_dots = ggml::neon::Int8RowDots,
+        {.row_dots = ggml::RowDotsOn<Isa::kNeon>,
+         .int8_row_dots = ggml::neon::Int8RowDots,  // they choose the type themselves (ggml_kernels.h)
          .int8_gemm = ggml::neon::Int8Gemm,
-         .fma_row_dots = ggml::neon::FmaRowDots},
+         .fma_row_dots = ggml::FmaRowDotsOn<Isa::kNeon>},
         /* kAvx512 */ {},
 #else
         {},

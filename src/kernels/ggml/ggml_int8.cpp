@@ -213,6 +213,10 @@ void KSubBlockScales(GgmlType type, const std::uint8_t* sb, int scale[16], int m
   for (int t = 0; t < 8; ++t) KScales(type, sb, t, scale + 2 * t, min + 2 * t);
 }
 
+bool HasInt8Type(GgmlType type) {
+  return KLayoutOf(type).block_bytes != 0 || Int8LayoutOf(type).block_bytes != 0;
+}
+
 bool HasInt8(const WeightMatrix& W) {
   if (KLayoutOf(W.type).block_bytes != 0) return W.cols % 256 == 0;
   return Int8LayoutOf(W.type).block_bytes != 0 && W.cols % 32 == 0;

@@ -8,6 +8,7 @@
 // blocks' lanes reduce by horizontal adds to one vector of the 8 block sums, which converts exactly
 // (|s| < 2^24) and goes into the 8 float lanes with the definition's one FMA per block. The loop is
 // int8_dots_x86_body.h, shared with the AVX-512 VNNI variant; its int8_gemm is the row dots per x row.
+// FillInt8 enters them in the table's AVX2 column (ggml_kernel_table.h).
 #include "ggml_kernels.h"
 
 #if defined(__x86_64__)
@@ -18,6 +19,7 @@
 
 #include "../avx2_common.h"
 #include "../int8_sums_x86.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/weight_format.h"
@@ -55,17 +57,8 @@ PLUMB_INT8_AVX2 inline __m256i FifthBits(std::uint32_t bits) {
 
 }  // namespace
 
-void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return scalar::Int8RowDots(W, row_begin, row_end, x, y);
-  RunAnyType(W, row_begin, row_end, x, y);
-}
-
-void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
-              std::size_t ldy) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return Int8GemmByRows<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
-  GemmAnyType(W, row_begin, row_end, xs, m, Y, ldy);
+void FillInt8(GgmlKernelTable& table) {
+  FillInt8Column(table, Isa::kAvx2);
 }
 
 }  // namespace plumb::kernels::ggml::avx2

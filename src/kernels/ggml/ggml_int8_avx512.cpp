@@ -14,8 +14,10 @@
 
 #include "../avx2_common.h"
 #include "../int8_sums_x86.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::ggml::avx512 {
@@ -43,17 +45,10 @@ PLUMB_INT8_VNNI inline __m256i FifthBits(std::uint32_t bits) {
 
 }  // namespace
 
-void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
-  RunAnyType(W, row_begin, row_end, x, y);
-}
-
-void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
-              std::size_t ldy) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
-  GemmAnyType(W, row_begin, row_end, xs, m, Y, ldy);
+// VNNI is beyond the kAvx512 level (Skylake-X has AVX-512 without it): found once, when the table is built.
+// Without it the column stays empty and AVX-512 runs AVX2's kernels, by the table's fallback.
+void FillInt8(GgmlKernelTable& table) {
+  if (HasAvx512Vnni()) FillInt8Column(table, Isa::kAvx512);
 }
 
 }  // namespace plumb::kernels::ggml::avx512

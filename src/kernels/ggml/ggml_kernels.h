@@ -1,5 +1,7 @@
-// The GGUF-type format's kernels that are not kernels/row_dot.h's (internal to src/kernels/; ggml_format.cpp
-// registers both in kGgmlFormat).
+// The GGUF-type format's kernels that are not kernels/row_dot.h's (internal to src/kernels/). The vector
+// ones are entered per type in the GGUF kernel table (ggml_kernel_table.h), which kGgmlFormat's x86 entries
+// (ggml_format.cpp) look up; NEON's int8 dots are still whole-matrix functions that choose the type
+// themselves (the sdot and plain paths, both of which the tests run).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,8 @@ namespace plumb::kernels::ggml {
 // The fast family (ggml_int8.cpp, which states its definition): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
 // Q4_K, Q5_K and Q6_K rows whose columns are whole blocks.
 bool HasInt8(const WeightMatrix& W);
+// The types of HasInt8, whatever the row length.
+bool HasInt8Type(GgmlType type);
 // The types whose int8_gemm variants prepare each block once for several x rows: Q4_0 … Q8_0 (the K-quants
 // run their row dots per x row).
 bool HasInt8Gemm(const WeightMatrix& W);
@@ -72,6 +76,7 @@ constexpr KLayout KLayoutOf(GgmlType type) {
 
 // The fast family's float rows (float_fma.cpp; the definition is kernels/fma_dot.h's): F32, F16, BF16.
 bool HasFma(const WeightMatrix& W);
+bool HasFmaType(GgmlType type);  // the same, by type
 inline constexpr const char* kFmaCovers = "F32, F16, BF16";
 
 // The integer scale c and minimum of each 16-element sub-block s = 0..15 of a K-quant super-block at sb, as
@@ -80,34 +85,14 @@ inline constexpr const char* kFmaCovers = "F32, F16, BF16";
 void KSubBlockScales(GgmlType type, const std::uint8_t* sb, int scale[16], int min[16]);
 
 namespace scalar {
+// DequantizeRow on each row (ggml_format.cpp): the definition of decode_rows.
+void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 }  // namespace scalar
 
-#if defined(__x86_64__)
-namespace avx2 {
-// AVX2 + F16C: rows [r0, r0 + count) of W, exactly DequantizeRow's values.
-void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
-// AVX2 + F16C + FMA (scalar:: on a CPU without FMA): the FMA definition for F32, F16 and BF16 rows.
-void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
-// AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
-void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
-// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
-void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
-              std::size_t ldy);
-}  // namespace avx2
-namespace avx512 {
-// AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
-void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
-// Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
-void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
-              std::size_t ldy);
-}  // namespace avx512
-#endif
 #if defined(__aarch64__)
 namespace neon {
-// The FMA definition for F32, F16 and BF16 rows.
-void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // NEON, with the dotprod extension's sdot where the CPU has it (int8_sums::HasDotprod): the fast family's
 // definition for every type HasInt8 accepts (Q4_0 .. Q8_0 and the K-quants).
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);

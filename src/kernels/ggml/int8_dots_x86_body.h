@@ -558,38 +558,25 @@ void RunK(const WeightMatrix& W, int row_begin, int row_end, const Int8Activatio
   }
 }
 
-// Rows [row_begin, row_end) of a matrix HasInt8 accepts.
-void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  switch (W.type) {
-    case GgmlType::Q4_0:
-      return Run<GgmlType::Q4_0>(W, row_begin, row_end, x, y);
-    case GgmlType::Q4_1:
-      return Run<GgmlType::Q4_1>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_0:
-      return Run<GgmlType::Q5_0>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_1:
-      return Run<GgmlType::Q5_1>(W, row_begin, row_end, x, y);
-    case GgmlType::Q8_0:
-      return Run<GgmlType::Q8_0>(W, row_begin, row_end, x, y);
-    case GgmlType::Q2_K:
-      return RunK<GgmlType::Q2_K>(W, row_begin, row_end, x, y);
-    case GgmlType::Q3_K:
-      return RunK<GgmlType::Q3_K>(W, row_begin, row_end, x, y);
-    case GgmlType::Q4_K:
-      return RunK<GgmlType::Q4_K>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_K:
-      return RunK<GgmlType::Q5_K>(W, row_begin, row_end, x, y);
-    case GgmlType::Q6_K:
-      return RunK<GgmlType::Q6_K>(W, row_begin, row_end, x, y);
-    default:  // no type HasInt8 accepts
-      return scalar::Int8RowDots(W, row_begin, row_end, x, y);
-  }
+// This ISA's column of the table (ggml_kernel_table.h): every type HasInt8 accepts. int8_gemm is the row
+// dots per x row over chunks of weight rows (Int8GemmByRowChunks): the definition's one FMA per 8 blocks
+// leaves a multi-row kernel little float work to share; what it would save is the second read of each block
+// from cache.
+template <GgmlType kType, void (*kRun)(const WeightMatrix&, int, int, const Int8Activations&, float*)>
+void Enter(GgmlKernelTable& table, Isa isa) {
+  table.At(kType, isa).int8_row_dots = kRun;
+  table.At(kType, isa).int8_gemm = Int8GemmByRowChunks<kRun>;
 }
 
-// int8_gemm (kernels/weight_format.h): the row dots per x row over chunks of weight rows
-// (Int8GemmByRowChunks). The definition's one FMA per 8 blocks leaves a multi-row kernel little float work
-// to share; what it would save is the second read of each block from cache.
-void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
-                 float* Y, std::size_t ldy) {
-  Int8GemmByRowChunks<RunAnyType>(W, row_begin, row_end, xs, m, Y, ldy);
+void FillInt8Column(GgmlKernelTable& table, Isa isa) {
+  Enter<GgmlType::Q4_0, Run<GgmlType::Q4_0>>(table, isa);
+  Enter<GgmlType::Q4_1, Run<GgmlType::Q4_1>>(table, isa);
+  Enter<GgmlType::Q5_0, Run<GgmlType::Q5_0>>(table, isa);
+  Enter<GgmlType::Q5_1, Run<GgmlType::Q5_1>>(table, isa);
+  Enter<GgmlType::Q8_0, Run<GgmlType::Q8_0>>(table, isa);
+  Enter<GgmlType::Q2_K, RunK<GgmlType::Q2_K>>(table, isa);
+  Enter<GgmlType::Q3_K, RunK<GgmlType::Q3_K>>(table, isa);
+  Enter<GgmlType::Q4_K, RunK<GgmlType::Q4_K>>(table, isa);
+  Enter<GgmlType::Q5_K, RunK<GgmlType::Q5_K>>(table, isa);
+  Enter<GgmlType::Q6_K, RunK<GgmlType::Q6_K>>(table, isa);
 }

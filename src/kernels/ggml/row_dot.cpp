@@ -1,4 +1,5 @@
-// RowDot: the scalar definition, and the dispatch to the variant ActiveIsa() names (kernels/row_dot.h).
+// RowDot: the scalar definition, and the dispatch to the variant ActiveIsa() names (kernels/row_dot.h),
+// through the GGUF kernel table (ggml_kernel_table.h).
 #include "plumb/kernels/row_dot.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "../chunked_dot.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"
@@ -71,31 +73,69 @@ bool HasRowDot(GgmlType type) {
 
 float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
   CheckArgs("RowDot", type, n);
-#if defined(__x86_64__)
-  if (ActiveIsa() == Isa::kAvx512) return avx512::RowDot(type, row, x, n);
-  if (ActiveIsa() == Isa::kAvx2) return avx2::RowDot(type, row, x, n);
-#endif
-#if defined(__aarch64__)
-  if (ActiveIsa() == Isa::kNeon) return neon::RowDot(type, row, x, n);
-#endif
-  return ScalarRowDotUnchecked(type, row, x, n);
+  float y = 0.0f;
+  ggml::GgmlKernelsFor(type, ActiveIsa()).row_dots(type, row, 0, 1, x, n, &y);
+  return y;
 }
 
 void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
              const float* x, std::int64_t n, float* y) {
   CheckArgs("RowDots", type, n);
   if (n_rows < 0) throw MakeError("RowDots: n_rows = ", n_rows, " (negative)");
+  ggml::GgmlKernelsFor(type, ActiveIsa()).row_dots(type, rows, row_stride, n_rows, x, n, y);
+}
+
 #if defined(__x86_64__)
-  if (ActiveIsa() == Isa::kAvx512) return avx512::RowDots(type, rows, row_stride, n_rows, x, n, y);
-  if (ActiveIsa() == Isa::kAvx2) return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
+// The x86 variants named directly: their columns of the table.
+namespace avx2 {
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  float y = 0.0f;
+  RowDots(type, row, 0, 1, x, n, &y);
+  return y;
+}
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
+  ggml::GgmlKernelsFor(type, Isa::kAvx2).row_dots(type, rows, row_stride, n_rows, x, n, y);
+}
+}  // namespace avx2
+namespace avx512 {
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  float y = 0.0f;
+  RowDots(type, row, 0, 1, x, n, &y);
+  return y;
+}
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
+  ggml::GgmlKernelsFor(type, Isa::kAvx512).row_dots(type, rows, row_stride, n_rows, x, n, y);
+}
+}  // namespace avx512
 #endif
+
 #if defined(__aarch64__)
-  if (ActiveIsa() == Isa::kNeon) return neon::RowDots(type, rows, row_stride, n_rows, x, n, y);
+// The NEON variant named directly (neon_test.cpp): its column of the table.
+namespace neon {
+float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
+  float y = 0.0f;
+  RowDots(type, row, 0, 1, x, n, &y);
+  return y;
+}
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
+  ggml::GgmlKernelsFor(type, Isa::kNeon).row_dots(type, rows, row_stride, n_rows, x, n, y);
+}
+}  // namespace neon
 #endif
+
+namespace ggml::scalar {
+
+void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
+             const float* x, std::int64_t n, float* y) {
   for (std::int64_t r = 0; r < n_rows; ++r) {
     y[r] = ScalarRowDotUnchecked(type, rows + Extent(r, row_stride), x, n);
   }
 }
+
+}  // namespace ggml::scalar
 
 namespace scalar {
 

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "../avx2_common.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
@@ -150,35 +151,21 @@ void RunPlain(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows,
 }
 
 }  // namespace
-
-void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
-             const float* x, std::int64_t n, float* y) {
-  switch (type) {
-    case GgmlType::F32:
-      return RunPlain<PlainF32>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::F16:
-      return RunPlain<PlainF16>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::BF16:
-      return RunPlain<PlainBF16>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q4_0:
-      return RunBlocks<BlockQ4_0>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q4_1:
-      return RunBlocks<BlockQ4_1>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q8_0:
-      return RunBlocks<BlockQ8_0>(rows, row_stride, n_rows, x, n, y);
-    default:
-      for (std::int64_t r = 0; r < n_rows; ++r) {
-        y[r] = scalar::RowDot(type, rows + Extent(r, row_stride), x, n);
-      }
-  }
-}
-
-float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
-  float y = 0.0f;
-  RowDots(type, row, 0, 1, x, n, &y);
-  return y;
-}
-
 }  // namespace plumb::kernels::avx2
+
+namespace plumb::kernels::ggml::avx2 {
+
+// AVX2's column of row dots; the other types run the definition (the table's fallback).
+void FillRowDots(GgmlKernelTable& table) {
+  namespace k = kernels::avx2;  // the kernels above
+  table.At(GgmlType::F32, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunPlain<k::PlainF32>>;
+  table.At(GgmlType::F16, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunPlain<k::PlainF16>>;
+  table.At(GgmlType::BF16, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunPlain<k::PlainBF16>>;
+  table.At(GgmlType::Q4_0, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunBlocks<k::BlockQ4_0>>;
+  table.At(GgmlType::Q4_1, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunBlocks<k::BlockQ4_1>>;
+  table.At(GgmlType::Q8_0, Isa::kAvx2).row_dots = OneTypeRowDots<k::RunBlocks<k::BlockQ8_0>>;
+}
+
+}  // namespace plumb::kernels::ggml::avx2
 
 #endif  // defined(__x86_64__)

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "../avx2_common.h"
+#include "ggml_kernel_table.h"
 
 #include "plumb/core/extent.h"
 
@@ -127,27 +128,18 @@ void RunQ8_0(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, 
 }
 
 }  // namespace
-
-void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
-             const float* x, std::int64_t n, float* y) {
-  switch (type) {
-    case GgmlType::Q4_0:
-      return RunBlocks<BlockQ4_0>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q4_1:
-      return RunBlocks<BlockQ4_1>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q8_0:
-      return RunQ8_0(rows, row_stride, n_rows, x, n, y);
-    default:
-      return avx2::RowDots(type, rows, row_stride, n_rows, x, n, y);
-  }
-}
-
-float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
-  float y = 0.0f;
-  RowDots(type, row, 0, 1, x, n, &y);
-  return y;
-}
-
 }  // namespace plumb::kernels::avx512
+
+namespace plumb::kernels::ggml::avx512 {
+
+// AVX-512's column of row dots; the other types run AVX2's (the table's fallback).
+void FillRowDots(GgmlKernelTable& table) {
+  namespace k = kernels::avx512;  // the kernels above
+  table.At(GgmlType::Q4_0, Isa::kAvx512).row_dots = OneTypeRowDots<k::RunBlocks<k::BlockQ4_0>>;
+  table.At(GgmlType::Q4_1, Isa::kAvx512).row_dots = OneTypeRowDots<k::RunBlocks<k::BlockQ4_1>>;
+  table.At(GgmlType::Q8_0, Isa::kAvx512).row_dots = OneTypeRowDots<k::RunQ8_0>;
+}
+
+}  // namespace plumb::kernels::ggml::avx512
 
 #endif  // defined(__x86_64__)

@@ -17,6 +17,7 @@
 
 #include "../bytes.h"
 #include "../neon_lanes.h"
+#include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 
@@ -163,35 +164,28 @@ void RunRows(const std::uint8_t* rows, std::size_t stride, std::int64_t n_rows, 
 }
 
 }  // namespace
-
-void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, std::int64_t n_rows,
-             const float* x, std::int64_t n, float* y) {
-  switch (type) {
-    case GgmlType::F32:
-      return RunRows<PlainDots<PlainF32, kRows>, PlainDots<PlainF32, 1>>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::F16:
-      return RunRows<PlainDots<PlainF16, kRows>, PlainDots<PlainF16, 1>>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::BF16:
-      return RunRows<PlainDots<PlainBF16, kRows>, PlainDots<PlainBF16, 1>>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q4_0:
-      return RunRows<BlockDots<BlockQ4_0, kRows>, BlockDots<BlockQ4_0, 1>>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q4_1:
-      return RunRows<BlockDots<BlockQ4_1, kRows>, BlockDots<BlockQ4_1, 1>>(rows, row_stride, n_rows, x, n, y);
-    case GgmlType::Q8_0:
-      return RunRows<BlockDots<BlockQ8_0, kRows>, BlockDots<BlockQ8_0, 1>>(rows, row_stride, n_rows, x, n, y);
-    default:
-      for (std::int64_t r = 0; r < n_rows; ++r) {
-        y[r] = scalar::RowDot(type, rows + Extent(r, row_stride), x, n);
-      }
-  }
-}
-
-float RowDot(GgmlType type, const std::uint8_t* row, const float* x, std::int64_t n) {
-  float y = 0.0f;
-  RowDots(type, row, 0, 1, x, n, &y);
-  return y;
-}
-
 }  // namespace plumb::kernels::neon
+
+namespace plumb::kernels::ggml::neon {
+
+// NEON's column of row dots; the other types run the definition (the table's fallback).
+void FillRowDots(GgmlKernelTable& table) {
+  namespace k = kernels::neon;  // the kernels above
+  using k::BlockDots, k::PlainDots, k::RunRows, k::kRows;
+  table.At(GgmlType::F32, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<PlainDots<k::PlainF32, kRows>, PlainDots<k::PlainF32, 1>>>;
+  table.At(GgmlType::F16, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<PlainDots<k::PlainF16, kRows>, PlainDots<k::PlainF16, 1>>>;
+  table.At(GgmlType::BF16, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<PlainDots<k::PlainBF16, kRows>, PlainDots<k::PlainBF16, 1>>>;
+  table.At(GgmlType::Q4_0, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<BlockDots<k::BlockQ4_0, kRows>, BlockDots<k::BlockQ4_0, 1>>>;
+  table.At(GgmlType::Q4_1, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<BlockDots<k::BlockQ4_1, kRows>, BlockDots<k::BlockQ4_1, 1>>>;
+  table.At(GgmlType::Q8_0, Isa::kNeon).row_dots =
+      OneTypeRowDots<RunRows<BlockDots<k::BlockQ8_0, kRows>, BlockDots<k::BlockQ8_0, 1>>>;
+}
+
+}  // namespace plumb::kernels::ggml::neon
 
 #endif  // defined(__aarch64__)

@@ -13,9 +13,10 @@
 //   asym-f16zero  the nibbles, unsigned
 // maddubs's int16 pairs cannot saturate (|u|, |c| ≤ 15 and |q| ≤ 127). Every sum is exact, |p| < 2^24
 // converts exactly, and the float steps are the definition's: f = s·d_x, one FMA per lane, the f16-zero
-// term's chain of scalar FMAs, the lanes' tree. A CPU without FMA runs the scalar definition; one with
-// AVX-512 but no VNNI (Skylake-X), the AVX2 variant. Each also has an int8_gemm (int4_int8_gemm_x86_body.h):
-// several x rows per pass over a block of weight rows, each pair bitwise its Dots.
+// term's chain of scalar FMAs, the lanes' tree (FMA is part of kAvx2, kernels/isa.h). A CPU with
+// AVX-512 but no VNNI (Skylake-X) runs the AVX2 variant. Each also has an int8_gemm
+// (int4_int8_gemm_x86_body.h): several x rows per pass over a block of weight rows, each pair bitwise its
+// Dots.
 #include "int4_kernels.h"
 
 #if defined(__x86_64__)
@@ -29,6 +30,7 @@
 #include "../int8_sums_x86.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/weight_format.h"
 
 namespace plumb::kernels::int4 {
@@ -62,28 +64,22 @@ constexpr int kGemmRows = 4;  // weight rows per register block: 32 vector regis
 
 namespace avx2 {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return scalar::Int8RowDots(W, row_begin, row_end, x, y);
   with_avx2::RunAnyScheme(W, row_begin, row_end, x, y);
 }
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
               std::size_t ldy) {
-  static const bool fma = __builtin_cpu_supports("fma");
-  if (!fma) return Int8GemmByRows<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
   with_avx2::GemmAnyScheme(W, row_begin, row_end, xs, m, Y, ldy);
 }
 }  // namespace avx2
 
 namespace avx512 {
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
+  if (!HasAvx512Vnni()) return avx2::Int8RowDots(W, row_begin, row_end, x, y);
   with_vnni::RunAnyScheme(W, row_begin, row_end, x, y);
 }
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
               std::size_t ldy) {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
-  if (!vnni) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
+  if (!HasAvx512Vnni()) return avx2::Int8Gemm(W, row_begin, row_end, xs, m, Y, ldy);
   with_vnni::GemmAnyScheme(W, row_begin, row_end, xs, m, Y, ldy);
 }
 }  // namespace avx512

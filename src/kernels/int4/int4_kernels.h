@@ -44,7 +44,7 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 namespace avx2 {  // AVX2 + F16C
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
-// AVX2 + FMA (scalar:: on a CPU without FMA): the fast family's definition.
+// AVX2 + FMA (both part of kAvx2): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 // Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,
@@ -52,7 +52,7 @@ void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activ
 }  // namespace avx2
 namespace avx512 {  // AVX-512 F, BW, VL: 16-entry lookup tables
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
-// AVX-512 VNNI (avx2:: on a CPU without it): the fast family's definition.
+// AVX-512 VNNI (avx2:: on a CPU without it, HasAvx512Vnni): the fast family's definition.
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y);
 // Its int8_gemm (kernels/weight_format.h): Int8RowDots for each x row, bitwise.
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,

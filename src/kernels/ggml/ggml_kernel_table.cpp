@@ -1,0 +1,131 @@
+// The GGUF format's [GgmlType][Isa] kernel table: built once from every ISA file's column, with the
+// fallback resolved then (ggml_kernel_table.h).
+#include "ggml_kernel_table.h"
+
+#include <initializer_list>
+
+#include "ggml_kernels.h"
+#include "plumb/formats/gguf_blocks.h"
+#include "plumb/kernels/row_dot.h"
+
+namespace plumb::kernels::ggml {
+namespace {
+
+// The ISA whose kernels stand in for a missing one, as KernelsFor's (weight_format.cpp): AVX-512 builds on
+// AVX2, everything on the definition.
+Isa NextDown(Isa isa) {
+  return isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kScalar;
+}
+
+template <class Fn>
+Fn Pick(const GgmlKernelTable& own, GgmlType type, Isa isa, Fn GgmlKernels::*member) {
+  for (;; isa = NextDown(isa)) {
+    const Fn fn = own.At(type, isa).*member;
+    if (fn != nullptr || isa == Isa::kScalar) return fn;
+  }
+}
+
+GgmlKernels Resolve(const GgmlKernelTable& own, GgmlType type, Isa isa) {
+  GgmlKernels k;
+  k.row_dots = Pick(own, type, isa, &GgmlKernels::row_dots);
+  k.decode_rows = Pick(own, type, isa, &GgmlKernels::decode_rows);
+  k.int8_row_dots = Pick(own, type, isa, &GgmlKernels::int8_row_dots);
+  k.fma_row_dots = Pick(own, type, isa, &GgmlKernels::fma_row_dots);
+  for (Isa at = isa;; at = NextDown(at)) {  // int8_gemm: no lower than int8_row_dots's ISA
+    const GgmlKernels& at_own = own.At(type, at);
+    if (at_own.int8_gemm != nullptr || at_own.int8_row_dots != nullptr || at == Isa::kScalar) {
+      k.int8_gemm = at_own.int8_gemm;
+      break;
+    }
+  }
+  return k;
+}
+
+// What each ISA file entered, before the fallback, and the resolved lookup.
+struct Tables {
+  GgmlKernelTable own, resolved;
+};
+
+Tables Build() {
+  Tables t;
+  scalar::FillKernels(t.own);
+#if defined(__x86_64__)
+  avx2::FillRowDots(t.own);
+  avx2::FillDecodeRows(t.own);
+  avx2::FillInt8(t.own);
+  avx2::FillFma(t.own);
+  avx512::FillRowDots(t.own);
+  avx512::FillInt8(t.own);
+#endif
+#if defined(__aarch64__)
+  neon::FillRowDots(t.own);
+  neon::FillFma(t.own);
+  neon::FillInt8(t.own);
+#endif
+  for (int id = 0; id < kGgmlTypeSlots; ++id) {
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kAvx512}) {
+      const auto type = static_cast<GgmlType>(id);
+      t.resolved.At(type, isa) = Resolve(t.own, type, isa);
+    }
+  }
+  return t;
+}
+
+const Tables& TheTables() {
+  static const Tables tables = Build();
+  return tables;
+}
+
+}  // namespace
+
+namespace scalar {
+
+void FillKernels(GgmlKernelTable& table) {
+  for (int id = 0; id < kGgmlTypeSlots; ++id) {
+    const auto type = static_cast<GgmlType>(id);
+    GgmlKernels& k = table.At(type, Isa::kScalar);
+    if (HasRowDot(type)) {
+      k.row_dots = RowDots;
+      k.decode_rows = DecodeRows;
+    }
+    if (HasInt8Type(type)) {
+      k.int8_row_dots = Int8RowDots;
+      k.int8_gemm = Int8GemmByRows<Int8RowDots>;
+    }
+    if (HasFmaType(type)) k.fma_row_dots = FmaRowDots;
+  }
+}
+
+}  // namespace scalar
+
+#if defined(__aarch64__)
+// NEON's int8 dots still choose the type inside them (and sdot or not: ggml_int8_neon.cpp), so the same two
+// functions are entered for every type they cover.
+void neon::FillInt8(GgmlKernelTable& table) {
+  for (int id = 0; id < kGgmlTypeSlots; ++id) {
+    const auto type = static_cast<GgmlType>(id);
+    if (!HasInt8Type(type)) continue;
+    table.At(type, Isa::kNeon).int8_row_dots = Int8RowDots;
+    table.At(type, Isa::kNeon).int8_gemm = Int8Gemm;
+  }
+}
+#endif
+
+const GgmlKernels& GgmlKernelsFor(GgmlType type, Isa isa) {
+  static const GgmlKernels kNone;
+  if (static_cast<std::uint32_t>(type) >= static_cast<std::uint32_t>(kGgmlTypeSlots)) return kNone;
+  return TheTables().resolved.At(type, isa);
+}
+
+bool HasVectorRowDots(GgmlType type) {
+  if (static_cast<std::uint32_t>(type) >= static_cast<std::uint32_t>(kGgmlTypeSlots)) return false;
+#if defined(__x86_64__)
+  return TheTables().own.At(type, Isa::kAvx2).row_dots != nullptr;
+#elif defined(__aarch64__)
+  return TheTables().own.At(type, Isa::kNeon).row_dots != nullptr;
+#else
+  return false;
+#endif
+}
+
+}  // namespace plumb::kernels::ggml
