@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "exp_kernels.h"
+#include "exp/exp_kernels.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -15,7 +15,7 @@
 #include "plumb/kernels/scalar.h"
 #include "plumb/kernels/thread_pool.h"
 #include "plumb/kernels/weight_format.h"
-#include "small_gemm.h"
+#include "small_gemm/small_gemm.h"
 
 namespace plumb::kernels {
 
@@ -115,7 +115,8 @@ void TiledSgemm(const float* X, int m, int n, int k, float* Y, Tile&& tile, Fini
 }
 
 void GemmF32(const float* X, int m, const float* w, int n, int k, float* Y) {
-  TiledSgemm(X, m, n, k, Y, [&](int r0, int) { return w + Extent(r0, k); }, [](int, int) {});
+  TiledSgemm(
+      X, m, n, k, Y, [&](int r0, int) { return w + Extent(r0, k); }, [](int, int) {});
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "../../src/kernels/attention_by_head.h"
-#include "../../src/kernels/exp_kernels.h"
+#include "../../src/kernels/attention/attention_by_head.h"
+#include "../../src/kernels/exp/exp_kernels.h"
 #include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/scalar.h"

@@ -1,7 +1,7 @@
-// The fast family's float kernels (kernels/weight_format.h's fma_row_dots; the order: src/kernels/fma_dot.h):
-// each format's scalar definition against this file's own reading of the stated order, and every ISA variant
-// bitwise the definition on awkward shapes and special values (Gemv's choice of them: fma_family_test.cpp).
-// Kernel layer only, so it also runs in the aarch64 kernels-only build.
+// The fast family's float kernels (kernels/weight_format.h's fma_row_dots; the order:
+// src/kernels/simd/fma_dot.h): each format's scalar definition against this file's own reading of the stated
+// order, and every ISA variant bitwise the definition on awkward shapes and special values (Gemv's choice of
+// them: fma_family_test.cpp). Kernel layer only, so it also runs in the aarch64 kernels-only build.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -6,9 +6,9 @@
 // In the fast family (int8 activations), GemvBatch and the small-row Gemm run the int8 kernels row by row:
 // again every row bitwise its Gemv.
 //
-// Also kernels::Gemm for decode batches (2..64 rows, src/kernels/small_gemm.h): within the dot-product error
-// bound of the exact product of the decoded weights, and the same bits for every variant and thread count;
-// and for prefill (more rows, through BLAS): the same bits for every thread count.
+// Also kernels::Gemm for decode batches (2..64 rows, src/kernels/small_gemm/small_gemm.h): within the
+// dot-product error bound of the exact product of the decoded weights, and the same bits for every variant
+// and thread count; and for prefill (more rows, through BLAS): the same bits for every thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>

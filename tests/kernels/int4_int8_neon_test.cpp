@@ -8,7 +8,7 @@
 
 #include "../../src/kernels/ggml/ggml_kernels.h"
 #include "../../src/kernels/int4/int4_kernels.h"
-#include "../../src/kernels/int8_sums_neon.h"
+#include "../../src/kernels/int8_activations/int8_sums_neon.h"
 #include "plumb/formats/int4.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/weight_format.h"

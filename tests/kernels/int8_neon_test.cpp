@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../../src/kernels/ggml/ggml_kernels.h"
-#include "../../src/kernels/int8_sums_neon.h"
+#include "../../src/kernels/int8_activations/int8_sums_neon.h"
 #include "plumb/formats/ggml_types.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/int8_activations.h"

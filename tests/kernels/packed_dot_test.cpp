@@ -352,8 +352,8 @@ TEST_F(PackedKernels, GemvIsBitwiseTheDefinitionForAnyThreadCount) {
 }
 
 TEST_F(PackedKernels, GemmMatchesNaiveDoubleWithinTheDotProductBound) {
-  // m = 1 runs as a GEMV, 2..64 through small_gemm (kernels/small_gemm.h), more through the decoded tiles and
-  // sgemm (prefill).
+  // m = 1 runs as a GEMV, 2..64 through small_gemm (kernels/small_gemm/small_gemm.h), more through the
+  // decoded tiles and sgemm (prefill).
   for (int m : {1, 3, 4, 9, 70}) {
     for (const WeightMatrix& W : AllKinds(130, 67, 17u * m)) {
       for (int threads : {1, 2}) {

@@ -37,23 +37,24 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         row is kernels::PackedRowDots (kernels/packed_dot.h), the scale applied as defined there. Either
 //         way bitwise the same for any thread count and any variant (scalar / AVX2 / NEON).
 //   Gemm: within the dot-product error bound of the exact product of the decoded weights, not bitwise
-//         Gemv's. One row of a quantized matrix: Gemv. 2..64 rows (decode batches; src/kernels/small_gemm.h):
-//         each ~16 KiB tile of weight rows decoded once to FP32 (exactly: DequantizeRow / DecodePackedRow's
-//         values) and multiplied with every row by a register-blocked FMA kernel, one 8-lane accumulator per
-//         (row, weight row) pair, lane j a fused multiply-add chain over the elements c ≡ j (mod 8) in
-//         ascending c, lanes reduced as scalar::Dot reduces them, FP8 scale after: the same bits for every
-//         variant (scalar / AVX2 / AVX-512) and thread count. More rows (prefill): F32 is cblas_sgemm, other
-//         types are decoded into FP32 tiles of up to 8 MiB that cblas_sgemm multiplies, so prefill stays a
-//         GEMM while the model stays quantized (BLAS's summation order is its own, but the tiles are fixed
-//         by the matrix and the machine: the same bits for every thread count). Scratch tiles are per
-//         thread and kept between calls: a steady state allocates nothing.
+//         Gemv's. One row of a quantized matrix: Gemv. 2..64 rows (decode batches;
+//         src/kernels/small_gemm/small_gemm.h): each ~16 KiB tile of weight rows decoded once to FP32
+//         (exactly: DequantizeRow / DecodePackedRow's values) and multiplied with every row by a
+//         register-blocked FMA kernel, one 8-lane accumulator per (row, weight row) pair, lane j a fused
+//         multiply-add chain over the elements c ≡ j (mod 8) in ascending c, lanes reduced as scalar::Dot
+//         reduces them, FP8 scale after: the same bits for every variant (scalar / AVX2 / AVX-512) and thread
+//         count. More rows (prefill): F32 is cblas_sgemm, other types are decoded into FP32 tiles of up to 8
+//         MiB that cblas_sgemm multiplies, so prefill stays a GEMM while the model stays quantized (BLAS's
+//         summation order is its own, but the tiles are fixed by the matrix and the machine: the same bits
+//         for every thread count). Scratch tiles are per thread and kept between calls: a steady state
+//         allocates nothing.
 //   The fast family (kernels/int8_activations.h), for a matrix with int8 kernels: Gemv quantizes x and runs
 //   them; Gemm with up to kInt8GemmMaxRows rows runs them too (as GemvBatch does, below), so each row is
 //   bitwise its Gemv. From 3 rows on Gemm uses small_gemm's decoded tiles in both families, as prefill's
 //   cblas_sgemm: a prompt's rows keep FP32 activations (the fixture suite's int8_activations allowance
 //   holds for decoding, not for a prefill through int8: SmolLM2 Q4_1's layer v_cache then misses it).
 //   For a float matrix (F32, F16, BF16, FP8) the fast family's Gemv runs the FMA kernels over x
-//   (kernels/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows on is
+//   (kernels/simd/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows on is
 //   small_gemm's or cblas's as in the exact family.
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
@@ -134,15 +135,16 @@ void CausalAttention(const float* q, int rows, int first_pos, const KvLayerView&
 
 // Y[rows][W.rows] = X[rows][W.cols] · Wᵀ where every element is bitwise what Gemv(W, x_i, y_i) gives for
 // that row alone (RowDot / PackedRowDots: one scalar::Dot per element, FP8 scale after the dot), while
-// each weight row is read from memory once for all rows: Gemm's small-row kernel (src/kernels/small_gemm.h)
-// with each product rounded and then added (scalar::Dot's order) instead of fused (what that costs against
-// Gemm: docs/performance.md, "Batched decode"). The pool over weight rows. The batch-invariant projection of
-// Model::Step: a row's result does not depend on the other rows, their number, or the thread count. In the
-// fast family a matrix with int8 kernels runs them, for any number of rows: each row of X quantized once, and
-// the format's int8_gemm (kernels/weight_format.h: each weight block's codes prepared once for several rows
-// of X, every pair bitwise int8_row_dots) over tiles of weight rows that stay in L1; again each row's Gemv.
-// Where that beats Gemm's decoded tiles: Int8BatchPays (kernels/weight_format.h).
-// A float matrix's FMA kernels (fast family) run row by row, again each row's Gemv.
+// each weight row is read from memory once for all rows: Gemm's small-row kernel
+// (src/kernels/small_gemm/small_gemm.h) with each product rounded and then added (scalar::Dot's order)
+// instead of fused (what that costs against Gemm: docs/performance.md, "Batched decode"). The pool over
+// weight rows. The batch-invariant projection of Model::Step: a row's result does not depend on the other
+// rows, their number, or the thread count. In the fast family a matrix with int8 kernels runs them, for any
+// number of rows: each row of X quantized once, and the format's int8_gemm (kernels/weight_format.h: each
+// weight block's codes prepared once for several rows of X, every pair bitwise int8_row_dots) over tiles of
+// weight rows that stay in L1; again each row's Gemv. Where that beats Gemm's decoded tiles: Int8BatchPays
+// (kernels/weight_format.h). A float matrix's FMA kernels (fast family) run row by row, again each row's
+// Gemv.
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y);
 
 }  // namespace plumb::kernels

@@ -43,7 +43,7 @@ void RopeCosSin(int pos, int i, int head_dim, float theta, float freq_factor, fl
 
 // e^x in FP32, plumb's own, so that no definition depends on the host's libm (two builds of glibc's expf,
 // with and without FMA, round some inputs differently). In double, with C0..C2, N = 32 and the table T of
-// src/kernels/exp_constants.h (glibc's constants; docs/formats.md "e^x"):
+// src/kernels/exp/exp_constants.h (glibc's constants; docs/formats.md "e^x"):
 //   shifted = fma(N / ln 2, x, 1.5 · 2^52),  k = its low bits,  kd = shifted − 1.5 · 2^52
 //   r = fma(N / ln 2, x, −kd),  s = 2^(k/N) from T[k mod 32] and k's high bits
 //   y = fma(fma(C0, r, C1), r · r, fma(r, C2, 1)) · s,  rounded to float once

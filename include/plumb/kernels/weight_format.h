@@ -39,8 +39,8 @@
 //                  definition leaves one FMA per 8 blocks to share). The scalar entry is the plain loop
 //                  over the scalar int8_row_dots (Int8GemmByRows).
 // The fast family's float formats (F32, F16, BF16 and FP8: fma_row_dots, x kept in FP32) decode each weight
-// exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/fma_dot.h states
-// the order); has_fma says which matrices. A matrix in neither set runs the exact family.
+// exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/simd/fma_dot.h
+// states the order); has_fma says which matrices. A matrix in neither set runs the exact family.
 #pragma once
 
 #include <array>
@@ -154,8 +154,8 @@ bool ExactRowDotsAreVectorized(const WeightMatrix& W);
 // Whether W runs the fast family's FMA kernels: ActiveFamily() is kFast, W is not exact_only, and its format
 // has FMA kernels for it. (No matrix is covered by both has_int8 and has_fma.)
 bool UsesFmaRowDots(const WeightMatrix& W);
-// W's fma_row_dots on ActiveIsa(): y[r] = RowScale(W, r) · FmaDot(row r decoded, x) (kernels/fma_dot.h) for
-// r in [row_begin, row_end). Throws plumb::Error when W's format has none for W, or for rows outside it.
+// W's fma_row_dots on ActiveIsa(): y[r] = RowScale(W, r) · FmaDot(row r decoded, x) (kernels/simd/fma_dot.h)
+// for r in [row_begin, row_end). Throws plumb::Error when W's format has none for W, or for rows outside it.
 void FmaRowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 // Whether GemvBatch of `rows` rows is faster than Gemm's decoded tiles: the fast family runs W's int8
 // kernels, the active ISA has an int8_gemm (WeightFormat::has_int8_gemm: GGUF Q4_0 … Q8_0 on AVX2, AVX-512

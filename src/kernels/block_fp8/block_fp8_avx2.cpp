@@ -21,8 +21,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../avx2_common.h"
 #include "../fp8/fp8_avx2.h"
+#include "../simd/avx2_common.h"
 #include "plumb/core/extent.h"
 
 namespace plumb::kernels::block_fp8::avx2 {

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "../chunked_dot.h"
+#include "../simd/chunked_dot.h"
 #include "block_fp8_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"

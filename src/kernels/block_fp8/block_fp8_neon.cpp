@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "../fp8/fp8_neon.h"
-#include "../neon_lanes.h"
+#include "../simd/neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/fp8.h"
 

@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "fp8_avx2.h"
 
 namespace plumb::kernels::fp8::avx2 {
@@ -52,11 +52,11 @@ PLUMB_AVX2 inline void Fp8Weights32(const std::uint8_t* p, E4M3NanTracker& nan, 
   }
 }
 
-#define PLUMB_FP8_TARGET PLUMB_AVX2
+#define PLUMB_BODY_TARGET PLUMB_AVX2
 #include "fp8_dots_x86_body.h"
 
 #include "plumb/core/extent.h"
-#undef PLUMB_FP8_TARGET
+#undef PLUMB_BODY_TARGET
 
 template <Fp8Format F>
 PLUMB_AVX2 void DecodeRow(const WeightMatrix& W, int r, float* out) {

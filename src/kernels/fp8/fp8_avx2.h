@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "plumb/kernels/weight_matrix.h"
 
 namespace plumb::kernels::fp8::avx2_shared {

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "fp8_avx2.h"
 #include "plumb/kernels/isa.h"
 
@@ -57,9 +57,9 @@ PLUMB_AVX512_GFNI inline void Fp8Weights32(const std::uint8_t* p, avx2_shared::E
   w[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1));
 }
 
-#define PLUMB_FP8_TARGET PLUMB_AVX512_GFNI
+#define PLUMB_BODY_TARGET PLUMB_AVX512_GFNI
 #include "fp8_dots_x86_body.h"
-#undef PLUMB_FP8_TARGET
+#undef PLUMB_BODY_TARGET
 
 template <bool kScaleX>
 void RunE4M3(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {

@@ -1,6 +1,6 @@
 // The FP8 row dots' loop (fp8_format.cpp's definition), written once and compiled by fp8_avx2.cpp and
 // fp8_avx512.cpp, which differ only in how 32 codes become their weights. The including file defines
-// PLUMB_FP8_TARGET (the function target: the loop must be compiled for the decoder's instruction set, or the
+// PLUMB_BODY_TARGET (the function target: the loop must be compiled for the decoder's instruction set, or the
 // decoder could not be inlined into it) and, in the namespace it includes this in,
 // Fp8Weights32<F>(p, nan, w): the 32 codes at p as four vectors of weights in column order (E5M2 their
 // values; E4M3 their values · 2^-8, its NaN codes read as finite and noted in `nan`).
@@ -15,12 +15,12 @@
 //
 // R rows at a time share each load of x; the products are added to each row's 8 lanes in column order
 // (scalar::Dot's), and Fp8Finish adds the tail, reduces and applies the scale.
-#if !defined(PLUMB_FP8_TARGET)
-#error "define PLUMB_FP8_TARGET before including fp8_dots_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including fp8_dots_x86_body.h"
 #endif
 
 template <Fp8Format F, bool kScaleX, int R>
-PLUMB_FP8_TARGET void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
+PLUMB_BODY_TARGET void Fp8Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
   constexpr bool kE4M3 = F == Fp8Format::kE4M3;
   const int cols = W.cols;
   const __m256 two8 = _mm256_set1_ps(256.0f);

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "../fma_dots_neon.h"
+#include "../simd/fma_dots_neon.h"
 #include "fp8_neon.h"
 
 namespace plumb::kernels::fp8::neon {

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "../fma_dots_x86.h"
+#include "../simd/fma_dots_x86.h"
 #include "fp8_avx2.h"
 
 namespace plumb::kernels::fp8::avx2 {

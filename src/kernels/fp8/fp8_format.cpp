@@ -6,12 +6,12 @@
 //   as a GPU kernel's epilogue applies a per-channel scale). decode_rows gives the codes' values, without
 //   the scale.
 // The fast family's (fma_row_dots): y[r] = scale_r · FmaDot(Fp8ToF32 of row r's codes, x), the dot in
-// kernels/fma_dot.h's order, the scale as above.
+// kernels/simd/fma_dot.h's order, the scale as above.
 #include <cstddef>
 #include <string>
 
-#include "../chunked_dot.h"
-#include "../fma_dot.h"
+#include "../simd/chunked_dot.h"
+#include "../simd/fma_dot.h"
 #include "fp8_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"

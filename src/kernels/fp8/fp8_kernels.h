@@ -10,7 +10,7 @@ namespace plumb::kernels::fp8 {
 namespace scalar {
 void RowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 void DecodeRows(const WeightMatrix& W, int r0, int count, float* out);
-// The fast family's definition (fp8_format.cpp): scale_r · FmaDot(row r's values, x), kernels/fma_dot.h.
+// The fast family's definition (fp8_format.cpp): scale_r · FmaDot(row r's values, x), kernels/simd/fma_dot.h.
 void FmaRowDots(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y);
 }  // namespace scalar
 

@@ -15,7 +15,7 @@
 
 #include <cstring>
 
-#include "../neon_lanes.h"
+#include "../simd/neon_lanes.h"
 #include "fp8_neon.h"
 
 namespace plumb::kernels::fp8::neon {

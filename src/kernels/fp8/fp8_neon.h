@@ -7,7 +7,7 @@
 
 #include <arm_neon.h>
 
-#include "../neon_lanes.h"
+#include "../simd/neon_lanes.h"
 #include "plumb/formats/fp8.h"
 
 namespace plumb::kernels::fp8::neon {

@@ -1,6 +1,6 @@
 // The GGUF 32-element-block row dots' loop (RowDot's definition, kernels/row_dot.h), written once and
 // compiled by row_dot_avx2.cpp and row_dot_avx512.cpp, which differ only in how a block's codes become its
-// 32 weights. The including file defines PLUMB_RD_TARGET (the function target: the loop must be compiled
+// 32 weights. The including file defines PLUMB_BODY_TARGET (the function target: the loop must be compiled
 // for the decoder's instruction set, or the decoder could not be inlined into it) and, in the namespace it
 // includes this in, kRows and the Block types: Block::kBytes, and Block::Decode(b, w) writing the 4 vectors
 // of weights of the block at b (elements 8v .. 8v + 7 in w[v]), exactly DequantizeRow's values.
@@ -8,13 +8,13 @@
 // R rows at a time share each block's load of x; each row's products are added to its 8 lanes in element
 // order (scalar::Dot's: a block is 32 elements, so element i is in lane i mod 8), and the lanes are reduced
 // by the definition's tree. Rows hold whole blocks, so there is no tail.
-#if !defined(PLUMB_RD_TARGET)
-#error "define PLUMB_RD_TARGET before including block_dots_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including block_dots_x86_body.h"
 #endif
 
 template <class Block, int R>
-PLUMB_RD_TARGET void BlockDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
-                               float* y) {
+PLUMB_BODY_TARGET void BlockDots(const std::uint8_t* rows, std::size_t stride, const float* x, std::int64_t n,
+                                 float* y) {
   __m256 acc[R];
   const std::size_t ahead = avx2_common::PrefetchAhead(R * stride);
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();

@@ -1,9 +1,9 @@
-// The fast family's F32, F16 and BF16 rows: the definition (kernels/fma_dot.h) in plain C++. Each weight is
-// its exact FP32 value (docs/formats.md "F16, BF16"); the variants (float_fma_x86.cpp, float_fma_neon.cpp)
+// The fast family's F32, F16 and BF16 rows: the definition (kernels/simd/fma_dot.h) in plain C++. Each weight
+// is its exact FP32 value (docs/formats.md "F16, BF16"); the variants (float_fma_x86.cpp, float_fma_neon.cpp)
 // compute the same bits.
 #include <cstdint>
 
-#include "../fma_dot.h"
+#include "../simd/fma_dot.h"
 #include "ggml_kernels.h"
 #include "plumb/formats/gguf_blocks.h"
 

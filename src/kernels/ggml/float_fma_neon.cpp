@@ -1,4 +1,4 @@
-// The fast family's F32, F16 and BF16 rows with NEON: kernels/fma_dot.h's definition through
+// The fast family's F32, F16 and BF16 rows with NEON: kernels/simd/fma_dot.h's definition through
 // fma_dots_neon.h's loop (which says why the bits match), with each format's exact decoder: F32 loaded as it
 // is, F16 converted by FCVTL (exact), BF16 widened into the top half of an FP32.
 #include "ggml_kernels.h"
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../bytes.h"
-#include "../fma_dots_neon.h"
+#include "../simd/bytes.h"
+#include "../simd/fma_dots_neon.h"
 #include "ggml_kernel_table.h"
 #include "plumb/formats/dtype.h"
 

@@ -1,7 +1,7 @@
-// The fast family's F32, F16 and BF16 rows with AVX2 + F16C + FMA: kernels/fma_dot.h's definition through
-// fma_dots_x86.h's loop (which says why the bits match), with each format's exact decoder: F32 loaded as it
-// is, F16 converted by F16C (exact; it differs from F16ToF32 only in quieting a signalling NaN's payload),
-// BF16 widened into the top half of an FP32.
+// The fast family's F32, F16 and BF16 rows with AVX2 + F16C + FMA: kernels/simd/fma_dot.h's definition
+// through fma_dots_x86.h's loop (which says why the bits match), with each format's exact decoder: F32 loaded
+// as it is, F16 converted by F16C (exact; it differs from F16ToF32 only in quieting a signalling NaN's
+// payload), BF16 widened into the top half of an FP32.
 #include "ggml_kernels.h"
 
 #if defined(__x86_64__)
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../fma_dots_x86.h"
+#include "../simd/fma_dots_x86.h"
 #include "ggml_kernel_table.h"
 #include "plumb/formats/dtype.h"
 

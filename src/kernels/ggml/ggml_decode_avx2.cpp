@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/gguf_blocks.h"

@@ -53,8 +53,8 @@
 // vector kernels compute once per x block for all rows.
 #include <cmath>
 
-#include "../bytes.h"
-#include "../chunked_dot.h"
+#include "../simd/bytes.h"
+#include "../simd/chunked_dot.h"
 #include "ggml_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"

@@ -17,8 +17,8 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
-#include "../int8_sums_x86.h"
+#include "../int8_activations/int8_sums_x86.h"
+#include "../simd/avx2_common.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -51,9 +51,9 @@ PLUMB_INT8_AVX2 inline __m256i FifthBits(std::uint32_t bits) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-#define PLUMB_I8_TARGET PLUMB_INT8_AVX2
+#define PLUMB_BODY_TARGET PLUMB_INT8_AVX2
 #include "int8_dots_x86_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 
 }  // namespace
 

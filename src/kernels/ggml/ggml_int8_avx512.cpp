@@ -8,12 +8,12 @@
 
 #if defined(__x86_64__)
 
-#include "../avx512_intrinsics.h"
+#include "../simd/avx512_intrinsics.h"
 
 #include <cstdint>
 
-#include "../avx2_common.h"
-#include "../int8_sums_x86.h"
+#include "../int8_activations/int8_sums_x86.h"
+#include "../simd/avx2_common.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -39,9 +39,9 @@ PLUMB_INT8_VNNI inline __m256i FifthBits(std::uint32_t bits) {
   return _mm256_maskz_mov_epi8(static_cast<__mmask32>(bits), _mm256_set1_epi8(0x10));
 }
 
-#define PLUMB_I8_TARGET PLUMB_INT8_VNNI
+#define PLUMB_BODY_TARGET PLUMB_INT8_VNNI
 #include "int8_dots_x86_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 
 }  // namespace
 

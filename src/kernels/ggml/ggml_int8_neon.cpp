@@ -22,9 +22,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../bytes.h"
-#include "../int8_sums_neon.h"
-#include "../neon_lanes.h"
+#include "../int8_activations/int8_sums_neon.h"
+#include "../simd/bytes.h"
+#include "../simd/neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/weight_format.h"

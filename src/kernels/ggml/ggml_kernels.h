@@ -74,7 +74,7 @@ constexpr KLayout KLayoutOf(GgmlType type) {
   }
 }
 
-// The fast family's float rows (float_fma.cpp; the definition is kernels/fma_dot.h's): F32, F16, BF16.
+// The fast family's float rows (float_fma.cpp; the definition is kernels/simd/fma_dot.h's): F32, F16, BF16.
 bool HasFma(const WeightMatrix& W);
 bool HasFmaType(GgmlType type);  // the same, by type
 inline constexpr const char* kFmaCovers = "F32, F16, BF16";

@@ -1,21 +1,21 @@
 // The fast family's GGUF block dots (ggml_int8.cpp's definition), written once and compiled by
 // ggml_int8_avx2.cpp and ggml_int8_avx512.cpp, which differ only in how a block's 32 products become the
 // 8 int32 partial sums (maddubs + madd, or VNNI's dpbusd: the same sums, exactly). The including file
-// defines PLUMB_I8_TARGET (the function target, so that the sums inline into the loop) and, in the
+// defines PLUMB_BODY_TARGET (the function target, so that the sums inline into the loop) and, in the
 // namespace it includes this in, kRows and AddPartials(acc, u, q): acc + (lane j = Σ u_i·q_i over
 // i = 4j .. 4j + 3) for unsigned codes u and x's codes q; AddPairPartials(u1, q1, u2, q2), the sums of two
 // such code registers (each u ≤ 31) lane by lane (int8_sums_x86.h); and FifthBits(bits): byte i = 0x10
 // where bit i of the 32 bits is set, else 0 (Q5_0's and Q5_1's fifth bits). R rows at a time share each
 // block's load of x and its factors.
-#if !defined(PLUMB_I8_TARGET)
-#error "define PLUMB_I8_TARGET before including int8_dots_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including int8_dots_x86_body.h"
 #endif
 
 // p[j], j = 0..7, as int32 lanes: the products of the 32 weight codes w (bytes in element order, unsigned
 // where Int8LayoutOf(kType).is_unsigned, signed otherwise) and x's codes q, elements 4j .. 4j + 3 summed.
 // No int16 pair of maddubs saturates: |w| ≤ 128 and |q| ≤ 127, so a pair is at most 2·128·127 = 32512.
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i Partials(__m256i w, __m256i q) {
+PLUMB_BODY_TARGET inline __m256i Partials(__m256i w, __m256i q) {
   if constexpr (Int8LayoutOf(kType).is_unsigned) {
     return AddPartials(_mm256_setzero_si256(), w, q);
   } else {
@@ -26,7 +26,7 @@ PLUMB_I8_TARGET inline __m256i Partials(__m256i w, __m256i q) {
 
 // The 32 codes of a block as bytes in element order (Q4_0, Q5_0 and Q8_0 signed; Q4_1, Q5_1 unsigned).
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i Codes(const std::uint8_t* block) {
+PLUMB_BODY_TARGET inline __m256i Codes(const std::uint8_t* block) {
   if constexpr (kType == GgmlType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
   } else {
@@ -53,7 +53,7 @@ constexpr int kOffsetShift = Int8LayoutOf(kType).offset == 8    ? 3
 
 // The FP16s in the low 16 bits of v's 8 int32 lanes, as 8 floats. packus puts lanes 0-3 in qword 0 and
 // 4-7 in qword 2 (each 128-bit half packs its own 4 lanes, twice).
-PLUMB_I8_TARGET inline __m256 HalvesToFloats(__m256i v) {
+PLUMB_BODY_TARGET inline __m256 HalvesToFloats(__m256i v) {
   const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000);
   return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
 }
@@ -69,7 +69,7 @@ template <>
 constexpr int kGroupOrder<GgmlType::Q8_0>[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i GroupOrder() {
+PLUMB_BODY_TARGET inline __m256i GroupOrder() {
   constexpr const int* o = kGroupOrder<kType>;
   return _mm256_setr_epi32(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]);
 }
@@ -77,7 +77,7 @@ PLUMB_I8_TARGET inline __m256i GroupOrder() {
 // x's codes for a group of 8 blocks as the pairs take them: for t = 0, 2, 4, 6, [q_t[0..16) | q_t+1[0..16)]
 // then [q_t[16..32) | q_t+1[16..32)], so that one register of a pair's low nibbles (then high ones) meets
 // its x codes.
-PLUMB_I8_TARGET inline void PairedCodes(const std::int8_t* q, std::int8_t* out) {
+PLUMB_BODY_TARGET inline void PairedCodes(const std::int8_t* q, std::int8_t* out) {
   for (int t = 0; t < 8; t += 2) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * t));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (t + 1)));
@@ -90,7 +90,7 @@ PLUMB_I8_TARGET inline void PairedCodes(const std::int8_t* q, std::int8_t* out) 
 // int32 lanes 0-3 sum to Σ u·q of block t, lanes 4-7 to block t + 1's, u the unsigned codes (with Q4_0's
 // and Q5_0's offset still in: at most 31, as AddPairPartials needs).
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::int8_t* xp) {
+PLUMB_BODY_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::int8_t* xp) {
   constexpr Int8Layout kLayout = Int8LayoutOf(kType);
   const __m256i qs =
       _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(block + kLayout.block_bytes + kLayout.qs),
@@ -108,7 +108,7 @@ PLUMB_I8_TARGET inline __m256i PairSums(const std::uint8_t* block, const std::in
 }
 
 // Lane t: the sum of p[t]'s 8 int32 lanes, for t = 0..7.
-PLUMB_I8_TARGET inline __m256i Totals8(const __m256i p[8]) {
+PLUMB_BODY_TARGET inline __m256i Totals8(const __m256i p[8]) {
   const __m256i h[4] = {_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]),
                         _mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7])};  // [0 0 1 1 | 0 0 1 1]
   const __m256i g0 = _mm256_hadd_epi32(h[0], h[1]);  // [0 1 2 3 | 0 1 2 3], each a half of its vector
@@ -119,8 +119,8 @@ PLUMB_I8_TARGET inline __m256i Totals8(const __m256i p[8]) {
 // The integer sums s of the 8 blocks of a group (the first at `group`), in kGroupOrder: Σ u·q, u as PairSums
 // takes them for the 4- and 5-bit types (the caller takes the offset off), the signed codes for Q8_0.
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i GroupSums(const std::uint8_t* group, const std::int8_t* xp,
-                                         const std::int8_t* q) {
+PLUMB_BODY_TARGET inline __m256i GroupSums(const std::uint8_t* group, const std::int8_t* xp,
+                                           const std::int8_t* q) {
   constexpr int kB = Int8LayoutOf(kType).block_bytes;
   if constexpr (kPairs<kType>) {
     const __m256i p01 = PairSums<kType>(group, xp);
@@ -140,14 +140,14 @@ PLUMB_I8_TARGET inline __m256i GroupSums(const std::uint8_t* group, const std::i
 }
 
 // The sum of v's 8 int32 lanes.
-PLUMB_I8_TARGET inline int SumLanes(__m256i v) {
+PLUMB_BODY_TARGET inline int SumLanes(__m256i v) {
   const __m128i four = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   const __m128i two = _mm_add_epi32(four, _mm_unpackhi_epi64(four, four));
   return _mm_cvtsi128_si32(_mm_add_epi32(two, _mm_shuffle_epi32(two, 1)));
 }
 
 template <GgmlType kType, int R>
-PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr int kB = Int8LayoutOf(kType).block_bytes;
   constexpr bool kMin = Int8LayoutOf(kType).has_min;
   // Q4_0's and Q5_0's codes go in as stored, u = w + offset (unsigned, at most 31), and s = Σ u·q −
@@ -239,14 +239,14 @@ constexpr int kKOffsetShift = kType == GgmlType::Q6_K   ? 5
                                                         : -1;  // log2 kOffset
 
 // The 8 bytes of lo, then hi, as 8 floats.
-PLUMB_I8_TARGET inline __m256 BytesToFloats(std::uint32_t lo, std::uint32_t hi) {
+PLUMB_BODY_TARGET inline __m256 BytesToFloats(std::uint32_t lo, std::uint32_t hi) {
   return _mm256_cvtepi32_ps(
       _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(hi), static_cast<int>(lo))));
 }
 
 // Q4_K's and Q5_K's 8 six-bit scales and mins (ggml's get_scale_min_k4, docs/formats.md "Q4_K") as floats,
 // with the 12 bytes read as three 32-bit words: each word's 4 bytes are 4 sub-blocks' fields at once.
-PLUMB_I8_TARGET inline void ScalesMinsK4(const std::uint8_t* b, __m256* scale, __m256* min) {
+PLUMB_BODY_TARGET inline void ScalesMinsK4(const std::uint8_t* b, __m256* scale, __m256* min) {
   const std::uint32_t u0 = ReadU32(b), u1 = ReadU32(b + 4), u2 = ReadU32(b + 8);
   const std::uint32_t scale_lo = u0 & 0x3F3F3F3F, min_lo = u1 & 0x3F3F3F3F;
   const std::uint32_t scale_hi = (u2 & 0x0F0F0F0F) | ((u0 >> 6) & 0x03030303) << 4;
@@ -258,7 +258,7 @@ PLUMB_I8_TARGET inline void ScalesMinsK4(const std::uint8_t* b, __m256* scale, _
 // The 16 integer scales c of a Q2_K, Q3_K or Q6_K super-block (16-element sub-blocks) as int8 bytes; for
 // Q2_K, `min` gets its 16 mins.
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m128i Scales16(const std::uint8_t* sb, __m128i* min) {
+PLUMB_BODY_TARGET inline __m128i Scales16(const std::uint8_t* sb, __m128i* min) {
   if constexpr (kType == GgmlType::Q6_K) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192));
   } else if constexpr (kType == GgmlType::Q2_K) {
@@ -277,13 +277,13 @@ PLUMB_I8_TARGET inline __m128i Scales16(const std::uint8_t* sb, __m128i* min) {
   }
 }
 
-PLUMB_I8_TARGET inline __m256i Load32(const std::uint8_t* p) {
+PLUMB_BODY_TARGET inline __m256i Load32(const std::uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 // Each byte of v shifted right by `shift` (< 8) and masked. The shift is of 16-bit lanes; the mask keeps
 // only bits that came from the same byte.
-PLUMB_I8_TARGET inline __m256i ByteBits(__m256i v, int shift, int mask) {
+PLUMB_BODY_TARGET inline __m256i ByteBits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
 }
 
@@ -291,7 +291,7 @@ PLUMB_I8_TARGET inline __m256i ByteBits(__m256i v, int shift, int mask) {
 // element order (docs/formats.md "GGUF blocks"); Q4_K and Q5_K take theirs two blocks at a time
 // (KPairCodes). The bits moved up to join a code (slli_epi16) stay within their byte.
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i KCodes(const std::uint8_t* sb, int t) {
+PLUMB_BODY_TARGET inline __m256i KCodes(const std::uint8_t* sb, int t) {
   const int h = t / 4, k = t % 4;  // element 32t + l = 128h + 32k + l
   if constexpr (kType == GgmlType::Q6_K) {
     const __m256i high = _mm256_slli_epi16(ByteBits(Load32(sb + 128 + 32 * h), 2 * k, 3), 4);
@@ -306,7 +306,7 @@ PLUMB_I8_TARGET inline __m256i KCodes(const std::uint8_t* sb, int t) {
 
 // out[t][j] = (factor · float(c[2t + j / 4])) · d_x[t] for the 8 x blocks t of a super-block with
 // 16-element sub-blocks: sub-block 2t's factor in lanes 0-3, 2t + 1's in lanes 4-7.
-PLUMB_I8_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d_x, __m256 out[8]) {
+PLUMB_BODY_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d_x, __m256 out[8]) {
   const __m256 sub[2] = {
       _mm256_mul_ps(factor, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c))),
       _mm256_mul_ps(factor, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c, 8))))};
@@ -321,7 +321,7 @@ PLUMB_I8_TARGET inline void LaneFactors(__m256 factor, __m128i c, const float* d
 // Q2_K (RunK's other types have KDots32 and KDots16): 8 lanes of 4 elements per x block, with per-lane
 // factors.
 template <GgmlType kType, int R>
-PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
   constexpr bool kMinPerLane = kType == GgmlType::Q2_K;
   constexpr int kShift = kKOffsetShift<kType>;
@@ -389,7 +389,7 @@ PLUMB_I8_TARGET void KDots(const WeightMatrix& W, int r0, const Int8Activations&
 // then [q_a[16..32) | q_b[16..32)].
 constexpr int kKPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
 
-PLUMB_I8_TARGET inline void KPairedCodes(const std::int8_t* q, std::int8_t* out) {
+PLUMB_BODY_TARGET inline void KPairedCodes(const std::int8_t* q, std::int8_t* out) {
   for (int p = 0; p < 4; ++p) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * kKPairs[p][0]));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * kKPairs[p][1]));
@@ -403,7 +403,7 @@ PLUMB_I8_TARGET inline void KPairedCodes(const std::int8_t* q, std::int8_t* out)
 // of qh shifted right by its half's block index leaves that bit at bit 0 of every byte (a shift below 8
 // moves no bit into a byte's bit 0 from its neighbour).
 template <GgmlType kType>
-PLUMB_I8_TARGET inline void KPairCodes(const std::uint8_t* sb, int c, int h, __m256i* lo, __m256i* hi) {
+PLUMB_BODY_TARGET inline void KPairCodes(const std::uint8_t* sb, int c, int h, __m256i* lo, __m256i* hi) {
   constexpr int kQs = kType == GgmlType::Q4_K ? 16 : 48;
   const __m256i bytes =
       _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(sb + kQs + 32 * (c + 1) + 16 * h),
@@ -426,7 +426,7 @@ PLUMB_I8_TARGET inline void KPairCodes(const std::uint8_t* sb, int c, int h, __m
 // KPairedCodes lays them out (xp). Each pair's register holds block a's 4 partial sums in its low half and
 // b's in its high one; three horizontal adds leave [0 1 4 5 | 2 3 6 7], and one permute puts them in order.
 template <GgmlType kType>
-PLUMB_I8_TARGET inline __m256i KPairSums(const std::uint8_t* sb, const std::int8_t* xp) {
+PLUMB_BODY_TARGET inline __m256i KPairSums(const std::uint8_t* sb, const std::int8_t* xp) {
   __m256i p[4];
   for (int c = 0; c < 4; c += 2) {
     __m256i lo0, hi0, lo1, hi1;
@@ -447,7 +447,7 @@ PLUMB_I8_TARGET inline __m256i KPairSums(const std::uint8_t* sb, const std::int8
 // block (KPairSums) and one FMA per super-block and row into the 8 lanes (x block t of the super-block in
 // lane t).
 template <GgmlType kType, int R>
-PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
   const int supers = W.cols / 256;
   const std::uint8_t* row[R];
@@ -488,7 +488,7 @@ PLUMB_I8_TARGET void KDots32(const WeightMatrix& W, int r0, const Int8Activation
 // of x blocks t and t + 4 share lane t % 4 (first halves) or 4 + t % 4 (second ones), two FMAs per
 // super-block and row. Three horizontal adds make blocks 0-3's half sums in that order, then 4-7's.
 template <GgmlType kType, int R>
-PLUMB_I8_TARGET void KDots16(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void KDots16(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   constexpr KLayout kLayout = KLayoutOf(kType);
   constexpr int kShift = kKOffsetShift<kType>;
   const int supers = W.cols / 256;

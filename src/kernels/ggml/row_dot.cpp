@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "../chunked_dot.h"
+#include "../simd/chunked_dot.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
@@ -130,9 +130,9 @@ struct BlockQ8_0 {  // [d f16][qs 32 × int8]: q·d
   }
 };
 
-#define PLUMB_RD_TARGET PLUMB_AVX2
+#define PLUMB_BODY_TARGET PLUMB_AVX2
 #include "block_dots_x86_body.h"
-#undef PLUMB_RD_TARGET
+#undef PLUMB_BODY_TARGET
 
 // Rows in groups of kRows, then one at a time.
 template <void (*Group)(const std::uint8_t*, std::size_t, const float*, std::int64_t, float*),

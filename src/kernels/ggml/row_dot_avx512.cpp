@@ -14,11 +14,11 @@
 
 #if defined(__x86_64__)
 
-#include "../avx512_intrinsics.h"
+#include "../simd/avx512_intrinsics.h"
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "ggml_kernel_table.h"
 
 #include "plumb/core/extent.h"
@@ -71,9 +71,9 @@ struct BlockQ4_1 {  // [d f16][m f16][qs 16 B]: q·d + m
   }
 };
 
-#define PLUMB_RD_TARGET PLUMB_AVX512
+#define PLUMB_BODY_TARGET PLUMB_AVX512
 #include "block_dots_x86_body.h"
-#undef PLUMB_RD_TARGET
+#undef PLUMB_BODY_TARGET
 
 // Q8_0 ([d f16][qs 32 × int8]: q·d) with 512-bit vectors, where AVX2 converts, scales and multiplies 8 at a
 // time: each weight d·q and each product w·x is rounded once, as the definition rounds it, 16 lanes at a

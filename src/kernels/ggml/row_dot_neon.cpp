@@ -15,8 +15,8 @@
 
 #include <cstring>
 
-#include "../bytes.h"
-#include "../neon_lanes.h"
+#include "../simd/bytes.h"
+#include "../simd/neon_lanes.h"
 #include "ggml_kernel_table.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "int4_avx2.h"
 
 namespace plumb::kernels::int4::avx2 {
@@ -36,11 +36,11 @@ using avx2_shared::Int4Weight;
 template <Int4Scheme S>
 using Int4RowParams = Int4Groups8<S>;  // int4_dots_x86_body.h
 
-#define PLUMB_PD_TARGET PLUMB_AVX2
+#define PLUMB_BODY_TARGET PLUMB_AVX2
 #include "int4_dots_x86_body.h"
 
 #include "plumb/core/extent.h"
-#undef PLUMB_PD_TARGET
+#undef PLUMB_BODY_TARGET
 
 template <Int4Scheme S>
 PLUMB_AVX2 void DecodeRow(const WeightMatrix& W, int r, float* out) {

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/weight_matrix.h"

@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "int4_avx2.h"
 
 namespace plumb::kernels::int4::avx512 {
@@ -84,9 +84,9 @@ struct Int4Params8 {
 
 template <Int4Scheme S>
 using Int4RowParams = Int4Params8<S>;  // int4_dots_x86_body.h
-#define PLUMB_PD_TARGET PLUMB_AVX512
+#define PLUMB_BODY_TARGET PLUMB_AVX512
 #include "int4_dots_x86_body.h"
-#undef PLUMB_PD_TARGET
+#undef PLUMB_BODY_TARGET
 
 template <Int4Scheme S>
 void Run(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {

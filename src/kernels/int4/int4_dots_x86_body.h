@@ -1,17 +1,17 @@
 // The INT4 row dots' loop (int4_format.cpp's definition), written once and compiled by int4_avx2.cpp and
 // int4_avx512.cpp, which differ only in how one group's nibbles become its weights. The including
-// file defines PLUMB_PD_TARGET (the function target: the loop must be compiled for the decoder's instruction
-// set, or the decoder could not be inlined into it) and, in the namespace it includes this in,
+// file defines PLUMB_BODY_TARGET (the function target: the loop must be compiled for the decoder's
+// instruction set, or the decoder could not be inlined into it) and, in the namespace it includes this in,
 // Int4RowParams<S>: Load(W, r, g8, groups, zero_row) reads the scales (and zero points) of groups
 // g8 .. g8 + 7 of row r; Group(j) returns a Decoder for group j whose Decode(p) gives the 8 weights of the 4
 // bytes at p, the definition's values (formats/int4.h). R rows at a time share each load of x; the products
 // are added to each row's 8 lanes in column order (scalar::Dot's), and Finish adds the tail and reduces.
-#if !defined(PLUMB_PD_TARGET)
-#error "define PLUMB_PD_TARGET before including int4_dots_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including int4_dots_x86_body.h"
 #endif
 
 template <Int4Scheme S, int R>
-PLUMB_PD_TARGET void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
+PLUMB_BODY_TARGET void Int4Dots(const WeightMatrix& W, int r0, const float* x, float* y) {
   const int cols = W.cols;
   const int G = W.int4.group_size;
   const int groups = Int4Groups(cols, G);

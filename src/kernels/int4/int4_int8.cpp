@@ -20,8 +20,8 @@
 #include <cmath>
 #include <cstddef>
 
-#include "../bytes.h"
-#include "../chunked_dot.h"
+#include "../simd/bytes.h"
+#include "../simd/chunked_dot.h"
 #include "int4_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"

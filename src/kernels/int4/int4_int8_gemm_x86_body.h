@@ -10,16 +10,16 @@
 //     bytes, −q exact as |q| ≤ 127): the same integer, without a sign step per pair. f16-zero: the nibbles;
 //   - f = s_g · d_x the same one float product (in every lane of a vector), the lane FMA the same, the
 //     f16-zero chain fma(s·z, s_x, z_sum) the same per pair (one lane per x row), the end the same.
-#if !defined(PLUMB_I8_TARGET)
-#error "define PLUMB_I8_TARGET before including int4_int8_gemm_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including int4_int8_gemm_x86_body.h"
 #endif
 
 constexpr int kGemmX = 4;
 
 // Rows r0 .. r0 + RW − 1 against x rows xs[0 .. RX − 1]: Y[i][r] (row stride ldy).
 template <Int4Scheme S, int RW, int RX>
-PLUMB_I8_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y,
-                               std::size_t ldy) {
+PLUMB_BODY_TARGET void GemmBlock(const WeightMatrix& W, int r0, const Int8Activations* xs, float* Y,
+                                 std::size_t ldy) {
   const int G = W.int4.group_size;
   const int groups = Int4Groups(W.cols, G);
   const int blocks = W.cols / 32;

@@ -17,10 +17,10 @@
 
 #include <cstdint>
 
-#include "../bytes.h"
-#include "../chunked_dot.h"
-#include "../int8_sums_neon.h"
-#include "../neon_lanes.h"
+#include "../int8_activations/int8_sums_neon.h"
+#include "../simd/bytes.h"
+#include "../simd/chunked_dot.h"
+#include "../simd/neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/kernels/int8_activations.h"
@@ -31,21 +31,21 @@ namespace {
 constexpr int kRows = 4;
 
 namespace with_sdot {
-#define PLUMB_I8_TARGET PLUMB_INT8_DOTPROD
-PLUMB_I8_TARGET inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
+#define PLUMB_BODY_TARGET PLUMB_INT8_DOTPROD
+PLUMB_BODY_TARGET inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
   return int8_sums::SdotSums(c, q);
 }
 #include "int4_int8_neon_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 }  // namespace with_sdot
 
 namespace plain {
-#define PLUMB_I8_TARGET
+#define PLUMB_BODY_TARGET
 inline int32x4_t Sums(int8x16_t c, int8x16_t q) {
   return int8_sums::PlainSums(c, q);
 }
 #include "int4_int8_neon_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 }  // namespace plain
 
 }  // namespace

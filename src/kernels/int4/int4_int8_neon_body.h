@@ -2,13 +2,13 @@
 // twice by int4_int8_neon.cpp: with the dotprod extension's sdot and without it, which differ only in
 // Sums(c, q): lane j = Σ c_i·q_i over i = 4j .. 4j + 3 of 16 signed bytes each (GCC inlines vdotq_s32 only
 // into a function compiled for dotprod, so the loop is compiled once per target). The including file
-// defines PLUMB_I8_TARGET (empty, or the dotprod target) and Sums, in the namespace it includes this in.
-#if !defined(PLUMB_I8_TARGET)
-#error "define PLUMB_I8_TARGET before including int4_int8_neon_body.h"
+// defines PLUMB_BODY_TARGET (empty, or the dotprod target) and Sums, in the namespace it includes this in.
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including int4_int8_neon_body.h"
 #endif
 
 template <Int4Scheme S, int R>
-PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   const int G = W.int4.group_size;
   const int groups = Int4Groups(W.cols, G);
   const int blocks = W.cols / 32;

@@ -25,9 +25,9 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
-#include "../int8_gemm_tiling.h"
-#include "../int8_sums_x86.h"
+#include "../int8_activations/int8_gemm_tiling.h"
+#include "../int8_activations/int8_sums_x86.h"
+#include "../simd/avx2_common.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/isa.h"
@@ -39,25 +39,25 @@ namespace {
 constexpr int kRows = 4;
 
 namespace with_avx2 {
-#define PLUMB_I8_TARGET PLUMB_INT8_AVX2
-PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+#define PLUMB_BODY_TARGET PLUMB_INT8_AVX2
+PLUMB_BODY_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
   return int8_sums::Avx2(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
 constexpr int kGemmRows = 2;  // weight rows per register block: 16 vector registers
 #include "int4_int8_gemm_x86_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 }  // namespace with_avx2
 
 namespace with_vnni {
-#define PLUMB_I8_TARGET PLUMB_INT8_VNNI
-PLUMB_I8_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
+#define PLUMB_BODY_TARGET PLUMB_INT8_VNNI
+PLUMB_BODY_TARGET inline __m256i AddPartials(__m256i acc, __m256i u, __m256i q) {
   return int8_sums::Vnni(acc, u, q);
 }
 #include "int4_int8_x86_body.h"
 constexpr int kGemmRows = 4;  // weight rows per register block: 32 vector registers
 #include "int4_int8_gemm_x86_body.h"
-#undef PLUMB_I8_TARGET
+#undef PLUMB_BODY_TARGET
 }  // namespace with_vnni
 
 }  // namespace

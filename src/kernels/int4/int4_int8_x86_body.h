@@ -1,14 +1,14 @@
 // The fast family's INT4 row dots' loop (int4_int8.cpp's definition), written once and compiled twice by
 // int4_int8_x86.cpp: for AVX2 + FMA and for AVX-512 VNNI, which differ only in AddPartials(acc, u, q): acc
 // plus, in int32 lane j, the products of the unsigned bytes u and the signed bytes q at 4j .. 4j + 3
-// (int8_sums_x86.h). The including file defines PLUMB_I8_TARGET (the function target, so that AddPartials
+// (int8_sums_x86.h). The including file defines PLUMB_BODY_TARGET (the function target, so that AddPartials
 // inlines into the loop) and AddPartials, in the namespace it includes this in.
-#if !defined(PLUMB_I8_TARGET)
-#error "define PLUMB_I8_TARGET before including int4_int8_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET)
+#error "define PLUMB_BODY_TARGET before including int4_int8_x86_body.h"
 #endif
 
 // x's 32 codes of block b in the order of a block's nibbles: the even columns, then the odd ones.
-PLUMB_I8_TARGET inline __m256i EvenThenOdd(const std::int8_t* q) {
+PLUMB_BODY_TARGET inline __m256i EvenThenOdd(const std::int8_t* q) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
   // Within each 16-byte half: its 8 even bytes, then its 8 odd ones; then the quarters (even 0-15, odd
   // 0-15, even 16-31, odd 16-31) reordered to even 0-15, even 16-31, odd 0-15, odd 16-31.
@@ -19,14 +19,14 @@ PLUMB_I8_TARGET inline __m256i EvenThenOdd(const std::int8_t* q) {
 }
 
 // A block's 32 nibbles (16 bytes at p): the low ones in bytes 0-15, the high ones in bytes 16-31.
-PLUMB_I8_TARGET inline __m256i Nibbles(const std::uint8_t* p) {
+PLUMB_BODY_TARGET inline __m256i Nibbles(const std::uint8_t* p) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
 template <Int4Scheme S, int R>
-PLUMB_I8_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
+PLUMB_BODY_TARGET void Dots(const WeightMatrix& W, int r0, const Int8Activations& x, float* y) {
   const int G = W.int4.group_size;
   const int groups = Int4Groups(W.cols, G);
   const int blocks = W.cols / 32;

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../neon_lanes.h"
+#include "../simd/neon_lanes.h"
 
 #include "plumb/core/extent.h"
 

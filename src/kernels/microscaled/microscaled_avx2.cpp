@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "../avx2_common.h"
+#include "../simd/avx2_common.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/e8m0.h"
 #include "plumb/formats/fp4.h"

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "../chunked_dot.h"
+#include "../simd/chunked_dot.h"
 #include "microscaled_kernels.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/weight_format.h"

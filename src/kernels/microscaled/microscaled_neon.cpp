@@ -23,7 +23,7 @@
 #include <cstring>
 
 #include "../fp8/fp8_neon.h"
-#include "../neon_lanes.h"
+#include "../simd/neon_lanes.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/e8m0.h"
 #include "plumb/formats/fp8.h"

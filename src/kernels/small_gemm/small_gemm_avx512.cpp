@@ -13,14 +13,17 @@
 #include <cstdint>
 #include <utility>
 
-#include "avx2_common.h"
+#include "../simd/avx2_common.h"
 
 namespace plumb::kernels::small_gemm::avx512 {
 
-#define PLUMB_SG_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-#define PLUMB_SG_BLOCK_X 4
-#define PLUMB_SG_BLOCK_W 4
+#define PLUMB_BODY_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define PLUMB_BODY_BLOCK_X 4
+#define PLUMB_BODY_BLOCK_W 4
 #include "small_gemm_x86_body.h"
+#undef PLUMB_BODY_BLOCK_W
+#undef PLUMB_BODY_BLOCK_X
+#undef PLUMB_BODY_TARGET
 
 }  // namespace plumb::kernels::small_gemm::avx512
 

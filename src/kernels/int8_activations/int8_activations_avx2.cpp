@@ -14,7 +14,7 @@
 
 #include <immintrin.h>
 
-#include "avx2_common.h"
+#include "../simd/avx2_common.h"
 
 namespace plumb::kernels::avx2 {
 namespace {

@@ -17,7 +17,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "avx2_common.h"
+#include "../simd/avx2_common.h"
 
 namespace plumb::kernels::avx512 {
 namespace {

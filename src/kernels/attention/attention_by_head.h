@@ -1,5 +1,5 @@
 // Attention split by (row, KV heads) units, for batches with rows enough to keep every thread busy
-// (src/kernels/attention_by_head.cpp), and the softmax both splits share. Internal to src/kernels.
+// (src/kernels/attention/attention_by_head.cpp), and the softmax both splits share. Internal to src/kernels.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Attention's value sums, out_g[j] += p_g[t] · v_t[j] (src/kernels/attention.cpp, phase C, and
+// Attention's value sums, out_g[j] += p_g[t] · v_t[j] (src/kernels/attention/attention.cpp, phase C, and
 // attention_by_head.cpp): shared by both ways the kernel splits its work. Internal to src/kernels.
 #pragma once
 

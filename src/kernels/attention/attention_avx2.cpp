@@ -1,11 +1,12 @@
-// Attention's score phase on AVX2 (src/kernels/attention_score.h): scalar::Dot's bits, eight positions at a
-// time. Compiled for every x86-64 build with a target attribute; run only where the CPU has AVX2.
+// Attention's score phase on AVX2 (src/kernels/attention/attention_score.h): scalar::Dot's bits, eight
+// positions at a time. Compiled for every x86-64 build with a target attribute; run only where the CPU has
+// AVX2.
 #include "attention_score.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "avx2_common.h"
+#include "../simd/avx2_common.h"
 
 namespace plumb::kernels::avx2 {
 namespace {

@@ -10,10 +10,10 @@
 #include <limits>
 #include <vector>
 
+#include "../exp/exp_kernels.h"
 #include "attention_by_head.h"
 #include "attention_score.h"
 #include "attention_values.h"
-#include "exp_kernels.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/formats/kv_dtype.h"

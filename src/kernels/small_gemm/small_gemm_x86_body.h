@@ -1,23 +1,24 @@
 // The x86 variants of the small-m product (small_gemm.h), written once and compiled twice: by
 // small_gemm_avx2.cpp (AVX2 + FMA + F16C; 16 vector registers) and by small_gemm_avx512.cpp (the same
 // 256-bit code with AVX-512VL, whose 32 registers hold a larger block of accumulators). The including file
-// defines PLUMB_SG_TARGET (the function target), PLUMB_SG_BLOCK_X and PLUMB_SG_BLOCK_W (rows of X and of
-// the tile per register block) and opens the variant's namespace. Vectors stay 256-bit: on Zen 4 a 512-bit
+// defines PLUMB_BODY_TARGET (the function target), PLUMB_BODY_BLOCK_X and PLUMB_BODY_BLOCK_W (rows of X and
+// of the tile per register block) and opens the variant's namespace. Vectors stay 256-bit: on Zen 4 a 512-bit
 // op holds a 256-bit pipe for two cycles, so wider vectors save instructions, not cycles, and the 8-lane
 // order of the definition maps onto one ymm register per accumulator.
-#if !defined(PLUMB_SG_TARGET) || !defined(PLUMB_SG_BLOCK_X) || !defined(PLUMB_SG_BLOCK_W)
-#error "define PLUMB_SG_TARGET, PLUMB_SG_BLOCK_X and PLUMB_SG_BLOCK_W before including small_gemm_x86_body.h"
+#if !defined(PLUMB_BODY_TARGET) || !defined(PLUMB_BODY_BLOCK_X) || !defined(PLUMB_BODY_BLOCK_W)
+#error \
+    "define PLUMB_BODY_TARGET, PLUMB_BODY_BLOCK_X and PLUMB_BODY_BLOCK_W before including small_gemm_x86_body.h"
 #endif
 
-constexpr int kBlockX = PLUMB_SG_BLOCK_X;
-constexpr int kBlockW = PLUMB_SG_BLOCK_W;
+constexpr int kBlockX = PLUMB_BODY_BLOCK_X;
+constexpr int kBlockW = PLUMB_BODY_BLOCK_W;
 
 // Masks for the last k % 8 elements: lanes [0, t) load, the others read as +0 (an added +0·+0 product leaves
 // a lane unchanged: a lane that starts at +0 can never become −0, so lane + (+0) is the lane itself).
 alignas(32) constexpr std::int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 template <Order kOrder>
-PLUMB_SG_TARGET inline __m256 Step(__m256 w, __m256 x, __m256 lane) {
+PLUMB_BODY_TARGET inline __m256 Step(__m256 w, __m256 x, __m256 lane) {
   if constexpr (kOrder == Order::kFused) {
     return _mm256_fmadd_ps(w, x, lane);
   } else {
@@ -27,7 +28,7 @@ PLUMB_SG_TARGET inline __m256 Step(__m256 w, __m256 x, __m256 lane) {
 
 // [ReduceLanes(a[0]), .., ReduceLanes(a[7])] (scalar::Dot's tree, so the same bits) with 19 vector ops
 // instead of 8 stores and 56 scalar ones; the reduction was ~15% of a 4 × 4 block's time at k = 576.
-PLUMB_SG_TARGET inline __m256 Reduce8(const __m256* a) {
+PLUMB_BODY_TARGET inline __m256 Reduce8(const __m256* a) {
   // s[p]: low half [l0+l4, l1+l5, l2+l6, l3+l7] of a[2p], high half the same of a[2p + 1].
   __m256 s[4];
   for (int p = 0; p < 4; ++p) {
@@ -49,8 +50,8 @@ PLUMB_SG_TARGET inline __m256 Reduce8(const __m256* a) {
 
 // Y[i][j] for i < RX, j < RW: X rows (stride k) against tile rows (stride ldw), all of length k.
 template <int RX, int RW, Order kOrder>
-PLUMB_SG_TARGET void Block(const float* X, int k, const float* W, std::size_t ldw, float* Y,
-                           std::size_t ldy) {
+PLUMB_BODY_TARGET void Block(const float* X, int k, const float* W, std::size_t ldw, float* Y,
+                             std::size_t ldy) {
   __m256 acc[RX][RW];  // [X row][W row] 8-lane accumulators: the register block
   for (int i = 0; i < RX; ++i) {
     for (int j = 0; j < RW; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -100,8 +101,8 @@ constexpr std::array<BlockFn, sizeof...(I)> MakeBlocks(std::integer_sequence<int
 }
 
 template <Order kOrder>
-PLUMB_SG_TARGET void TileOrdered(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows,
-                                 float* Y, std::size_t ldy) {
+PLUMB_BODY_TARGET void TileOrdered(const float* X, int m, int k, const float* tile, std::size_t ldw, int rows,
+                                   float* Y, std::size_t ldy) {
   static constexpr std::array<BlockFn, kBlockX* kBlockW> kBlocks =
       MakeBlocks<kOrder>(std::make_integer_sequence<int, kBlockX * kBlockW>{});
   // kBlockW tile rows (a few KiB) stay in L1 while every row of X streams past them from L2.

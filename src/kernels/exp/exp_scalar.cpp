@@ -1,11 +1,11 @@
 // scalar::Exp, plumb's e^x (include/plumb/kernels/scalar.h states the steps; the constants and why these:
-// src/kernels/exp_constants.h).
+// src/kernels/exp/exp_constants.h).
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-#include "../exp_constants.h"
+#include "exp_constants.h"
 #include "plumb/kernels/scalar.h"
 
 namespace plumb::kernels::scalar {

@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-#include "avx2_common.h"
+#include "../simd/avx2_common.h"
 
 namespace plumb::kernels::avx2 {
 namespace {

@@ -1,5 +1,5 @@
-// The key runs attention's score phase reads, and the vector code that scores one (src/kernels/attention.cpp,
-// phase A). Internal to src/kernels.
+// The key runs attention's score phase reads, and the vector code that scores one
+// (src/kernels/attention/attention.cpp, phase A). Internal to src/kernels.
 #pragma once
 
 #include <cstddef>
