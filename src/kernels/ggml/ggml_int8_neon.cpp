@@ -13,6 +13,7 @@
 // Whether the CPU has dotprod is read once from the kernel's HWCAP. Only the sdot path is compiled for
 // armv8.2-a+dotprod (GCC 12's arm_neon.h declares vdotq_s32 for that target, and every CPU with dotprod
 // implements it), so nothing of it reaches a CPU without; the plain path is built for the base architecture.
+#include "ggml_kernel_table.h"
 #include "ggml_kernels.h"
 
 #if defined(__aarch64__)
@@ -188,47 +189,47 @@ void Run(const WeightMatrix& W, int row_begin, int row_end, const Int8Activation
   }
 }
 
-template <bool kSdot>
-void RunAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
-  switch (W.type) {
-    case GgmlType::Q4_0:
-      return Run<GgmlType::Q4_0, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q4_1:
-      return Run<GgmlType::Q4_1, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_0:
-      return Run<GgmlType::Q5_0, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_1:
-      return Run<GgmlType::Q5_1, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q8_0:
-      return Run<GgmlType::Q8_0, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q2_K:
-      return Run<GgmlType::Q2_K, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q3_K:
-      return Run<GgmlType::Q3_K, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q4_K:
-      return Run<GgmlType::Q4_K, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q5_K:
-      return Run<GgmlType::Q5_K, kSdot>(W, row_begin, row_end, x, y);
-    case GgmlType::Q6_K:
-      return Run<GgmlType::Q6_K, kSdot>(W, row_begin, row_end, x, y);
-    default:  // no type HasInt8 accepts
-      return scalar::Int8RowDots(W, row_begin, row_end, x, y);
-  }
+// Each type HasInt8 accepts (every one the definition covers), entered with its own kernel on one path.
+template <bool kSdot, GgmlType... kTypes>
+void EnterTypes(GgmlKernelTable& table) {
+  ((table.At(kTypes, Isa::kNeon).int8_row_dots = Run<kTypes, kSdot>,
+    table.At(kTypes, Isa::kNeon).int8_gemm = Int8GemmByRowChunks<Run<kTypes, kSdot>>),
+   ...);
 }
 
-// int8_gemm: the row dots per x row over chunks of weight rows (Int8GemmByRowChunks).
 template <bool kSdot>
-void GemmAnyType(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
-                 float* Y, std::size_t ldy) {
-  Int8GemmByRowChunks<RunAnyType<kSdot>>(W, row_begin, row_end, xs, m, Y, ldy);
+void EnterPath(GgmlKernelTable& table) {
+  EnterTypes<kSdot, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+             GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K>(table);
+}
+
+// Both paths' columns, for the functions below that take the path as an argument (the tests run both).
+const GgmlKernelTable& PathTable(bool sdot) {
+  static const GgmlKernelTable sdot_table = [] {
+    GgmlKernelTable t;
+    EnterPath<true>(t);
+    return t;
+  }();
+  static const GgmlKernelTable plain_table = [] {
+    GgmlKernelTable t;
+    EnterPath<false>(t);
+    return t;
+  }();
+  return sdot ? sdot_table : plain_table;
 }
 
 }  // namespace
 
+void FillInt8(GgmlKernelTable& table) {
+  if (int8_sums::HasDotprod()) return EnterPath<true>(table);
+  EnterPath<false>(table);
+}
+
 void Int8RowDotsPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x,
                      float* y) {
-  if (sdot) return RunAnyType<true>(W, row_begin, row_end, x, y);
-  RunAnyType<false>(W, row_begin, row_end, x, y);
+  const Int8RowDotsFn dots = PathTable(sdot).At(W.type, Isa::kNeon).int8_row_dots;
+  if (dots == nullptr) return scalar::Int8RowDots(W, row_begin, row_end, x, y);  // no type HasInt8 accepts
+  dots(W, row_begin, row_end, x, y);
 }
 
 void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations& x, float* y) {
@@ -237,8 +238,9 @@ void Int8RowDots(const WeightMatrix& W, int row_begin, int row_end, const Int8Ac
 
 void Int8GemmPath(bool sdot, const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs,
                   int m, float* Y, std::size_t ldy) {
-  if (sdot) return GemmAnyType<true>(W, row_begin, row_end, xs, m, Y, ldy);
-  GemmAnyType<false>(W, row_begin, row_end, xs, m, Y, ldy);
+  const Int8GemmFn gemm = PathTable(sdot).At(W.type, Isa::kNeon).int8_gemm;
+  if (gemm == nullptr) return Int8GemmByRowChunks<scalar::Int8RowDots>(W, row_begin, row_end, xs, m, Y, ldy);
+  gemm(W, row_begin, row_end, xs, m, Y, ldy);
 }
 
 void Int8Gemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m, float* Y,

@@ -98,19 +98,6 @@ void FillKernels(GgmlKernelTable& table) {
 
 }  // namespace scalar
 
-#if defined(__aarch64__)
-// NEON's int8 dots still choose the type inside them (and sdot or not: ggml_int8_neon.cpp), so the same two
-// functions are entered for every type they cover.
-void neon::FillInt8(GgmlKernelTable& table) {
-  for (int id = 0; id < kGgmlTypeSlots; ++id) {
-    const auto type = static_cast<GgmlType>(id);
-    if (!HasInt8Type(type)) continue;
-    table.At(type, Isa::kNeon).int8_row_dots = Int8RowDots;
-    table.At(type, Isa::kNeon).int8_gemm = Int8Gemm;
-  }
-}
-#endif
-
 const GgmlKernels& GgmlKernelsFor(GgmlType type, Isa isa) {
   static const GgmlKernels kNone;
   if (static_cast<std::uint32_t>(type) >= static_cast<std::uint32_t>(kGgmlTypeSlots)) return kNone;

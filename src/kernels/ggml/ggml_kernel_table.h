@@ -99,8 +99,8 @@ void FillInt8(GgmlKernelTable& table);     // ggml_int8_avx512.cpp: HasInt8's ty
 namespace neon {
 void FillRowDots(GgmlKernelTable& table);  // row_dot_neon.cpp: F32, F16, BF16, Q4_0, Q4_1, Q8_0
 void FillFma(GgmlKernelTable& table);      // float_fma_neon.cpp: F32, F16, BF16
-// ggml_kernel_table.cpp: ggml_int8_neon.cpp's Int8RowDots and Int8Gemm for HasInt8's types (they choose
-// the type, and sdot or not, themselves).
+// ggml_int8_neon.cpp: HasInt8's types, each its own kernel, with sdot where the CPU has dotprod (checked
+// once, when the table is built).
 void FillInt8(GgmlKernelTable& table);
 }  // namespace neon
 #endif
