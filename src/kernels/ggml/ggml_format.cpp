@@ -99,7 +99,7 @@ constexpr WeightFormat kGgmlFormat = {
         /* kAvx2 */ {},
         /* kNeon */
         {.row_dots = ggml::RowDotsOn<Isa::kNeon>,
-         .int8_row_dots = ggml::neon::Int8RowDots,  // they choose the type themselves (ggml_kernels.h)
+         .int8_row_dots = ggml::neon::Int8RowDots,  // each type's kernel on the CPU's path (ggml_kernels.h)
          .int8_gemm = ggml::neon::Int8Gemm,
          .fma_row_dots = ggml::FmaRowDotsOn<Isa::kNeon>},
         /* kAvx512 */ {},

@@ -1,7 +1,7 @@
 // The GGUF-type format's kernels that are not kernels/row_dot.h's (internal to src/kernels/). The vector
 // ones are entered per type in the GGUF kernel table (ggml_kernel_table.h), which kGgmlFormat's x86 entries
-// (ggml_format.cpp) look up; NEON's int8 dots are still whole-matrix functions that choose the type
-// themselves (the sdot and plain paths, both of which the tests run).
+// (ggml_format.cpp) look up; NEON's int8 entries look up the column of their path (sdot where the CPU has
+// dotprod, else plain), and the *Path functions below take the path, so that the tests run both.
 #pragma once
 
 #include <cstddef>
