@@ -6,6 +6,7 @@
 #include <array>
 
 #include "ggml/ggml_kernel_table.h"
+#include "isa_fallback.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/int8_activations.h"
@@ -43,11 +44,6 @@ std::string FmaCoverage() {
 
 namespace {
 
-// The ISA whose kernels stand in for a missing one: AVX-512 builds on AVX2, everything on the definition.
-Isa NextDown(Isa isa) {
-  return isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kScalar;
-}
-
 template <class Fn>
 Fn Pick(const WeightFormat& format, Isa isa, Fn FormatKernels::*member) {
   for (;; isa = NextDown(isa)) {
@@ -66,19 +62,8 @@ void CheckRows(const char* what, const WeightMatrix& W, int row_begin, int row_e
 }  // namespace
 
 FormatKernels KernelsFor(const WeightFormat& format, Isa isa) {
-  FormatKernels k;
-  k.row_dots = Pick(format, isa, &FormatKernels::row_dots);
-  k.decode_rows = Pick(format, isa, &FormatKernels::decode_rows);
-  k.int8_row_dots = Pick(format, isa, &FormatKernels::int8_row_dots);
-  k.fma_row_dots = Pick(format, isa, &FormatKernels::fma_row_dots);
-  for (Isa at = isa;; at = NextDown(at)) {  // int8_gemm: no lower than int8_row_dots's ISA
-    const FormatKernels& own = format.kernels[static_cast<int>(at)];
-    if (own.int8_gemm != nullptr || own.int8_row_dots != nullptr || at == Isa::kScalar) {
-      k.int8_gemm = own.int8_gemm;
-      break;
-    }
-  }
-  return k;
+  return WithFallback<FormatKernels>(
+      isa, [&](Isa at) -> const FormatKernels& { return format.kernels[static_cast<int>(at)]; });
 }
 
 void RowDotsOf(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {

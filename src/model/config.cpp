@@ -300,12 +300,12 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   if (type != nullptr && !type->is_string()) {
     throw MakeError(source, ": field \"model_type\" must be a string, got ", type->dump());
   }
-  c.model_type = type != nullptr ? type->get<std::string>() : "";
-  const Family* family = FindFamilyByHfModelType(c.model_type);
+  const std::string model_type = type != nullptr ? type->get<std::string>() : "";
+  const Family* family = FindFamilyByHfModelType(model_type);
   if (run && family == nullptr) {
-    const Family* wrapped = FindFamilyByHfWrapperModelType(c.model_type);
+    const Family* wrapped = FindFamilyByHfWrapperModelType(model_type);
     const std::string hint = wrapped != nullptr
-                                 ? "; a multimodal " + c.model_type +
+                                 ? "; a multimodal " + model_type +
                                        " checkpoint's text model is model_type " + wrapped->hf_model_type
                                  : "";
     throw MakeError(source, ": model_type ", type != nullptr ? type->dump() : std::string("is missing and"),
@@ -316,7 +316,7 @@ ModelConfig ParseConfigJson(const std::string& json_text, const std::string& sou
   // Llama's.
   const Family& rules = family != nullptr ? *family : *FindFamilyByName("llama");
   ApplyFamily(rules, c);
-  if (family == nullptr) c.model_type = type != nullptr ? type->get<std::string>() : "";
+  if (family == nullptr) c.model_type = model_type;
   if (run) {
     // The class transformers would build: another head (sequence classification, ...) is other math.
     if (const json* classes = Find(root, "architectures"); classes != nullptr) {

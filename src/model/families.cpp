@@ -19,7 +19,6 @@ constexpr Family kFamilies[] = {
      .hf_model_type = "llama",
      .hf_architecture = "LlamaForCausalLM",
      .gguf_arch = "llama",
-     .gguf_experts_optional = true,
      .gguf_experts = true,
      .gguf_window_key = true,
      .gguf_rope_rows = GgufRopeRows::kPermuted,

@@ -85,8 +85,9 @@ struct Family {
   int nope_interval = 0;             // the period without the list (transformers' and llama.cpp's 4)
   bool fused_projections = false;    // qkv_proj and gate_up_proj stacked (Phi-3; GGUF attn_qkv, ffn_up)
   ExpertLayout experts = ExpertLayout::kNone;
-  bool gguf_experts_optional = false;  // its GGUF arch is MoE only with <arch>.expert_count (llama: Mixtral)
-  bool gguf_experts = false;           // its GGUF arch may have experts (qwen3moe; llama, optionally)
+  // Its GGUF arch may have experts: always where the family is MoE (qwen3moe), and for llama (Mixtral) only
+  // with <arch>.expert_count.
+  bool gguf_experts = false;
   // <arch>.attention.sliding_window, a window on every layer: Phi-3's, and Mistral's in a "llama" GGUF
   // (export_gguf.py writes it; llama.cpp's llama arch has no window and ignores the key).
   bool gguf_window_key = false;

@@ -435,7 +435,7 @@ ModelConfig ConfigFromGguf(const GgufFile& file) {
   const std::string p = arch + ".";
   // llama.cpp's llama arch is Mixtral when it has experts; qwen3moe always has them; the others never.
   const bool moe = family->experts != ExpertLayout::kNone ||
-                   (family->gguf_experts_optional && file.FindUint(p + "expert_count").value_or(0) > 0);
+                   (family->gguf_experts && file.FindUint(p + "expert_count").value_or(0) > 0);
   for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length"}) {
     if (!moe && file.FindUint(p + key).value_or(0) > 0) {
       throw MakeError(file.path(), ": mixture-of-experts '", arch, "' models (", p, key, " = ",

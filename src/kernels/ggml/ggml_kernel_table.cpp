@@ -4,42 +4,13 @@
 
 #include <initializer_list>
 
+#include "../isa_fallback.h"
 #include "ggml_kernels.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/row_dot.h"
 
 namespace plumb::kernels::ggml {
 namespace {
-
-// The ISA whose kernels stand in for a missing one, as KernelsFor's (weight_format.cpp): AVX-512 builds on
-// AVX2, everything on the definition.
-Isa NextDown(Isa isa) {
-  return isa == Isa::kAvx512 ? Isa::kAvx2 : Isa::kScalar;
-}
-
-template <class Fn>
-Fn Pick(const GgmlKernelTable& own, GgmlType type, Isa isa, Fn GgmlKernels::*member) {
-  for (;; isa = NextDown(isa)) {
-    const Fn fn = own.At(type, isa).*member;
-    if (fn != nullptr || isa == Isa::kScalar) return fn;
-  }
-}
-
-GgmlKernels Resolve(const GgmlKernelTable& own, GgmlType type, Isa isa) {
-  GgmlKernels k;
-  k.row_dots = Pick(own, type, isa, &GgmlKernels::row_dots);
-  k.decode_rows = Pick(own, type, isa, &GgmlKernels::decode_rows);
-  k.int8_row_dots = Pick(own, type, isa, &GgmlKernels::int8_row_dots);
-  k.fma_row_dots = Pick(own, type, isa, &GgmlKernels::fma_row_dots);
-  for (Isa at = isa;; at = NextDown(at)) {  // int8_gemm: no lower than int8_row_dots's ISA
-    const GgmlKernels& at_own = own.At(type, at);
-    if (at_own.int8_gemm != nullptr || at_own.int8_row_dots != nullptr || at == Isa::kScalar) {
-      k.int8_gemm = at_own.int8_gemm;
-      break;
-    }
-  }
-  return k;
-}
 
 // What each ISA file entered, before the fallback, and the resolved lookup.
 struct Tables {
@@ -65,7 +36,8 @@ Tables Build() {
   for (int id = 0; id < kGgmlTypeSlots; ++id) {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kAvx512}) {
       const auto type = static_cast<GgmlType>(id);
-      t.resolved.At(type, isa) = Resolve(t.own, type, isa);
+      t.resolved.At(type, isa) =
+          WithFallback<GgmlKernels>(isa, [&](Isa at) -> const GgmlKernels& { return t.own.At(type, at); });
     }
   }
   return t;
