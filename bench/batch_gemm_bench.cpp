@@ -24,6 +24,7 @@
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/kernels.h"
+#include "random_blocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -86,21 +87,7 @@ BENCHMARK(BM_Peak<true>)->Name("FmaPeak")->ArgName("threads")->Arg(1)->Arg(2)->U
 BENCHMARK(BM_Peak<false>)->Name("MulAddPeak")->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 #endif
 
-// A GGUF block matrix of random codes with finite FP16 scales in [0.001, 0.5).
-WeightMatrix RandomBlocks(GgmlType type, int rows, int cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::uint8_t> bytes(plumb::GgmlRowBytes(type, cols) * rows);
-  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-  const std::size_t block_bytes = plumb::GgmlTraits(type).block_bytes;
-  std::uniform_real_distribution<float> scale(0.001f, 0.5f);
-  for (std::size_t block = 0; block < bytes.size(); block += block_bytes) {
-    for (int offset : plumb::BlockScaleOffsets(type)) {
-      const std::uint16_t h = plumb::F32ToF16(scale(rng));
-      std::memcpy(&bytes[block + offset], &h, 2);
-    }
-  }
-  return WeightMatrix::FromBytes(type, rows, cols, std::move(bytes));
-}
+using plumb::bench::RandomBlocks;
 
 struct StepWeights {
   std::vector<WeightMatrix> matrices;  // 30 × {q, k, v, o, gate, up, down}, then the LM head

@@ -27,6 +27,7 @@ Kernels WithFallback(Isa isa, const Own& own) {
   k.decode_rows = pick(&Kernels::decode_rows);
   k.int8_row_dots = pick(&Kernels::int8_row_dots);
   k.fma_row_dots = pick(&Kernels::fma_row_dots);
+  k.int8_panel_gemm = pick(&Kernels::int8_panel_gemm);
   for (Isa at = isa;; at = NextDown(at)) {
     const Kernels& at_own = own(at);
     if (at_own.int8_gemm != nullptr || at_own.int8_row_dots != nullptr || at == Isa::kScalar) {

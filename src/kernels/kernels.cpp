@@ -212,6 +212,38 @@ void Int8GemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
   });
 }
 
+// Whether Gemm of W runs its format's int8 panels: the fast family's int8 kernels, and a panel kernel for W.
+bool UsesInt8Panels(const WeightMatrix& W) {
+  return UsesInt8RowDots(W) && KernelsFor(*W.format, ActiveIsa()).int8_panel_gemm != nullptr;
+}
+
+// Y[m][W.rows] on the format's int8 panels (W must have them: UsesInt8Panels), each Y row bitwise Gemv's
+// for that row alone (int8_panel_gemm's contract). X's rows are quantized once, by the pool, with the group
+// sums the panels take; then the pool hands out tiles of kPanelTileRows weight rows, each repacked once by
+// the thread that takes it and multiplied with every row of X. Tiles of 32 rows keep a tile's panel (32
+// rows of 8192 columns of Q4_K: 320 KiB) in a core's L2 while all of X passes it, and give a 2048-row
+// matrix 64 tiles to share between threads, so a late thread takes fewer.
+void Int8PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
+  constexpr int kPanelTileRows = 32;
+  const int n = W.rows;
+  const int k = W.cols;
+  thread_local std::vector<Int8Activations> scratch;
+  std::vector<Int8Activations>& xq = scratch;  // a reference, so the pool's threads share this thread's
+  if (xq.size() < static_cast<std::size_t>(m)) xq.resize(m);
+  ParallelFor(m, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      QuantizeActivations(X + Extent(i, k), k, xq[i]);
+      AddGroupSums(xq[i]);
+    }
+  });
+  const Int8GemmFn gemm = KernelsFor(*W.format, ActiveIsa()).int8_panel_gemm;
+  const int tiles = (n + kPanelTileRows - 1) / kPanelTileRows;
+  ParallelForDynamic(tiles, [&](std::int64_t tile, int) {
+    const int r0 = static_cast<int>(tile) * kPanelTileRows;
+    gemm(W, r0, std::min(n, r0 + kPanelTileRows), xq.data(), m, Y, static_cast<std::size_t>(n));
+  });
+}
+
 // Y[m][W.rows] with the fast family's FMA kernels (W must have them), each Y row bitwise Gemv's for that row
 // alone, walked as Int8GemvBatch walks its rows.
 void FmaGemvBatch(const WeightMatrix& W, const float* X, int m, float* Y) {
@@ -240,12 +272,18 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     Gemv(W, X, Y);
     return;
   }
+  // In the fast family a matrix with int8 kernels runs them for every number of rows, so that each row is
+  // bitwise its Gemv whatever else is in the call: a prompt gives the same logits prefilled whole, in
+  // chunks, after a cached prefix or beside other sequences. Few rows take the row dots per row, more the
+  // int8 panels, which repack W once for all of them (kInt8PanelMinRows: where they pay, prefill_gemm_bench).
+  if (UsesInt8RowDots(W)) {
+    if (m < kInt8PanelMinRows || !UsesInt8Panels(W)) return Int8GemvBatch(W, X, m, Y);
+    return Int8PanelGemm(W, X, m, Y);
+  }
   // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
-  // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order); in the fast
-  // family, up to kInt8GemmMaxRows rows, the format's int8_gemm over the rows quantized (kernels.h says why
-  // no further). SmolLM2 Q4_1, one decode step of 16 sequences: see docs/performance.md, "Batched decode".
-  if (m >= 2 && m <= small_gemm::kMaxRows) {
-    if (m <= kInt8GemmMaxRows && UsesInt8RowDots(W)) return Int8GemvBatch(W, X, m, Y);
+  // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
+  // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
+  if (m <= small_gemm::kMaxRows) {
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
     return;
   }

@@ -253,11 +253,13 @@ def test_commands_and_multi_line_messages(terminals, tmp_path):
 
 def test_a_pipe_reads_one_message_a_line_without_prompts():
     result = subprocess.run([BINARY, "chat", "--model", MODEL, "--temp", "0", "--max-tokens", "12"],
-                            input="What is the capital of France?\n\n/stats\nAnd of Italy?\n", text=True,
+                            input="What is the capital of France? Answer in one sentence.\n\n/stats\nAnd of Italy?\n",
+                            text=True,
                             capture_output=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr
     assert "reading stdin" in result.stderr
     assert "> " not in result.stdout, "no prompts into a pipe"
+    # The bare question is a 0.08-nat coin flip for SmolLM2 (tests/serve/test_openai_client.py says which).
     assert "Paris" in result.stdout
     assert len(STATS_LINE.findall(result.stderr)) == 2
     assert "context: " in result.stdout and " 2 messages" in result.stdout  # /stats between the two

@@ -3,8 +3,8 @@
 // the thread count, one x row, many), 1 to 3 threads and every RowDot variant of this build. This is what
 // makes Model::Step with batch_invariant equal to one-at-a-time Decode.
 //
-// In the fast family (int8 activations), GemvBatch and the small-row Gemm run the int8 kernels row by row:
-// again every row bitwise its Gemv.
+// In the fast family (int8 activations), GemvBatch and Gemm run the int8 kernels (Gemm's many rows on the
+// int8 panels): again every row bitwise its Gemv.
 //
 // Also kernels::Gemm for decode batches (2..64 rows, src/kernels/small_gemm/small_gemm.h): within the
 // dot-product error bound of the exact product of the decoded weights, and the same bits for every variant
@@ -156,14 +156,14 @@ TEST_P(GemvBatchTypes, EveryRowIsBitwiseGemvOfThatRowAlone) {
       const WeightMatrix W = type.make(w_rows, cols, static_cast<std::uint32_t>(cols * 31 + w_rows));
       for (int rows : {1, 2, 3, 17}) {
         const std::vector<float> X = RandomVector(static_cast<std::size_t>(rows) * cols, rows + cols);
-        // Both families: in the fast one, a type with int8 kernels runs them for every row, as its Gemv does
-        // (and so does Gemm up to kInt8GemmMaxRows rows).
+        // Both families: in the fast one, a type with int8 kernels runs them for every row, as its Gemv does,
+        // and so does Gemm for any number of rows.
         for (KernelFamily family : {KernelFamily::kExact, KernelFamily::kFast}) {
           kernels::SetFamily(family);
           std::vector<float> expected(static_cast<std::size_t>(rows) * w_rows);
           kernels::SetNumThreads(1);
           for (int i = 0; i < rows; ++i) kernels::Gemv(W, X.data() + i * cols, expected.data() + i * w_rows);
-          const bool int8 = kernels::UsesInt8RowDots(W) && rows <= kernels::kInt8GemmMaxRows;
+          const bool int8 = kernels::UsesInt8RowDots(W);
           for (int threads : {1, 2, 3}) {
             kernels::SetNumThreads(threads);
             std::vector<float> Y(expected.size(), -1.0f);
@@ -300,6 +300,33 @@ TEST(Gemm, PrefillBitsDoNotDependOnTheThreadCount) {
   }
   kernels::SetFamily(KernelFamily::kExact);
   kernels::SetNumThreads(0);
+}
+
+// The fast family's prefill: Gemm of a GGUF block matrix runs the int8 panels from kInt8PanelMinRows rows
+// (and the row dots below), and every row is bitwise its Gemv at 1, 2 and 3 threads, on either side of the
+// threshold and past several 32-row tiles, so a prompt's logits do not depend on how it was split into calls.
+TEST(Gemm, FastPrefillIsEachRowsGemv) {
+  kernels::SetFamily(KernelFamily::kFast);
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q2_K,
+                        GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int cols = GgmlTraits(type).block_elements == 256 ? 512 : 160;
+    const WeightMatrix W = RandomGgml(type, 70, cols, 21u + static_cast<unsigned>(type));
+    for (int m : {kernels::kInt8PanelMinRows - 1, kernels::kInt8PanelMinRows, 67}) {
+      const std::vector<float> X = RandomVector(static_cast<std::size_t>(m) * cols, 5u * m);
+      std::vector<float> want(static_cast<std::size_t>(m) * W.rows);
+      kernels::SetNumThreads(1);
+      for (int i = 0; i < m; ++i) kernels::Gemv(W, X.data() + i * cols, want.data() + i * W.rows);
+      for (int threads : {1, 2, 3}) {
+        kernels::SetNumThreads(threads);
+        std::vector<float> Y(want.size(), -1.0f);
+        kernels::Gemm(X.data(), m, W, Y.data());
+        ExpectSameBits(Y, want,
+                       std::string(GgmlTypeName(type)) + " m " + std::to_string(m) + " threads " +
+                           std::to_string(threads));
+      }
+    }
+  }
+  kernels::SetFamily(KernelFamily::kExact);
 }
 
 TEST(GemvBatch, ZeroRowsWritesNothing) {

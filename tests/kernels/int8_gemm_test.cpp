@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../../src/kernels/ggml/int8_panel.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/int8_activations.h"
@@ -73,6 +76,7 @@ std::vector<Int8Activations> XRows(int cols, int m, unsigned seed) {
     if (i == 2) x[cols - 2] = std::numeric_limits<float>::infinity();
     if (cols >= 96 && i % 2 == 0) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
     kernels::QuantizeActivations(x.data(), cols, xs[i]);
+    kernels::AddGroupSums(xs[i]);
   }
   return xs;
 }
@@ -170,8 +174,82 @@ TEST_P(Int8GemmIsa, BatchPaysOnlyWithAMultiRowKernel) {
   EXPECT_EQ(kernels::Int8BatchPays(int4, 4), vector && GetParam() != Isa::kNeon);
 }
 
+// The GGUF types' int8 panels (weight_format.h's int8_panel_gemm, src/kernels/ggml/int8_panel.h) on
+// awkward shapes: 37 rows (two 16-row groups and a partial one), ranges that start and end inside a group,
+// K of 1, 3 and 19 blocks (1 and 3 super-blocks), m from 1 to past several 4-row blocks; each Y element
+// bitwise the scalar row dots of its x row.
+TEST_P(Int8GemmIsa, PanelsAreBitwiseTheRowDotsDefinition) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const bool k_quant = GgmlTraits(type).block_elements == 256;
+    for (int cols : k_quant ? std::vector<int>{256, 768} : std::vector<int>{32, 96, 608}) {
+      const WeightMatrix W = testing::RandomGgml(type, 37, cols, 3u * cols + static_cast<unsigned>(type));
+      const std::string name = std::string(GgmlTypeName(type)) + " " + std::to_string(cols);
+      const kernels::Int8GemmFn panels = kernels::KernelsFor(*W.format, GetParam()).int8_panel_gemm;
+      ASSERT_NE(panels, nullptr) << name;
+      for (int m : {1, 4, 5, 18}) {
+        const std::vector<Int8Activations> xs = XRows(cols, m, 5u * m + cols);
+        for (const auto& [begin, end] :
+             {std::pair{0, 37}, std::pair{1, 36}, std::pair{3, 19}, std::pair{16, 32}, std::pair{5, 6}}) {
+          ASSERT_TRUE(IsTheDefinition(panels, W, begin, end, xs, name + " (panels)"));
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, Int8GemmIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                          [](const auto& p) { return std::string(kernels::IsaName(p.param)); });
+
+// A panel holds what the exact decoder decodes: for every element, ws · (u − o) (+ or − wm, the type's
+// minimum) in DequantizeRow's operations gives DequantizeRow's bits. So the codes, factors and lane order
+// that the kernels read are checked against the formats' definition (docs/formats.md), not only against
+// the row dots that share their reading of the blocks.
+TEST(Int8Panels, RepackedRowsDecodeToTheExactValues) {
+  using kernels::ggml::Panel;
+  using kernels::ggml::PanelMin;
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const int cols = GgmlTraits(type).block_elements == 256 ? 512 : 96;
+    const WeightMatrix W = testing::RandomGgml(type, 21, cols, 9u + static_cast<unsigned>(type));
+    Panel panel;
+    kernels::ggml::RepackRows(W, 2, 21, panel);  // 19 rows: a full group and 3 rows of the next
+    ASSERT_EQ(panel.groups, 2);
+    const int G = panel.shape.term_elements;
+    std::vector<float> row(cols);
+    for (int r = 2; r < 21; ++r) {
+      DequantizeRow(type, W.Row(r), row.data(), cols);
+      const std::uint8_t* group = panel.Group((r - 2) / 16);
+      const int j = (r - 2) % 16;
+      for (int lane = 0; lane < 8; ++lane) {
+        const std::uint8_t* term = group + panel.LaneOffset(lane);
+        for (int tau = panel.shape.FirstTerm(lane); tau < panel.terms; tau += 8) {
+          float ws = 0, wm = 0;
+          std::memcpy(&ws, term + 16 * G + 4 * j, 4);
+          if (panel.shape.min != PanelMin::kNone) std::memcpy(&wm, term + 16 * G + 64 + 4 * j, 4);
+          for (int e = 0; e < G; ++e) {
+            const int u = term[64 * (e / 4) + 4 * j + e % 4];
+            const float w = static_cast<float>(u - panel.shape.offset);
+            float value = type == GgmlType::Q4_1 || type == GgmlType::Q5_1 ? w * ws + wm : ws * w;
+            if (panel.shape.min_subtracts) value = ws * w - wm;
+            ASSERT_TRUE(SameBits(value, row[tau * G + e]))
+                << GgmlTypeName(type) << " row " << r << " element " << tau * G + e << ": " << value
+                << ", DequantizeRow " << row[tau * G + e];
+          }
+          term += panel.shape.TermBytes();
+        }
+      }
+    }
+    for (int j = 3; j < 16; ++j) {  // the second group's missing rows are zeros
+      const std::uint8_t* term = panel.Group(1);
+      for (int c = 0; c < G / 4; ++c) {
+        std::uint32_t codes = 1;
+        std::memcpy(&codes, term + 64 * c + 4 * j, 4);
+        EXPECT_EQ(codes, 0u) << GgmlTypeName(type) << " missing row " << j;
+      }
+    }
+  }
+}
 
 TEST(Int8GemmOf, ErrorsNameTheMatrixAndTheXRow) {
   const WeightMatrix fp8 = testing::RandomFp8(Fp8Format::kE4M3, 2, 32, true, 1);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../../src/kernels/ggml/ggml_kernel_table.h"
 #include "../../src/kernels/ggml/ggml_kernels.h"
 #include "../../src/kernels/int8_activations/int8_sums_neon.h"
 #include "plumb/formats/ggml_types.h"
@@ -155,6 +156,7 @@ int ExpectGemmBitwiseTheDefinition(GemmPathFn path, const char* name) {
         for (int i = 0; i < m; ++i) {
           const std::vector<float> x = AwkwardX(cols, 5u * cols + i, i == 2);
           kernels::QuantizeActivations(x.data(), cols, xs[i]);
+          kernels::AddGroupSums(xs[i]);  // for the panels' 16- and 4-element terms
         }
         std::vector<float> Y(static_cast<std::size_t>(m) * kRows, kUntouched), y(kRows);
         path(W, kBegin, kEnd, xs.data(), m, Y.data(), kRows);
@@ -195,6 +197,26 @@ TEST(Int8GemmNeon, PlainNeonIsBitwiseTheDefinitionPerXRow) {
                                 kernels::ggml::neon::Int8GemmPath(false, W, begin, end, xs, m, Y, ldy);
                               },
                               "plain"));
+}
+
+// The int8 panels (src/kernels/ggml/int8_panel_neon.cpp) on both paths, with the same contract.
+TEST(Int8PanelsNeon, SdotIsBitwiseTheDefinitionPerXRow) {
+  if (!kernels::int8_sums::HasDotprod()) GTEST_SKIP() << "this CPU has no dotprod: the sdot path cannot run";
+  ExpectGemmBitwiseTheDefinition(
+      [](const WeightMatrix& W, int begin, int end, const Int8Activations* xs, int m, float* Y,
+         std::size_t ldy) {
+        kernels::ggml::neon::Int8PanelGemmPath(true, W.type)(W, begin, end, xs, m, Y, ldy);
+      },
+      "sdot panels");
+}
+
+TEST(Int8PanelsNeon, PlainNeonIsBitwiseTheDefinitionPerXRow) {
+  ExpectGemmBitwiseTheDefinition(
+      [](const WeightMatrix& W, int begin, int end, const Int8Activations* xs, int m, float* Y,
+         std::size_t ldy) {
+        kernels::ggml::neon::Int8PanelGemmPath(false, W.type)(W, begin, end, xs, m, Y, ldy);
+      },
+      "plain panels");
 }
 
 TEST(Int8GemmNeon, IsRegisteredAndPicksItsPath) {

@@ -41,6 +41,14 @@ PROMPTS = [
 ]
 
 
+# The question the content checks ask. Bare, "What is the capital of France?" is a coin flip for SmolLM2-135M:
+# its first token is "The" (... Paris) by 0.08 nats in the exact family and "L" (L'Étoile, ...) by 0.21 in
+# the fast one, whose int8 activations llama.cpp shares (llama-completion on the same prompt answers
+# "L'Étoile" too). With "Answer in one sentence." the first tokens lead by 1.5 nats in both families, so the
+# check holds for every valid engine, not for one rounding.
+CAPITAL_QUESTION = "What is the capital of France? Answer in one sentence."
+
+
 def start_server(*args, model=MODEL):
     # One thread, as generate_alone runs: the tests compare served answers with plumb generate's, and a
     # prompt's prefill is not yet bitwise the same at 1 and 2 threads (nor always between two runs at 2
@@ -155,7 +163,7 @@ def test_health_and_models(server, client):
 
 
 def test_chat_streamed_equals_not_streamed(client):
-    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    messages = [{"role": "user", "content": CAPITAL_QUESTION}]
     r = client.chat.completions.create(model="m", messages=messages, max_tokens=20, temperature=0)
     text = r.choices[0].message.content
     assert r.choices[0].message.role == "assistant"
@@ -285,7 +293,7 @@ def test_finish_reasons(client):
     # "stop": the model's end-of-turn token (a short answer well under max_tokens) or a stop string
     # (test_stop_string_cuts_the_text_and_ends_the_request); "length": max_tokens, or the context
     # (test_the_context_caps_max_tokens_with_finish_reason_length).
-    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    messages = [{"role": "user", "content": CAPITAL_QUESTION}]
     r = client.chat.completions.create(model="m", messages=messages, max_tokens=100, temperature=0)
     assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 100
     chunks = list(client.chat.completions.create(model="m", messages=messages, max_tokens=100, temperature=0,

@@ -7,7 +7,8 @@
 //
 // Which family runs: ActiveFamily(), the exact one unless PLUMB_KERNELS=fast in the environment, SetFamily,
 // or a command's --kernels flag chose the fast one. A matrix whose format has no fast kernels runs the exact
-// ones in either family, and so does one marked WeightMatrix::exact_only (a fixture op's threaded definition).
+// ones in either family, and so does one marked WeightMatrix::exact_only (a fixture op's threaded
+// definition).
 #pragma once
 
 #include <cstdint>
@@ -38,16 +39,22 @@ const char* FamilyName(KernelFamily family);  // "exact", "fast"
 // offset (Q4_0: w = nibble − 8) needs: Σ w·q = Σ nibble·q − 8·sum. A block holding an inf or NaN gets d = s =
 // NaN and q = 0 (so sum = 0), and every dot with it is NaN.
 struct Int8Activations {
-  int n = 0;                   // elements
-  std::vector<std::int8_t> q;  // [Blocks(n) × 32]
-  std::vector<float> d;        // [Blocks(n)]
-  std::vector<float> s;        // [Blocks(n)]
+  int n = 0;                      // elements
+  std::vector<std::int8_t> q;     // [Blocks(n) × 32]
+  std::vector<float> d;           // [Blocks(n)]
+  std::vector<float> s;           // [Blocks(n)]
   std::vector<std::int32_t> sum;  // [Blocks(n)]
+  // Σ q over each 16-element and each 4-element group, [Blocks(n) × 2] and [Blocks(n) × 8]: what the
+  // int8 panels of Q3_K and Q6_K (16) and Q2_K (4) take off or scale per term
+  // (src/kernels/ggml/int8_panel.h). Filled by AddGroupSums; QuantizeActivations leaves them as they were.
+  std::vector<std::int32_t> sum16, sum4;
 
   static int Blocks(int n) { return (n + 31) / 32; }
 };
 
 // Quantizes x[n] into `out` (its vectors grown as needed, never shrunk), as defined above.
 void QuantizeActivations(const float* x, int n, Int8Activations& out);
+// Fills x.sum16 and x.sum4 from x.q (exact integer sums), for a caller of the int8 panels.
+void AddGroupSums(Int8Activations& x);
 
 }  // namespace plumb::kernels

@@ -49,16 +49,23 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //         for every thread count). Scratch tiles are per thread and kept between calls: a steady state
 //         allocates nothing.
 //   The fast family (kernels/int8_activations.h), for a matrix with int8 kernels: Gemv quantizes x and runs
-//   them; Gemm with up to kInt8GemmMaxRows rows runs them too (as GemvBatch does, below), so each row is
-//   bitwise its Gemv. From 3 rows on Gemm uses small_gemm's decoded tiles in both families, as prefill's
-//   cblas_sgemm: a prompt's rows keep FP32 activations (the fixture suite's int8_activations allowance
-//   holds for decoding, not for a prefill through int8: SmolLM2 Q4_1's layer v_cache then misses it).
+//   them, and so does Gemm for every number of rows, each row bitwise its Gemv: below kInt8PanelMinRows
+//   rows the row dots per row (as GemvBatch), from it the int8 panels (weight_format.h's int8_panel_gemm:
+//   the GGUF block types' rows repacked once per call for all the rows; INT4 keeps the row dots). So a
+//   prompt's logits do not depend on how it was split into calls (whole, in 512-row chunks, after a cached
+//   prefix, beside other sequences), as they would if few rows ran int8 and many FP32. The cost, and why
+//   it is the fast family's to pay: the prompt's activations are int8 too, as llama.cpp's are
+//   (docs/quantization.md "The fast kernel family against the exact one").
 //   For a float matrix (F32, F16, BF16, FP8) the fast family's Gemv runs the FMA kernels over x
 //   (kernels/simd/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows on is
 //   small_gemm's or cblas's as in the exact family.
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
-inline constexpr int kInt8GemmMaxRows = 2;
+// From this many rows on, Gemm of a matrix with int8 panels (the GGUF block types) runs them in the fast
+// family (weight_format.h's int8_panel_gemm), below it the row dots per row: the same bits, and the
+// crossover of the two on Llama-3.2-1B's shapes (24-32 rows for the 32-element types, 32-48 for the
+// K-quants, whose repacking costs more: bench/prefill_gemm_bench, docs/performance.md).
+inline constexpr int kInt8PanelMinRows = 32;
 
 // Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in
 // one parallel region over the matrices' rows taken together (so small matrices like K and V do not each pay

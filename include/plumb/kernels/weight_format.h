@@ -38,6 +38,11 @@
 //                  the row dots per x row over chunks of weight rows still in cache (the GGUF types, whose
 //                  definition leaves one FMA per 8 blocks to share). The scalar entry is the plain loop
 //                  over the scalar int8_row_dots (Int8GemmByRows).
+//   int8_panel_gemm  the same contract as int8_gemm, for many x rows (prefill, kernels::Gemm): the GGUF
+//                  types' rows repacked per call into panels of 16 interleaved rows that one vector
+//                  instruction takes for all 16 (src/kernels/ggml/int8_panel.h), so the repacking pays
+//                  only once many x rows share it. Null for a format without (INT4): Gemm then decodes
+//                  tiles. The scalar entry is the definition's loop, so every host gives the same bits.
 // The fast family's float formats (F32, F16, BF16 and FP8: fma_row_dots, x kept in FP32) decode each weight
 // exactly, as the exact family does, and sum with fused multiply-adds in 32 lanes (kernels/simd/fma_dot.h
 // states the order); has_fma says which matrices. A matrix in neither set runs the exact family.
@@ -90,6 +95,7 @@ struct FormatKernels {
   DecodeRowsFn decode_rows = nullptr;
   Int8RowDotsFn int8_row_dots = nullptr;  // the fast family, for the formats has_int8 covers
   Int8GemmFn int8_gemm = nullptr;         // the fast family, several x rows (see above)
+  Int8GemmFn int8_panel_gemm = nullptr;   // the fast family, many x rows: prefill (see above)
   RowDotsFn fma_row_dots = nullptr;       // the fast family, for the formats has_fma covers
 };
 

@@ -51,6 +51,11 @@ void Int8GemmOn(const WeightMatrix& W, int row_begin, int row_end, const Int8Act
   GgmlKernelsFor(W.type, kIsa).int8_gemm(W, row_begin, row_end, xs, m, Y, ldy);
 }
 template <Isa kIsa>
+void Int8PanelGemmOn(const WeightMatrix& W, int row_begin, int row_end, const Int8Activations* xs, int m,
+                     float* Y, std::size_t ldy) {
+  GgmlKernelsFor(W.type, kIsa).int8_panel_gemm(W, row_begin, row_end, xs, m, Y, ldy);
+}
+template <Isa kIsa>
 void FmaRowDotsOn(const WeightMatrix& W, int row_begin, int row_end, const float* x, float* y) {
   GgmlKernelsFor(W.type, kIsa).fma_row_dots(W, row_begin, row_end, x, y);
 }
@@ -80,6 +85,7 @@ constexpr WeightFormat kGgmlFormat = {
                        .decode_rows = ggml::scalar::DecodeRows,
                        .int8_row_dots = ggml::scalar::Int8RowDots,
                        .int8_gemm = Int8GemmByRows<ggml::scalar::Int8RowDots>,
+                       .int8_panel_gemm = Int8GemmByRowChunks<ggml::scalar::Int8RowDots>,
                        .fma_row_dots = ggml::scalar::FmaRowDots},
 #if defined(__x86_64__)
         /* kAvx2 */
@@ -87,6 +93,7 @@ constexpr WeightFormat kGgmlFormat = {
          .decode_rows = ggml::DecodeRowsOn<Isa::kAvx2>,
          .int8_row_dots = ggml::Int8RowDotsOn<Isa::kAvx2>,
          .int8_gemm = ggml::Int8GemmOn<Isa::kAvx2>,
+         .int8_panel_gemm = ggml::Int8PanelGemmOn<Isa::kAvx2>,
          .fma_row_dots = ggml::FmaRowDotsOn<Isa::kAvx2>},
         /* kNeon */ {},
         /* kAvx512 */
@@ -94,6 +101,7 @@ constexpr WeightFormat kGgmlFormat = {
          .decode_rows = ggml::DecodeRowsOn<Isa::kAvx512>,
          .int8_row_dots = ggml::Int8RowDotsOn<Isa::kAvx512>,
          .int8_gemm = ggml::Int8GemmOn<Isa::kAvx512>,
+         .int8_panel_gemm = ggml::Int8PanelGemmOn<Isa::kAvx512>,
          .fma_row_dots = ggml::FmaRowDotsOn<Isa::kAvx512>},
 #elif defined(__aarch64__)
         /* kAvx2 */ {},
@@ -101,6 +109,7 @@ constexpr WeightFormat kGgmlFormat = {
         {.row_dots = ggml::RowDotsOn<Isa::kNeon>,
          .int8_row_dots = ggml::neon::Int8RowDots,  // each type's kernel on the CPU's path (ggml_kernels.h)
          .int8_gemm = ggml::neon::Int8Gemm,
+         .int8_panel_gemm = ggml::Int8PanelGemmOn<Isa::kNeon>,
          .fma_row_dots = ggml::FmaRowDotsOn<Isa::kNeon>},
         /* kAvx512 */ {},
 #else

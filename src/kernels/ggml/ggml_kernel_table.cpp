@@ -25,13 +25,16 @@ Tables Build() {
   avx2::FillDecodeRows(t.own);
   avx2::FillInt8(t.own);
   avx2::FillFma(t.own);
+  avx2::FillInt8Panels(t.own);
   avx512::FillRowDots(t.own);
   avx512::FillInt8(t.own);
+  avx512::FillInt8Panels(t.own);
 #endif
 #if defined(__aarch64__)
   neon::FillRowDots(t.own);
   neon::FillFma(t.own);
   neon::FillInt8(t.own);
+  neon::FillInt8Panels(t.own);
 #endif
   for (int id = 0; id < kGgmlTypeSlots; ++id) {
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kAvx512}) {
@@ -63,6 +66,7 @@ void FillKernels(GgmlKernelTable& table) {
     if (HasInt8Type(type)) {
       k.int8_row_dots = Int8RowDots;
       k.int8_gemm = Int8GemmByRows<Int8RowDots>;
+      k.int8_panel_gemm = Int8GemmByRowChunks<Int8RowDots>;  // the definition, where no ISA has panels
     }
     if (HasFmaType(type)) k.fma_row_dots = FmaRowDots;
   }

@@ -36,6 +36,7 @@ struct GgmlKernels {
   DecodeRowsFn decode_rows = nullptr;  // rows decoded exactly (DequantizeRow), for the batched GEMMs' tiles
   Int8RowDotsFn int8_row_dots = nullptr;  // the fast family (ggml_int8.cpp's definition): HasInt8's types
   Int8GemmFn int8_gemm = nullptr;         // the same for several x rows (weight_format.h's int8_gemm)
+  Int8GemmFn int8_panel_gemm = nullptr;   // the same for many x rows, on repacked panels (int8_panel.h)
   RowDotsFn fma_row_dots = nullptr;       // the fast family's float rows (float_fma.cpp): F32, F16, BF16
 };
 
@@ -89,10 +90,12 @@ void FillRowDots(GgmlKernelTable& table);     // row_dot_avx2.cpp: F32, F16, BF1
 void FillDecodeRows(GgmlKernelTable& table);  // ggml_decode_avx2.cpp: Q4_0, Q4_1, Q8_0, F16
 void FillInt8(GgmlKernelTable& table);        // ggml_int8_avx2.cpp: every type HasInt8 accepts
 void FillFma(GgmlKernelTable& table);         // float_fma_x86.cpp: F32, F16, BF16
+void FillInt8Panels(GgmlKernelTable& table);  // int8_panel_avx2.cpp: every type HasInt8 accepts
 }  // namespace avx2
 namespace avx512 {
-void FillRowDots(GgmlKernelTable& table);  // row_dot_avx512.cpp: Q4_0, Q4_1, Q8_0 (the rest are AVX2's)
-void FillInt8(GgmlKernelTable& table);     // ggml_int8_avx512.cpp: HasInt8's types, where HasAvx512Vnni()
+void FillRowDots(GgmlKernelTable& table);     // row_dot_avx512.cpp: Q4_0, Q4_1, Q8_0 (the rest are AVX2's)
+void FillInt8(GgmlKernelTable& table);        // ggml_int8_avx512.cpp: HasInt8's types, where HasAvx512Vnni()
+void FillInt8Panels(GgmlKernelTable& table);  // int8_panel_avx512.cpp: the same types, where HasAvx512Vnni()
 }  // namespace avx512
 #endif
 #if defined(__aarch64__)
@@ -102,6 +105,10 @@ void FillFma(GgmlKernelTable& table);      // float_fma_neon.cpp: F32, F16, BF16
 // ggml_int8_neon.cpp: HasInt8's types, each its own kernel, with sdot where the CPU has dotprod (checked
 // once, when the table is built).
 void FillInt8(GgmlKernelTable& table);
+// int8_panel_neon.cpp: HasInt8's types, with sdot where the CPU has dotprod.
+void FillInt8Panels(GgmlKernelTable& table);
+// The panel kernel of either path, for the tests (null for a type without panels).
+Int8GemmFn Int8PanelGemmPath(bool sdot, GgmlType type);
 }  // namespace neon
 #endif
 

@@ -10,6 +10,7 @@
 
 #include "int8_activations_blocks.h"
 #include "plumb/core/error.h"
+#include "plumb/core/extent.h"
 #include "plumb/kernels/isa.h"
 
 namespace plumb::kernels {
@@ -105,6 +106,19 @@ void QuantizeActivations(const float* x, int n, Int8Activations& out) {
     const int begin = 32 * b;
     scalar::QuantizeBlock(x + begin, std::min(32, n - begin), out.q.data() + begin, &out.d[b], &out.s[b],
                           &out.sum[b]);
+  }
+}
+
+void AddGroupSums(Int8Activations& x) {
+  const int blocks = Int8Activations::Blocks(x.n);
+  x.sum16.resize(Extent(blocks, 2));
+  x.sum4.resize(Extent(blocks, 8));
+  for (int g = 0; g < 8 * blocks; ++g) {
+    const std::int8_t* q = x.q.data() + Extent(g, 4);
+    x.sum4[g] = q[0] + q[1] + q[2] + q[3];
+  }
+  for (int h = 0; h < 2 * blocks; ++h) {
+    x.sum16[h] = x.sum4[4 * h] + x.sum4[4 * h + 1] + x.sum4[4 * h + 2] + x.sum4[4 * h + 3];
   }
 }
 
