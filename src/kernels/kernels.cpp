@@ -219,14 +219,18 @@ bool UsesInt8Panels(const WeightMatrix& W) {
 
 // Y[m][W.rows] on the format's int8 panels (W must have them: UsesInt8Panels), each Y row bitwise Gemv's
 // for that row alone (int8_panel_gemm's contract). X's rows are quantized once, by the pool, with the group
-// sums the panels take; then the pool hands out tiles of kPanelTileRows weight rows, each repacked once by
-// the thread that takes it and multiplied with every row of X. Tiles of 32 rows keep a tile's panel (32
-// rows of 8192 columns of Q4_K: 320 KiB) in a core's L2 while all of X passes it, and give a 2048-row
-// matrix 64 tiles to share between threads, so a late thread takes fewer.
+// sums the panels take; then the pool hands out tiles of weight rows, each repacked once by the thread that
+// takes it and multiplied with every row of X. All of X passes each tile, so larger tiles read X fewer
+// times: a tile is as many rows as keep its panel near 192 KiB (a core's L2 holds it beside X's rows in
+// flight; 64 rows at 2048 columns, 32 at 8192), from 32 to 128 rows, and no more than leave 4 tiles per
+// thread, so a late thread takes fewer.
 void Int8PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
-  constexpr int kPanelTileRows = 32;
   const int n = W.rows;
   const int k = W.cols;
+  constexpr int kPanelBytes = 192 << 10, kMinTileRows = 32, kMaxTileRows = 128, kTilesPerThread = 4;
+  const int by_bytes = kPanelBytes / (k + k / 4) / 16 * 16;  // about 1.25 bytes a weight: codes, factors
+  const int by_threads = n / (kTilesPerThread * NumThreads()) / 16 * 16;
+  const int tile_rows = std::max(kMinTileRows, std::min({kMaxTileRows, by_bytes, by_threads}));
   thread_local std::vector<Int8Activations> scratch;
   std::vector<Int8Activations>& xq = scratch;  // a reference, so the pool's threads share this thread's
   if (xq.size() < static_cast<std::size_t>(m)) xq.resize(m);
@@ -237,10 +241,10 @@ void Int8PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
     }
   });
   const Int8GemmFn gemm = KernelsFor(*W.format, ActiveIsa()).int8_panel_gemm;
-  const int tiles = (n + kPanelTileRows - 1) / kPanelTileRows;
+  const int tiles = (n + tile_rows - 1) / tile_rows;
   ParallelForDynamic(tiles, [&](std::int64_t tile, int) {
-    const int r0 = static_cast<int>(tile) * kPanelTileRows;
-    gemm(W, r0, std::min(n, r0 + kPanelTileRows), xq.data(), m, Y, static_cast<std::size_t>(n));
+    const int r0 = static_cast<int>(tile) * tile_rows;
+    gemm(W, r0, std::min(n, r0 + tile_rows), xq.data(), m, Y, static_cast<std::size_t>(n));
   });
 }
 
