@@ -17,47 +17,24 @@ float Half(const std::uint8_t* p) {
   return F16ToF32(ReadU16(p));
 }
 
-// Codes4<T>(block, e): the stored codes u = w + offset of elements e .. e + 3 of one block (Q4_0 .. Q8_0)
-// or super-block (the K-quants), packed little-endian (element e in the low byte), e a multiple of 4. Four
-// codes come out of one 32-bit read of the packed bits, a shift and a mask, where the layout puts 4
-// consecutive elements in 4 consecutive bytes (docs/formats.md "GGUF blocks"): repacking costs about an
-// operation per element, not several.
-constexpr std::uint32_t kLowNibbles = 0x0F0F0F0Fu, kLowTwoBits = 0x03030303u, kLowBit = 0x01010101u;
+// One row's 32 bits as the Word of int8_panel_codes_body.h.
+struct RowWord {
+  using Word = std::uint32_t;
+  static Word Load(const std::uint8_t* p) { return ReadU32(p); }
+  static void Store(std::uint8_t* p, Word w) { std::memcpy(p, &w, 4); }
+  static Word Set(std::uint32_t v) { return v; }
+  static Word Shr(Word x, int n) { return x >> n; }
+  static Word Shl(Word x, int n) { return x << n; }
+  static Word And(Word x, Word y) { return x & y; }
+  static Word Or(Word x, Word y) { return x | y; }
+  static Word Xor(Word x, Word y) { return x ^ y; }
+  static Word Add(Word x, Word y) { return x + y; }
+  static Word Mul(Word x, Word y) { return x * y; }
+};
 
-// Bits e .. e + 3 of a 32-bit mask, each as bit 4 of its byte (the fifth bit of Q5_0 and Q5_1): the
-// multiply puts copies of the 4 bits 7 apart, so bit i lands on bit 8i, with no carries between them.
-std::uint32_t FifthBits4(std::uint32_t qh, int e) {
-  return (((qh >> e) & 0x0Fu) * 0x00204081u & kLowBit) << 4;
-}
-
-template <GgmlType T>
-std::uint32_t Codes4(const std::uint8_t* b, int e) {
-  if constexpr (T == GgmlType::Q8_0) {
-    return ReadU32(b + 2 + e) ^ 0x80808080u;  // w + 128
-  } else if constexpr (T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::Q5_0 ||
-                       T == GgmlType::Q5_1) {
-    constexpr Int8Layout layout = Int8LayoutOf(T);
-    const std::uint32_t nibbles = (ReadU32(b + layout.qs + e % 16) >> (e < 16 ? 0 : 4)) & kLowNibbles;
-    if constexpr (layout.five_bits) return nibbles | FifthBits4(ReadU32(b + layout.qs - 4), e);
-    return nibbles;
-  } else if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
-    const int t = e / 32, l = e % 32;  // sub-block t: nibbles of qs[32(t / 2) + l], Q5_K's bit t of qh[l]
-    const std::uint8_t* qs = b + (T == GgmlType::Q5_K ? 48 : 16);
-    const std::uint32_t nibbles = (ReadU32(qs + 32 * (t / 2) + l) >> (4 * (t % 2))) & kLowNibbles;
-    if constexpr (T == GgmlType::Q5_K) return nibbles | ((ReadU32(b + 16 + l) >> t) & kLowBit) << 4;
-    return nibbles;
-  } else {
-    const int h = e / 128, k = (e % 128) / 32, l = e % 32;  // element 128h + 32k + l
-    if constexpr (T == GgmlType::Q2_K) return (ReadU32(b + 16 + 32 * h + l) >> (2 * k)) & kLowTwoBits;
-    if constexpr (T == GgmlType::Q3_K) {  // low 2 bits, + 4 where hmask's bit 4h + k is set (u = w + 4)
-      const std::uint32_t low = (ReadU32(b + 32 + 32 * h + l) >> (2 * k)) & kLowTwoBits;
-      return low + (((ReadU32(b + l) >> (4 * h + k)) & kLowBit) << 2);
-    }
-    // Q6_K: 4 low bits from ql, 2 high from qh, the 6-bit q = w + 32
-    const std::uint32_t low = (ReadU32(b + 64 * h + 32 * (k % 2) + l) >> (4 * (k / 2))) & kLowNibbles;
-    return low | ((ReadU32(b + 128 + 32 * h + l) >> (2 * k)) & kLowTwoBits) << 4;
-  }
-}
+#define PLUMB_BODY_TARGET
+#include "int8_panel_codes_body.h"
+#undef PLUMB_BODY_TARGET
 
 // Each term's ws and wm for one row (the definition's products: ggml_int8.cpp).
 void RowFactors(GgmlType type, const std::uint8_t* row, int cols, float* ws, float* wm) {
@@ -93,56 +70,52 @@ void RowFactors(GgmlType type, const std::uint8_t* row, int cols, float* ws, flo
   }
 }
 
-// Row j of a group: every term's codes and factors at their places (int8_panel.h's layout).
-template <GgmlType T>
-void RepackRow(const std::uint8_t* row, const Panel& panel, const std::size_t* lane_offset, const float* ws,
-               const float* wm, std::uint8_t* group, int j) {
-  constexpr int kBlockElements = Int8LayoutOf(T).block_bytes != 0 ? 32 : 256;
-  constexpr int kBlockBytes = kBlockElements == 32 ? Int8LayoutOf(T).block_bytes : KLayoutOf(T).block_bytes;
+// Row j of a group: every term's factors at their places (int8_panel.h's layout).
+void RowFactorsAt(const Panel& panel, const std::size_t* lane_offset, const float* ws, const float* wm,
+                  std::uint8_t* group, int j) {
   const PanelShape& shape = panel.shape;
-  const int G = shape.term_elements;
   const std::size_t term_bytes = shape.TermBytes();
-  const std::size_t factors = std::size_t{16} * static_cast<std::size_t>(G);
+  const std::size_t factors = std::size_t{16} * static_cast<std::size_t>(shape.term_elements);
   for (int lane = 0; lane < 8; ++lane) {
     std::uint8_t* term = group + lane_offset[lane];
     for (int tau = shape.FirstTerm(lane); tau < panel.terms; tau += 8, term += term_bytes) {
-      const int e0 = tau * G;
-      const std::uint8_t* block = row + Extent(e0 / kBlockElements, kBlockBytes);
-      for (int c = 0; c < G / 4; ++c) {
-        const std::uint32_t codes = Codes4<T>(block, e0 % kBlockElements + 4 * c);
-        std::memcpy(term + 64 * c + 4 * j, &codes, 4);
-      }
       std::memcpy(term + factors + 4 * j, &ws[tau], 4);
       if (shape.min != PanelMin::kNone) std::memcpy(term + factors + 64 + 4 * j, &wm[tau], 4);
     }
   }
 }
 
-using RepackRowFn = void (*)(const std::uint8_t*, const Panel&, const std::size_t*, const float*,
-                             const float*, std::uint8_t*, int);
+using RowCodesFn = void (*)(const std::uint8_t* row, const Panel& panel, const std::size_t* lane_offset,
+                            std::uint8_t* group, int j);
 
-RepackRowFn RepackRowFor(GgmlType type) {
+template <GgmlType T>
+void RowCodes(const std::uint8_t* row, const Panel& panel, const std::size_t* lane_offset,
+              std::uint8_t* group, int j) {
+  GroupCodes<T>(RowWord{}, row, panel, lane_offset, group, 4 * j);
+}
+
+RowCodesFn RowCodesFor(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:
-      return RepackRow<GgmlType::Q4_0>;
+      return RowCodes<GgmlType::Q4_0>;
     case GgmlType::Q4_1:
-      return RepackRow<GgmlType::Q4_1>;
+      return RowCodes<GgmlType::Q4_1>;
     case GgmlType::Q5_0:
-      return RepackRow<GgmlType::Q5_0>;
+      return RowCodes<GgmlType::Q5_0>;
     case GgmlType::Q5_1:
-      return RepackRow<GgmlType::Q5_1>;
+      return RowCodes<GgmlType::Q5_1>;
     case GgmlType::Q8_0:
-      return RepackRow<GgmlType::Q8_0>;
+      return RowCodes<GgmlType::Q8_0>;
     case GgmlType::Q2_K:
-      return RepackRow<GgmlType::Q2_K>;
+      return RowCodes<GgmlType::Q2_K>;
     case GgmlType::Q3_K:
-      return RepackRow<GgmlType::Q3_K>;
+      return RowCodes<GgmlType::Q3_K>;
     case GgmlType::Q4_K:
-      return RepackRow<GgmlType::Q4_K>;
+      return RowCodes<GgmlType::Q4_K>;
     case GgmlType::Q5_K:
-      return RepackRow<GgmlType::Q5_K>;
+      return RowCodes<GgmlType::Q5_K>;
     case GgmlType::Q6_K:
-      return RepackRow<GgmlType::Q6_K>;
+      return RowCodes<GgmlType::Q6_K>;
     default:
       return nullptr;
   }
@@ -199,7 +172,7 @@ std::uint8_t* Panel::Data() {
   return bytes.data() + ((64 - address % 64) % 64);
 }
 
-void RepackRows(const WeightMatrix& W, int r0, int r1, Panel& panel) {
+void RepackRows(const WeightMatrix& W, int r0, int r1, Panel& panel, GroupCodesFn group_codes) {
   const PanelShape shape = PanelShapeOf(W.type);
   if (shape.term_elements == 0 || !HasInt8(W)) {
     throw MakeError("RepackRows: no int8 panel for a ", GgmlTypeName(W.type), " matrix of ", W.cols,
@@ -222,11 +195,18 @@ void RepackRows(const WeightMatrix& W, int r0, int r1, Panel& panel) {
   }
   std::size_t lane_offset[8];
   for (int lane = 0; lane < 8; ++lane) lane_offset[lane] = panel.LaneOffset(lane);
-  const RepackRowFn repack = RepackRowFor(W.type);
+  const RowCodesFn row_codes = RowCodesFor(W.type);
   for (int r = r0; r < r1; ++r) {
+    std::uint8_t* group = panel.Group((r - r0) / kPanelRows);
+    const int j = (r - r0) % kPanelRows;
     RowFactors(W.type, W.Row(r), W.cols, ws.data(), wm.data());
-    repack(W.Row(r), panel, lane_offset, ws.data(), wm.data(), panel.Group((r - r0) / kPanelRows),
-           (r - r0) % kPanelRows);
+    RowFactorsAt(panel, lane_offset, ws.data(), wm.data(), group, j);
+    const bool whole_group = r0 + (r - r0) / kPanelRows * kPanelRows + kPanelRows <= r1;
+    if (group_codes != nullptr && whole_group) {
+      if (j == 0) group_codes(W, r, panel, lane_offset, group);
+    } else {
+      row_codes(W.Row(r), panel, lane_offset, group, j);
+    }
   }
 }
 

@@ -75,9 +75,15 @@ struct Panel {
   std::uint8_t* Data();
 };
 
-// Rows [r0, r1) of W (r1 − r0 ≤ 16·groups... any count: the groups follow from it) into `panel`, grown as
-// needed, never shrunk. W's type must have a panel and W.cols be whole super-blocks.
-void RepackRows(const WeightMatrix& W, int r0, int r1, Panel& panel);
+// An ISA's way to write the codes of one whole group: the 16 rows from r0 at `group`, as RepackRows writes
+// them row by row (Panel::LaneOffset's offsets in lane_offset).
+using GroupCodesFn = void (*)(const WeightMatrix& W, int r0, const Panel& panel,
+                              const std::size_t* lane_offset, std::uint8_t* group);
+
+// Rows [r0, r1) of W (any count: the groups follow from it) into `panel`, grown as needed, never shrunk,
+// the codes of whole groups by group_codes where given. W's type must have a panel and W.cols be whole
+// blocks (HasInt8); throws plumb::Error otherwise.
+void RepackRows(const WeightMatrix& W, int r0, int r1, Panel& panel, GroupCodesFn group_codes = nullptr);
 
 // Σ q_x over term τ of x, the sums a term takes its offset off with (and Q2_K's σ): Int8Activations::sum
 // for G = 32, sum16 and sum4 (AddGroupSums, which the panels' callers run) for 16 and 4.

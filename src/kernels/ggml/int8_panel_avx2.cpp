@@ -26,6 +26,7 @@ namespace {
 template <PanelMin kMin, int G, bool kOffset, bool kWide>
 struct PanelKernel {
   static constexpr int kX = 4;  // 4 x rows × 3 accumulators, in AVX2's 16 registers with the weights
+  static GroupCodesFn GroupCodesFor(GgmlType) { return nullptr; }  // no gathers worth it on AVX2
   template <int RX>
   PLUMB_INT8_AVX2 static void Lanes(const PanelArgs& a, const std::uint8_t* group, int x0, float* lanes,
                                     float* m_lanes) {

@@ -22,10 +22,69 @@
 namespace plumb::kernels::ggml::avx512 {
 namespace {
 
+// 16 rows' 32 bits as the Word of int8_panel_codes_body.h: each read a gather of the same offset in the 16
+// rows (row j at j · row_bytes), so a group's codes take one gather and a few operations per chunk of 4
+// elements, where row by row they take that many per row.
+struct GroupWord {
+  using Word = __m512i;
+  __m512i rows;
+  PLUMB_INT8_VNNI Word Load(const std::uint8_t* p) const { return _mm512_i32gather_epi32(rows, p, 1); }
+  PLUMB_INT8_VNNI static void Store(std::uint8_t* p, Word w) { _mm512_store_si512(p, w); }
+  PLUMB_INT8_VNNI static Word Set(std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  PLUMB_INT8_VNNI static Word Shr(Word x, int n) { return _mm512_srl_epi32(x, _mm_cvtsi32_si128(n)); }
+  PLUMB_INT8_VNNI static Word Shl(Word x, int n) { return _mm512_sll_epi32(x, _mm_cvtsi32_si128(n)); }
+  PLUMB_INT8_VNNI static Word And(Word x, Word y) { return _mm512_and_si512(x, y); }
+  PLUMB_INT8_VNNI static Word Or(Word x, Word y) { return _mm512_or_si512(x, y); }
+  PLUMB_INT8_VNNI static Word Xor(Word x, Word y) { return _mm512_xor_si512(x, y); }
+  PLUMB_INT8_VNNI static Word Add(Word x, Word y) { return _mm512_add_epi32(x, y); }
+  PLUMB_INT8_VNNI static Word Mul(Word x, Word y) { return _mm512_mullo_epi32(x, y); }
+};
+
+#define PLUMB_BODY_TARGET PLUMB_INT8_VNNI
+#include "int8_panel_codes_body.h"
+#undef PLUMB_BODY_TARGET
+
+template <GgmlType T>
+PLUMB_INT8_VNNI void GatheredGroupCodes(const WeightMatrix& W, int r0, const Panel& panel,
+                                        const std::size_t* lane_offset, std::uint8_t* group) {
+  const GroupWord o{
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(W.row_bytes)))};
+  GroupCodes<T>(o, W.Row(r0), panel, lane_offset, group, 0);
+}
+
+GroupCodesFn GatheredFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return GatheredGroupCodes<GgmlType::Q4_0>;
+    case GgmlType::Q4_1:
+      return GatheredGroupCodes<GgmlType::Q4_1>;
+    case GgmlType::Q5_0:
+      return GatheredGroupCodes<GgmlType::Q5_0>;
+    case GgmlType::Q5_1:
+      return GatheredGroupCodes<GgmlType::Q5_1>;
+    case GgmlType::Q8_0:
+      return GatheredGroupCodes<GgmlType::Q8_0>;
+    case GgmlType::Q2_K:
+      return GatheredGroupCodes<GgmlType::Q2_K>;
+    case GgmlType::Q3_K:
+      return GatheredGroupCodes<GgmlType::Q3_K>;
+    case GgmlType::Q4_K:
+      return GatheredGroupCodes<GgmlType::Q4_K>;
+    case GgmlType::Q5_K:
+      return GatheredGroupCodes<GgmlType::Q5_K>;
+    case GgmlType::Q6_K:
+      return GatheredGroupCodes<GgmlType::Q6_K>;
+    default:
+      return nullptr;
+  }
+}
+
 template <PanelMin kMin, int G, bool kOffset>
 struct PanelKernel {
   // 6 x rows: 6 × 3 accumulators, a term's G / 4 weight registers and its factors stay in the 32 registers.
   static constexpr int kX = 6;
+  static GroupCodesFn GroupCodesFor(GgmlType type) { return GatheredFor(type); }
   template <int RX>
   PLUMB_INT8_VNNI static void Lanes(const PanelArgs& a, const std::uint8_t* group, int x0, float* lanes,
                                     float* m_lanes) {

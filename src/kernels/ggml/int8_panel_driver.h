@@ -4,7 +4,8 @@
 //   template <int RX> static void Lanes(const PanelArgs& a, const std::uint8_t* group, int x0,
 //                                       float* lanes, float* m_lanes)
 // writing lanes[i][L][j] (and m_lanes, where the type has a minimum) for x rows x0 + i, i < RX, lane L and
-// the group's row j, and FinishLanes's signature as Finish (FinishLanes itself, or the same in vectors).
+// the group's row j, FinishLanes's signature as Finish (FinishLanes itself, or the same in vectors), and
+// GroupCodesFor(type): RepackRows's group_codes for the type, or null for its row-by-row codes.
 // Internal to src/kernels/.
 #pragma once
 
@@ -65,7 +66,7 @@ void PanelGemm(const WeightMatrix& W, int row_begin, int row_end, const Int8Acti
                std::size_t ldy) {
   if (row_end <= row_begin || m <= 0) return;
   thread_local Panel panel;
-  RepackRows(W, row_begin, row_end, panel);
+  RepackRows(W, row_begin, row_end, panel, Kernel::GroupCodesFor(W.type));
   CheckGroupSums(panel.shape, xs, m);
   PanelArgs a{&panel, xs, {}, {}};
   for (int L = 0; L < 8; ++L) {

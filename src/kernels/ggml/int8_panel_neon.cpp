@@ -29,6 +29,7 @@ namespace {
   struct NAME {                                                                                           \
     static constexpr int kX = 4;                                                                          \
     static constexpr auto Finish = FinishLanes;                                                           \
+    static GroupCodesFn GroupCodesFor(GgmlType) { return nullptr; }                                       \
     template <int RX>                                                                                     \
     TARGET static void Lanes(const PanelArgs& a, const std::uint8_t* group, int x0, float* lanes,         \
                              float* m_lanes) {                                                            \
