@@ -10,6 +10,7 @@
 //
 //   cmake --build build --target prefill_gemm_bench
 //   build/prefill_gemm_bench --benchmark_filter='threads:1'
+//   PLUMB_AMX=0 build/prefill_gemm_bench ...   (on an AMX host: the panels on VNNI, for an A/B)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

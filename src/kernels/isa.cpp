@@ -5,6 +5,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -45,21 +49,6 @@ bool HasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
 }
 
-// Every feature, once. __builtin_cpu_supports also checks that the OS saves the YMM registers (for avx2,
-// fma) and the ZMM and mask registers (for the AVX-512 ones).
-CpuFeatures ReadCpuFeatures() {
-  CpuFeatures f;
-  f.avx2 = __builtin_cpu_supports("avx2") != 0;
-  f.fma = __builtin_cpu_supports("fma") != 0;
-  f.f16c = HasF16c();
-  f.avx512f = __builtin_cpu_supports("avx512f") != 0;
-  f.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
-  f.avx512vl = __builtin_cpu_supports("avx512vl") != 0;
-  f.avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
-  f.gfni = __builtin_cpu_supports("gfni") != 0;
-  return f;
-}
-
 struct CpuFeature {
   const char* name;  // as /proc/cpuinfo spells it
   bool present;
@@ -75,6 +64,51 @@ std::string Lacking(std::initializer_list<CpuFeature> features) {
   }
   return lacking;
 }
+// AMX, as "" or the reason it cannot run: CPUID leaf 7's AMX-TILE (EDX bit 24) and AMX-INT8 (bit 25); XCR0's
+// tile configuration and data bits (17, 18: the OS saves them); and, on Linux, the process's permission to
+// use the tile data, which the kernel grants only when asked (arch_prctl ARCH_REQ_XCOMP_PERM, 0x1023, for
+// XFEATURE_XTILEDATA, 18; Linux 5.16 and later). Granted once, it holds for every thread of the process.
+std::string ReadAmxMissing() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return "CPU lacks amx_tile, amx_int8";
+  const bool tile = (edx & (1u << 24)) != 0, int8 = (edx & (1u << 25)) != 0;
+  if (!tile || !int8) return Lacking({{"amx_tile", tile}, {"amx_int8", int8}});
+  unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;
+  if (__get_cpuid(1, &eax1, &ebx1, &ecx1, &edx1) == 0 || (ecx1 & (1u << 27)) == 0)
+    return "the OS does not enable XSAVE (CPUID.1:ECX.OSXSAVE)";
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & (3u << 17)) != (3u << 17))
+    return "the OS does not save the AMX tile state (XCR0 bits 17, 18)";
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
+    return "Linux refused this process the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
+#endif
+  return "";
+}
+
+const std::string& AmxMissingOnce() {
+  static const std::string missing = ReadAmxMissing();
+  return missing;
+}
+
+// Every feature, once. __builtin_cpu_supports also checks that the OS saves the YMM registers (for avx2,
+// fma) and the ZMM and mask registers (for the AVX-512 ones).
+CpuFeatures ReadCpuFeatures() {
+  CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2") != 0;
+  f.fma = __builtin_cpu_supports("fma") != 0;
+  f.f16c = HasF16c();
+  f.avx512f = __builtin_cpu_supports("avx512f") != 0;
+  f.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
+  f.avx512vl = __builtin_cpu_supports("avx512vl") != 0;
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
+  f.gfni = __builtin_cpu_supports("gfni") != 0;
+  f.amx_int8 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && AmxMissingOnce().empty();
+  return f;
+}
+
 #else
 CpuFeatures ReadCpuFeatures() {
   return {};
@@ -86,6 +120,16 @@ CpuFeatures ReadCpuFeatures() {
 const CpuFeatures& HostCpuFeatures() {
   static const CpuFeatures features = ReadCpuFeatures();
   return features;
+}
+
+std::string AmxMissing() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const CpuFeatures& f = HostCpuFeatures();
+  if (!f.amx_int8 && AmxMissingOnce().empty()) return "CPU lacks avx512f, avx512bw, avx512vl or avx512vnni";
+  return AmxMissingOnce();
+#else
+  return "not an x86-64 build";
+#endif
 }
 
 std::string IsaMissing(Isa isa) {

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "../../src/kernels/ggml/int8_panel.h"
+#include "../../src/kernels/ggml/int8_panel_avx512.h"
 #include "plumb/core/error.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/isa.h"
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
 #include "plumb/kernels/weight_matrix.h"
@@ -174,20 +176,21 @@ TEST_P(Int8GemmIsa, BatchPaysOnlyWithAMultiRowKernel) {
   EXPECT_EQ(kernels::Int8BatchPays(int4, 4), vector && GetParam() != Isa::kNeon);
 }
 
-// The GGUF types' int8 panels (weight_format.h's int8_panel_gemm, src/kernels/ggml/int8_panel.h) on
-// awkward shapes: 37 rows (two 16-row groups and a partial one), ranges that start and end inside a group,
-// K of 1, 3 and 19 blocks (1 and 3 super-blocks), m from 1 to past several 4-row blocks; each Y element
-// bitwise the scalar row dots of its x row.
-TEST_P(Int8GemmIsa, PanelsAreBitwiseTheRowDotsDefinition) {
+// The GGUF types' int8 panels on awkward shapes: 37 rows (two 16-row groups and a partial one), ranges that
+// start and end inside a group, K of 1, 3 and 19 blocks (1 and 3 super-blocks), m from 1 to past several
+// 4-, 6- and 16-row blocks of x; each Y element bitwise the scalar row dots of its x row. `panels_for` gives
+// the kernel of a type (null: the path has none for it, skipped).
+template <class PanelsFor>
+void ExpectPanelsAreTheDefinition(PanelsFor panels_for, const std::string& path) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                         GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const bool k_quant = GgmlTraits(type).block_elements == 256;
     for (int cols : k_quant ? std::vector<int>{256, 768} : std::vector<int>{32, 96, 608}) {
       const WeightMatrix W = testing::RandomGgml(type, 37, cols, 3u * cols + static_cast<unsigned>(type));
-      const std::string name = std::string(GgmlTypeName(type)) + " " + std::to_string(cols);
-      const kernels::Int8GemmFn panels = kernels::KernelsFor(*W.format, GetParam()).int8_panel_gemm;
-      ASSERT_NE(panels, nullptr) << name;
-      for (int m : {1, 4, 5, 18}) {
+      const std::string name = path + " " + std::string(GgmlTypeName(type)) + " " + std::to_string(cols);
+      const kernels::Int8GemmFn panels = panels_for(W);
+      if (panels == nullptr) continue;
+      for (int m : {1, 4, 5, 18, 33}) {
         const std::vector<Int8Activations> xs = XRows(cols, m, 5u * m + cols);
         for (const auto& [begin, end] :
              {std::pair{0, 37}, std::pair{1, 36}, std::pair{3, 19}, std::pair{16, 32}, std::pair{5, 6}}) {
@@ -197,6 +200,77 @@ TEST_P(Int8GemmIsa, PanelsAreBitwiseTheRowDotsDefinition) {
     }
   }
 }
+
+// int8_panel_gemm as KernelsFor gives it on each ISA: every type has one.
+TEST_P(Int8GemmIsa, PanelsAreBitwiseTheRowDotsDefinition) {
+  ExpectPanelsAreTheDefinition(
+      [&](const WeightMatrix& W) {
+        const kernels::Int8GemmFn panels = kernels::KernelsFor(*W.format, GetParam()).int8_panel_gemm;
+        EXPECT_NE(panels, nullptr) << GgmlTypeName(W.type);
+        return panels;
+      },
+      kernels::IsaName(GetParam()));
+}
+
+#if defined(__x86_64__)
+// AVX-512's two paths, each whatever the table picked on this host: VNNI's registers and AMX's tiles
+// (int8_panel_amx.cpp; the G = 32 types: G = 16 and 4 stay on VNNI).
+TEST(Int8PanelsAvx512, VnniIsBitwiseTheDefinition) {
+  if (!kernels::IsaSupported(Isa::kAvx512)) GTEST_SKIP() << kernels::IsaMissing(Isa::kAvx512);
+  if (!kernels::HasAvx512Vnni()) GTEST_SKIP() << "CPU lacks avx512_vnni";
+  ExpectPanelsAreTheDefinition(
+      [](const WeightMatrix& W) { return kernels::ggml::avx512::Int8PanelGemmPath(false, W.type); }, "vnni");
+}
+
+TEST(Int8PanelsAvx512, AmxIsBitwiseTheDefinition) {
+  if (!kernels::HasAmxInt8()) GTEST_SKIP() << "AMX: " << kernels::AmxMissing();
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                        GgmlType::Q4_K, GgmlType::Q5_K}) {
+    EXPECT_NE(kernels::ggml::avx512::AmxPanelGemmFor(type), nullptr)
+        << GgmlTypeName(type) << " is not on tiles";
+  }
+  ExpectPanelsAreTheDefinition(
+      [](const WeightMatrix& W) { return kernels::ggml::avx512::AmxPanelGemmFor(W.type); }, "amx");
+}
+
+// The AMX kernel keeps each thread's copy of the x rows from call to call (Int8Activations::serial): the
+// same objects requantized, a row changed by hand (serial 0), and fewer rows than before (zero padding where
+// rows were) must each be what the new rows give, never the copy's.
+// Code e of x set by hand, its block's sum and s kept as QuantizeActivations defines them; serial 0, as the
+// field asks of a writer other than QuantizeActivations.
+void SetCode(Int8Activations& x, int e, int code) {
+  const std::size_t b = static_cast<std::size_t>(e / 32);
+  x.sum[b] += code - x.q[static_cast<std::size_t>(e)];
+  x.q[static_cast<std::size_t>(e)] = static_cast<std::int8_t>(code);
+  x.s[b] = x.d[b] * static_cast<float>(x.sum[b]);
+  x.serial = 0;
+  kernels::AddGroupSums(x);
+}
+
+TEST(Int8PanelsAvx512, AmxCopiesOfXFollowTheirRows) {
+  if (!kernels::HasAmxInt8()) GTEST_SKIP() << "AMX: " << kernels::AmxMissing();
+  const WeightMatrix W = testing::RandomGgml(GgmlType::Q8_0, 37, 96, 41);
+  const kernels::Int8GemmFn amx = kernels::ggml::avx512::AmxPanelGemmFor(W.type);
+  ASSERT_NE(amx, nullptr);
+  std::vector<Int8Activations> xs = XRows(W.cols, 20, 1);
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "first rows"));
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const std::vector<float> x = RandomVector(W.cols, 100u + static_cast<unsigned>(i), 2.0f);
+    kernels::QuantizeActivations(x.data(), W.cols, xs[i]);
+    kernels::AddGroupSums(xs[i]);
+  }
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "requantized"));
+  SetCode(xs[3], 5, -xs[3].q[5] + 1);
+  SetCode(xs[17], 90, 127);
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "changed by hand"));
+  xs.resize(3);
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "fewer rows"));
+  SetCode(xs[1], 7, 9);
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "a serial-0 row changed again"));
+  SetCode(xs[1], 7, -9);
+  ASSERT_TRUE(IsTheDefinition(amx, W, 0, 37, xs, "and again"));
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Variants, Int8GemmIsa, ::testing::ValuesIn(plumb::testing::kIsasOfThisBuild),
                          [](const auto& p) { return std::string(kernels::IsaName(p.param)); });

@@ -48,6 +48,10 @@ struct Int8Activations {
   // int8 panels of Q3_K and Q6_K (16) and Q2_K (4) take off or scale per term
   // (src/kernels/ggml/int8_panel.h). Filled by AddGroupSums; QuantizeActivations leaves them as they were.
   std::vector<std::int32_t> sum16, sum4;
+  // A number no other QuantizeActivations call of this process gave (0: filled by other means): a kernel
+  // that keeps a copy of q across calls (the AMX panels' x tiles) knows by it that the copy is still these
+  // codes. Whoever writes q other than through QuantizeActivations sets it to 0.
+  std::uint64_t serial = 0;
 
   static int Blocks(int n) { return (n + 31) / 32; }
 };

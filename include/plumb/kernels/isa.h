@@ -23,6 +23,10 @@ struct CpuFeatures {
   // Beyond the levels, each picking a faster path within kAvx512:
   bool avx512vnni = false;  // the int8 dots' vpdpbusd (ggml_int8_avx512.cpp, int4/int4_int8_x86.cpp)
   bool gfni = false;        // FP8 E4M3's byte maps (fp8/fp8_avx512.cpp)
+  // AMX's tiles and int8 tile products (tdpbssd), beside AVX-512 VNNI (the panels' other half), with the OS
+  // saving the tile state and Linux granting this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM,
+  // asked once, here): prefill's int8 panels (ggml/int8_panel_amx.cpp).
+  bool amx_int8 = false;
 };
 const CpuFeatures& HostCpuFeatures();
 
@@ -34,6 +38,12 @@ inline bool HasAvx512Vnni() {
 inline bool HasGfni() {
   return HostCpuFeatures().gfni;
 }
+inline bool HasAmxInt8() {
+  return HostCpuFeatures().amx_int8;
+}
+// Why HasAmxInt8() is false ("CPU lacks amx_tile, amx_int8", "Linux refused the tile data: ..."), for a
+// test's skip; "" when it is true.
+std::string AmxMissing();
 
 // Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2, FMA and F16C, so that
 // no kernel under kAvx2 asks for FMA again; kAvx512 on x86-64 with those and AVX-512 F, BW and VL, enabled by

@@ -1,8 +1,9 @@
 // The int8 panels' kernel with AVX-512 VNNI (int8_panel.h): one 512-bit register holds a chunk of 4
 // elements of all 16 rows of a group, and dpbusd adds each row's 4 products into its int32 lane, so a term
 // of G elements is G / 4 dpbusd per x row, exact, with no int16 step; its float steps are the definition's,
-// one row per lane. Bitwise scalar::Int8RowDots (int8_panel_test). Entered in the AVX-512 column only
-// where the CPU has VNNI; otherwise AVX-512 hosts take AVX2's panels by the table's fallback.
+// one row per lane. Bitwise scalar::Int8RowDots (int8_gemm_test). Entered in the AVX-512 column only
+// where the CPU has VNNI; otherwise AVX-512 hosts take AVX2's panels by the table's fallback. Where the CPU
+// has AMX, its tiles take the G = 32 types instead (int8_panel_amx.cpp).
 #include "ggml_kernels.h"
 
 #if defined(__x86_64__)
@@ -10,11 +11,14 @@
 #include "../simd/avx512_intrinsics.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "../int8_activations/int8_sums_x86.h"
 #include "../simd/bytes.h"
 #include "ggml_kernel_table.h"
 #include "int8_panel.h"
+#include "int8_panel_avx512.h"
 #include "int8_panel_driver.h"
 #include "plumb/core/extent.h"
 #include "plumb/kernels/isa.h"
@@ -53,38 +57,11 @@ PLUMB_INT8_VNNI void GatheredGroupCodes(const WeightMatrix& W, int r0, const Pan
   GroupCodes<T>(o, W.Row(r0), panel, lane_offset, group, 0);
 }
 
-GroupCodesFn GatheredFor(GgmlType type) {
-  switch (type) {
-    case GgmlType::Q4_0:
-      return GatheredGroupCodes<GgmlType::Q4_0>;
-    case GgmlType::Q4_1:
-      return GatheredGroupCodes<GgmlType::Q4_1>;
-    case GgmlType::Q5_0:
-      return GatheredGroupCodes<GgmlType::Q5_0>;
-    case GgmlType::Q5_1:
-      return GatheredGroupCodes<GgmlType::Q5_1>;
-    case GgmlType::Q8_0:
-      return GatheredGroupCodes<GgmlType::Q8_0>;
-    case GgmlType::Q2_K:
-      return GatheredGroupCodes<GgmlType::Q2_K>;
-    case GgmlType::Q3_K:
-      return GatheredGroupCodes<GgmlType::Q3_K>;
-    case GgmlType::Q4_K:
-      return GatheredGroupCodes<GgmlType::Q4_K>;
-    case GgmlType::Q5_K:
-      return GatheredGroupCodes<GgmlType::Q5_K>;
-    case GgmlType::Q6_K:
-      return GatheredGroupCodes<GgmlType::Q6_K>;
-    default:
-      return nullptr;
-  }
-}
-
 template <PanelMin kMin, int G, bool kOffset>
 struct PanelKernel {
   // 6 x rows: 6 × 3 accumulators, a term's G / 4 weight registers and its factors stay in the 32 registers.
   static constexpr int kX = 6;
-  static GroupCodesFn GroupCodesFor(GgmlType type) { return GatheredFor(type); }
+  static GroupCodesFn GroupCodesFor(GgmlType type) { return GatheredGroupCodesFor(type); }
   template <int RX>
   PLUMB_INT8_VNNI static void Lanes(const PanelArgs& a, const std::uint8_t* group, int x0, float* lanes,
                                     float* m_lanes) {
@@ -141,44 +118,102 @@ struct PanelKernel {
     }
   }
 
-  // FinishLanes with the 16 rows in one register: ReduceLanes' tree, lane by lane.
-  PLUMB_INT8_VNNI static void Finish(const PanelShape& shape, const float* lanes, const float* m_lanes,
-                                     int rx, int rows, float* Y, std::size_t ldy, int r0) {
-    const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
-    for (int i = 0; i < rx; ++i) {
-      __m512 y = Tree(lanes + i * 8 * kPanelRows);
-      if constexpr (kMin != PanelMin::kNone) {
-        const __m512 m = Tree(m_lanes + i * 8 * kPanelRows);
-        y = shape.min_subtracts ? _mm512_sub_ps(y, m) : _mm512_add_ps(y, m);
-      }
-      _mm512_mask_storeu_ps(Y + Extent(i, ldy) + r0, valid, y);
-    }
-  }
-
-  PLUMB_INT8_VNNI static __m512 Tree(const float* l) {
-    __m512 v[8];
-    for (int L = 0; L < 8; ++L) v[L] = _mm512_load_ps(l + L * kPanelRows);
-    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
-                         _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+  static void Finish(const PanelShape& shape, const float* lanes, const float* m_lanes, int rx, int rows,
+                     float* Y, std::size_t ldy, int r0) {
+    FinishLanes16(shape, lanes, m_lanes, rx, rows, Y, ldy, r0);
   }
 };
 
-template <PanelMin kMin, int G, bool kOffset>
-void Enter(GgmlKernelTable& table, GgmlType type) {
-  table.At(type, Isa::kAvx512).int8_panel_gemm = PanelGemm<PanelKernel<kMin, G, kOffset>>;
+PLUMB_INT8_VNNI __m512 Tree(const float* l) {
+  __m512 v[8];
+  for (int L = 0; L < 8; ++L) v[L] = _mm512_load_ps(l + L * kPanelRows);
+  return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                       _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+}
+
+Int8GemmFn VnniPanelGemmFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+      return PanelGemm<PanelKernel<PanelMin::kNone, 32, true>>;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return PanelGemm<PanelKernel<PanelMin::kBlockSum, 32, false>>;
+    case GgmlType::Q3_K:
+    case GgmlType::Q6_K:
+      return PanelGemm<PanelKernel<PanelMin::kNone, 16, true>>;
+    case GgmlType::Q2_K:
+      return PanelGemm<PanelKernel<PanelMin::kTermSum, 4, false>>;
+    default:
+      return nullptr;
+  }
+}
+
+// PLUMB_AMX=0 leaves AMX unused (an A/B of the two paths on one host).
+bool AmxWanted() {
+  const char* env = std::getenv("PLUMB_AMX");
+  return HasAmxInt8() && (env == nullptr || std::string_view(env) != "0");
 }
 
 }  // namespace
 
+GroupCodesFn GatheredGroupCodesFor(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return GatheredGroupCodes<GgmlType::Q4_0>;
+    case GgmlType::Q4_1:
+      return GatheredGroupCodes<GgmlType::Q4_1>;
+    case GgmlType::Q5_0:
+      return GatheredGroupCodes<GgmlType::Q5_0>;
+    case GgmlType::Q5_1:
+      return GatheredGroupCodes<GgmlType::Q5_1>;
+    case GgmlType::Q8_0:
+      return GatheredGroupCodes<GgmlType::Q8_0>;
+    case GgmlType::Q2_K:
+      return GatheredGroupCodes<GgmlType::Q2_K>;
+    case GgmlType::Q3_K:
+      return GatheredGroupCodes<GgmlType::Q3_K>;
+    case GgmlType::Q4_K:
+      return GatheredGroupCodes<GgmlType::Q4_K>;
+    case GgmlType::Q5_K:
+      return GatheredGroupCodes<GgmlType::Q5_K>;
+    case GgmlType::Q6_K:
+      return GatheredGroupCodes<GgmlType::Q6_K>;
+    default:
+      return nullptr;
+  }
+}
+
+PLUMB_INT8_VNNI void FinishLanes16(const PanelShape& shape, const float* lanes, const float* m_lanes, int rx,
+                                   int rows, float* Y, std::size_t ldy, int r0) {
+  const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+  for (int i = 0; i < rx; ++i) {
+    __m512 y = Tree(lanes + i * 8 * kPanelRows);
+    if (shape.min != PanelMin::kNone) {
+      const __m512 m = Tree(m_lanes + i * 8 * kPanelRows);
+      y = shape.min_subtracts ? _mm512_sub_ps(y, m) : _mm512_add_ps(y, m);
+    }
+    _mm512_mask_storeu_ps(Y + Extent(i, ldy) + r0, valid, y);
+  }
+}
+
+Int8GemmFn Int8PanelGemmPath(bool amx, GgmlType type) {
+  if (amx) {
+    if (Int8GemmFn fn = AmxPanelGemmFor(type)) return fn;
+  }
+  return VnniPanelGemmFor(type);
+}
+
 void FillInt8Panels(GgmlKernelTable& table) {
   if (!HasAvx512Vnni()) return;
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0})
-    Enter<PanelMin::kNone, 32, true>(table, type);
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K}) {
-    Enter<PanelMin::kBlockSum, 32, false>(table, type);
+  const bool amx = AmxWanted();
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    table.At(type, Isa::kAvx512).int8_panel_gemm = Int8PanelGemmPath(amx, type);
   }
-  for (GgmlType type : {GgmlType::Q3_K, GgmlType::Q6_K}) Enter<PanelMin::kNone, 16, true>(table, type);
-  Enter<PanelMin::kTermSum, 4, false>(table, GgmlType::Q2_K);
 }
 
 }  // namespace plumb::kernels::ggml::avx512

@@ -85,8 +85,10 @@ void QuantizeBlock(const float* x, int count, std::int8_t* q, float* d, float* s
 }  // namespace scalar
 
 void QuantizeActivations(const float* x, int n, Int8Activations& out) {
+  static std::atomic<std::uint64_t> last_serial{0};
   const int blocks = Int8Activations::Blocks(n);
   out.n = n;
+  out.serial = last_serial.fetch_add(1, std::memory_order_relaxed) + 1;
   if (out.q.size() < static_cast<std::size_t>(blocks) * 32)
     out.q.resize(static_cast<std::size_t>(blocks) * 32);
   if (out.d.size() < static_cast<std::size_t>(blocks)) {
