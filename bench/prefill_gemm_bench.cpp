@@ -1,8 +1,8 @@
 // Prefill's projection on Llama-3.2-1B's shapes, per weight type and number of prompt rows: what
-// kernels::Gemm runs (the fast family's int8 panels from kInt8PanelMinRows rows, the exact family's FP32
-// sgemm on decoded tiles) against the fast family's row dots repeated per row (kernels::GemvBatch: the same
-// bits as the panels), which is where the panels' threshold comes from (docs/performance.md, "Prefill on
-// int8 panels").
+// kernels::Gemm runs (the fast family's int8 panels from kInt8PanelMinRows rows, or for BF16 and F16 its BF16
+// panels past 64 rows where the CPU has AVX512-BF16; the exact family's FP32 sgemm on decoded tiles) against
+// the fast family's row dots repeated per row (kernels::GemvBatch: the same bits as the panels), which is
+// where the panels' threshold comes from (docs/performance.md, "Prefill on int8 panels").
 //
 //   Gemm/<family>/<type>/rows:<m>/cols:<k>/m:<prompt rows>/threads:<n>
 //       family: fast_panels (kernels::Gemm, fast family), fast_rowdots (kernels::GemvBatch, fast family),
@@ -11,6 +11,8 @@
 //   cmake --build build --target prefill_gemm_bench
 //   build/prefill_gemm_bench --benchmark_filter='threads:1'
 //   PLUMB_AMX=0 build/prefill_gemm_bench ...   (on an AMX host: the panels on VNNI, for an A/B)
+//   build/prefill_gemm_bench --benchmark_filter='(fast_panels|exact)/BF16/.*m:512'   (BF16 panels against
+//       sgemm; PLUMB_BF16=0 gives the fast family's FP32 path)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -34,6 +36,18 @@ using plumb::bench::RandomBlocks;
 
 enum class Path { kPanels, kRowDots, kExact };
 
+// A BF16 or F16 matrix of N(0, 0.02) weights, as a checkpoint's (random bits would hold NaNs and subnormals).
+WeightMatrix RandomFloats(GgmlType type, int rows, int cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<std::uint8_t> bytes(std::size_t{2} * rows * cols);
+  for (std::size_t i = 0; i < bytes.size(); i += 2) {
+    const float w = normal(rng);
+    const std::uint16_t h = type == GgmlType::BF16 ? plumb::F32ToBF16(w) : plumb::F32ToF16(w);
+    std::memcpy(&bytes[i], &h, 2);
+  }
+  return WeightMatrix::FromBytes(type, rows, cols, std::move(bytes));
+}
+
 void BM_Gemm(benchmark::State& state, Path path, GgmlType type) {
   const int rows = static_cast<int>(state.range(0));
   const int cols = static_cast<int>(state.range(1));
@@ -41,9 +55,10 @@ void BM_Gemm(benchmark::State& state, Path path, GgmlType type) {
   plumb::kernels::SetNumThreads(static_cast<int>(state.range(3)));
   plumb::kernels::SetFamily(path == Path::kExact ? plumb::kernels::KernelFamily::kExact
                                                  : plumb::kernels::KernelFamily::kFast);
-  const WeightMatrix W = RandomBlocks(type, rows, cols, 7);
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  const WeightMatrix W = type == GgmlType::BF16 || type == GgmlType::F16 ? RandomFloats(type, rows, cols, rng)
+                                                                         : RandomBlocks(type, rows, cols, 7);
   std::vector<float> X(static_cast<std::size_t>(m) * cols);
   for (float& x : X) x = normal(rng);
   std::vector<float> Y(static_cast<std::size_t>(m) * rows);
@@ -72,7 +87,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 void Register() {
   for (const auto& [name, type] : {std::pair{"Q4_0", GgmlType::Q4_0}, std::pair{"Q8_0", GgmlType::Q8_0},
-                                   std::pair{"Q4_K", GgmlType::Q4_K}, std::pair{"Q6_K", GgmlType::Q6_K}}) {
+                                   std::pair{"Q4_K", GgmlType::Q4_K}, std::pair{"Q6_K", GgmlType::Q6_K},
+                                   std::pair{"BF16", GgmlType::BF16}, std::pair{"F16", GgmlType::F16}}) {
     for (const auto& [label, path] :
          {std::pair{"fast_panels", Path::kPanels}, std::pair{"fast_rowdots", Path::kRowDots},
           std::pair{"exact", Path::kExact}}) {

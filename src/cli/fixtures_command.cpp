@@ -1,12 +1,15 @@
 // plumb fixtures generate | verify | run-reference: the golden fixture suite (docs/fixtures.md).
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "plumb/cli/commands.h"
 #include "plumb/cli/common_flags.h"
 #include "plumb/cli/flags.h"
 #include "plumb/core/error.h"
 #include "plumb/fixtures/fixtures.h"
+#include "plumb/kernels/int8_activations.h"
 
 namespace plumb::cli {
 namespace {
@@ -105,6 +108,12 @@ int RunReference(std::span<const std::string> args, std::ostream& out, std::ostr
   ApplyKernelsFlag(f);
   const fixtures::Suite suite = fixtures::Suite::Open(f.String("suite"));
   fixtures::RunReference(suite, f.String("out"), f.String("model"), f.String("cases"), err);
+  // What verify must be told about these results: the active family's declared allowances on this host.
+  const std::vector<std::string> allow = kernels::DeclaredAllowances(kernels::ActiveFamily());
+  std::string joined;
+  for (const std::string& a : allow) joined += (joined.empty() ? "" : ",") + a;
+  err << "run-reference: kernels " << kernels::FamilyName(kernels::ActiveFamily()) << " on this host: verify "
+      << (allow.empty() ? "with no --allow" : "--allow " + joined) << "\n";
   return 0;
 }
 

@@ -105,6 +105,7 @@ CpuFeatures ReadCpuFeatures() {
   f.avx512vl = __builtin_cpu_supports("avx512vl") != 0;
   f.avx512vnni = __builtin_cpu_supports("avx512vnni") != 0;
   f.gfni = __builtin_cpu_supports("gfni") != 0;
+  f.avx512bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16") != 0;
   f.amx_int8 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && AmxMissingOnce().empty();
   return f;
 }

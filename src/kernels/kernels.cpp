@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <vector>
 
+#include "bf16_panel/bf16_panel.h"
 #include "exp/exp_kernels.h"
 #include "plumb/core/error.h"
 #include "plumb/core/extent.h"
@@ -287,6 +289,9 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
   // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
   // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
   // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
+  // Prefill of a float matrix in the fast family, on a CPU with BF16 dot products: x and W rounded to BF16,
+  // FP32 sums (bf16_panel.h), twice an FP32 FMA's products per instruction.
+  if (m >= kBf16PanelMinRows && bf16::PanelsRun(W)) return bf16::PanelGemm(W, X, m, Y);
   if (m <= small_gemm::kMaxRows) {
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
     return;
@@ -311,6 +316,17 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
         return tile.data();
       },
       [&](int r0, int rows) { ApplyRowScales(W, r0, rows, Y, m, static_cast<std::size_t>(n)); });
+}
+
+bool UsesBf16Panels(const WeightMatrix& W) {
+  return bf16::PanelsRun(W);
+}
+
+std::vector<std::string> DeclaredAllowances(KernelFamily family) {
+  if (family == KernelFamily::kExact) return {};
+  std::vector<std::string> allow = {"int8_activations"};
+  if (bf16::PanelsAvailable()) allow.push_back("bf16_activations");
+  return allow;
 }
 
 void GemvBatch(const WeightMatrix& W, const float* X, int rows, float* Y) {

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string>
 
+#include "plumb/kernels/int8_activations.h"
 #include "support/process.h"
 
 namespace plumb {
@@ -37,14 +39,22 @@ TEST_F(FixturesCli, GenerateRunReferenceVerify) {
   EXPECT_NE(ok.output.find("; the closest PASS used "), std::string::npos) << ok.output;
   EXPECT_EQ(ok.output.find("FAIL"), std::string::npos) << ok.output;
 
-  // The fast family's op results, judged with the int8_activations allowance; an unknown one is an error.
+  // The fast family's op results, judged with the allowances it declares on this host (int8_activations,
+  // and bf16_activations where its float prefill runs the BF16 panels), which run-reference names; an
+  // unknown allowance is an error.
   const auto fast = RunPlumb("fixtures run-reference --kernels fast --model none --suite " + Path("suite") +
                              " --out " + Path("fast"));
   ASSERT_EQ(fast.exit_code, 0) << fast.output;
-  const auto allowed = RunPlumb("fixtures verify --allow int8_activations --suite " + Path("suite") +
+  std::string declared;
+  for (const std::string& a : kernels::DeclaredAllowances(kernels::KernelFamily::kFast))
+    declared += (declared.empty() ? "" : ",") + a;
+  EXPECT_NE(fast.output.find("run-reference: kernels fast on this host: verify --allow " + declared + "\n"),
+            std::string::npos)
+      << fast.output;
+  const auto allowed = RunPlumb("fixtures verify --allow " + declared + " --suite " + Path("suite") +
                                 " --results " + Path("fast"));
   EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
-  EXPECT_NE(allowed.output.find("[int8_activations]"), std::string::npos) << allowed.output;
+  EXPECT_NE(allowed.output.find("[int8_activations"), std::string::npos) << allowed.output;
   const auto bogus =
       RunPlumb("fixtures verify --allow fp4 --suite " + Path("suite") + " --results " + Path("fast"));
   EXPECT_EQ(bogus.exit_code, 2) << bogus.output;

@@ -1,11 +1,21 @@
 // The fast family's float kernels as Gemv and GemvBatch choose them (kernels/kernels.h): the FMA kernels
 // (fma_dot_test.cpp checks their bits) in the fast family, the exact ones in the exact family and for a
-// matrix marked exact_only, at any thread count, and GemvBatch's rows each bitwise their Gemv.
+// matrix marked exact_only, at any thread count, and GemvBatch's rows each bitwise their Gemv. And prefill's
+// BF16 panels (src/kernels/bf16_panel/bf16_panel.h): AVX512-BF16's rounding, packing and tile product
+// bitwise the definition on awkward shapes and values, and Gemm taking them only where it should.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include "../../src/kernels/bf16_panel/bf16_panel.h"
+#include "plumb/formats/dtype.h"
+#include "plumb/kernels/isa.h"
 
 #include "plumb/kernels/kernels.h"
 #include "plumb/kernels/weight_format.h"
@@ -65,6 +75,170 @@ TEST(FmaFamily, GemvAndGemvBatchFollowTheFamily) {
     }
   }
   kernels::SetNumThreads(threads);
+}
+
+// ---- BF16 panels ------------------------------------------------------------------------------------------
+
+// Why this host cannot run the AVX512-BF16 kernels, or "".
+std::string Bf16Missing() {
+  if (!kernels::IsaSupported(kernels::Isa::kAvx512)) return kernels::IsaMissing(kernels::Isa::kAvx512);
+  if (!kernels::HasAvx512Bf16()) return "CPU lacks avx512_bf16";
+  return "";
+}
+
+// x rows with every awkward value: AwkwardX's signed zeros, subnormals and large values, and infinities, a
+// NaN, values that round up to the smallest normal or to infinity, and ties of the BF16 rounding.
+std::vector<float> AwkwardRows(int m, int k, std::uint32_t seed) {
+  std::vector<float> X;
+  for (int i = 0; i < m; ++i) {
+    std::vector<float> x = testing::AwkwardX(k, seed + static_cast<std::uint32_t>(i));
+    if (i % 3 == 1) {
+      for (int e = 2; e < k; e += 17) x[e] = std::bit_cast<float>(0x007FFFC0u);  // rounds up to 2^-126
+      for (int e = 4; e < k; e += 19) x[e] = std::bit_cast<float>(0x3F808000u);  // a tie: to even, 1.0
+      for (int e = 6; e < k; e += 23) x[e] = std::bit_cast<float>(0x3F818000u);  // a tie: up
+    }
+    if (i % 4 == 2) {
+      x[k / 2] = std::numeric_limits<float>::infinity();
+      x[k - 1] = std::bit_cast<float>(0x7F7FFFFFu);  // FLT_MAX: rounds to inf
+      if (k > 2) x[1] = std::numeric_limits<float>::quiet_NaN();
+    }
+    X.insert(X.end(), x.begin(), x.end());
+  }
+  return X;
+}
+
+// The vector rounding and packing write the definition's words exactly (NaN as 0x7FFF included), for row
+// lengths that are odd, shorter than a register's 32 elements and longer, for partial groups, and from the
+// decoded rows and the stored ones alike.
+TEST(Bf16Panels, RoundingAndPackingAreTheDefinitions) {
+  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
+  const kernels::bf16::Kernels avx512 = kernels::bf16::Avx512Bf16Kernels();
+  for (int k : {1, 2, 31, 32, 33, 65, 333}) {
+    const int pairs = (k + 1) / 2;
+    const std::vector<float> X = AwkwardRows(16, k, 77);
+    for (int i = 0; i < 16; ++i) {
+      std::vector<std::uint32_t> want(pairs + 1, 0xDEADBEEFu), got(pairs + 1, 0xDEADBEEFu);
+      kernels::bf16::RoundRow(X.data() + i * k, k, want.data());
+      avx512.round_row(X.data() + i * k, k, got.data());
+      ASSERT_EQ(got, want) << "k " << k << ", row " << i;  // and the word past the row left alone
+    }
+    for (int rows : {1, 7, 16}) {
+      kernels::bf16::Panel want, got;
+      want.Resize(2, pairs);
+      got.Resize(2, pairs);
+      kernels::bf16::PackGroup(X.data(), rows, k, want, 1);
+      avx512.pack_group(X.data(), rows, k, got, 1);
+      const std::vector<std::uint32_t> a(want.Group(1), want.Group(1) + pairs * 16);
+      const std::vector<std::uint32_t> b(got.Group(1), got.Group(1) + pairs * 16);
+      ASSERT_EQ(b, a) << "k " << k << ", rows " << rows;
+    }
+    // From the stored rows (F32, F16, BF16, their NaNs, infinities and subnormals), the words of the
+    // decoded rows; FP8 is not read that way. Rows from 3 on, so that a group starts inside the matrix.
+    for (FloatCase& c : Cases(21, k, 60)) {
+      std::vector<float> decoded(16 * static_cast<std::size_t>(k));
+      for (int rows : {1, 16}) {
+        kernels::bf16::Panel want, got;
+        want.Resize(1, pairs);
+        got.Resize(1, pairs);
+        kernels::DecodeRowsOf(c.W, 3, rows, decoded.data());
+        kernels::bf16::PackGroup(decoded.data(), rows, k, want, 0);
+        const bool stored = avx512.pack_stored(c.W, 3, rows, got, 0);
+        ASSERT_EQ(stored, c.W.format == &kernels::kGgmlFormat) << c.name;
+        if (!stored) continue;
+        const std::vector<std::uint32_t> a(want.Group(0), want.Group(0) + pairs * 16);
+        const std::vector<std::uint32_t> b(got.Group(0), got.Group(0) + pairs * 16);
+        ASSERT_EQ(b, a) << c.name << ", k " << k << ", rows " << rows;
+      }
+    }
+  }
+}
+
+// Y from the panels against the definition, element by element: every float format (random and any-bits
+// F16/BF16 with infinities, NaNs and subnormals; FP8 with its row scales), x rows with awkward values,
+// shapes whose rows, x rows and pairs are not multiples of the blocks (16-row groups, 4-group tiles, 6 x
+// rows, 1024-pair blocks of k), from the fewest rows Gemm gives them, at 1 and 3 threads.
+TEST(Bf16Panels, GemmIsBitwiseTheDefinition) {
+  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
+  FamilyGuard guard(KernelFamily::kFast);
+  const int threads = kernels::NumThreads();
+  struct Shape {
+    int n, k, m;
+  };
+  for (const Shape sh : {Shape{17, 333, 65}, Shape{70, 31, 7}, Shape{130, 2051, 13}, Shape{64, 2, 100},
+                         Shape{33, 64, kernels::kBf16PanelMinRows}}) {
+    const std::vector<float> X = AwkwardRows(sh.m, sh.k, 5);
+    kernels::bf16::Bf16Rows xb;
+    kernels::bf16::RoundRows(X.data(), sh.m, sh.k, xb);
+    for (FloatCase& c : Cases(sh.n, sh.k, 40)) {
+      ASSERT_TRUE(kernels::UsesBf16Panels(c.W)) << c.name;
+      std::vector<float> want(static_cast<std::size_t>(sh.m) * sh.n);
+      kernels::bf16::GemmDefinition(c.W, 0, sh.n, xb, want.data(), sh.n);
+      for (int t : {1, 3}) {
+        kernels::SetNumThreads(t);
+        std::vector<float> Y(want.size(), -1.0f);
+        kernels::Gemm(X.data(), sh.m, c.W, Y.data());
+        for (std::size_t e = 0; e < Y.size(); ++e)
+          ASSERT_TRUE(SameBits(Y[e], want[e])) << c.name << ", n " << sh.n << " k " << sh.k << " m " << sh.m
+                                               << ", threads " << t << ", element " << e;
+      }
+    }
+  }
+  kernels::SetNumThreads(threads);
+}
+
+// Where the definition follows vdpbf16ps rather than IEEE FMA: a sum that x86 calls tiny after rounding
+// (2^-126 − 2^-150, which gradual underflow would round up to 2^-126) is flushed to +0, a tie just above it
+// is not, and a subnormal input is read as zero. The kernel's hardware answers; the definition must agree.
+TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
+  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
+  FamilyGuard guard(KernelFamily::kFast);
+  constexpr int kRows = 3, kCols = 2, kM = 65;
+  // Row r's pair: (even, odd) = (w0[r], 2^-63); x's: (2^-75, 2^-63). The odd product 2^-126 comes first.
+  const float w0[kRows] = {-0x1p-75f, -0x1p-76f, 0x1p-130f};
+  std::vector<std::uint8_t> bytes;
+  for (int r = 0; r < kRows; ++r)
+    for (float v : {w0[r], 0x1p-63f}) {
+      const std::uint16_t b = F32ToBF16(v);
+      bytes.push_back(static_cast<std::uint8_t>(b & 0xFF));
+      bytes.push_back(static_cast<std::uint8_t>(b >> 8));
+    }
+  const WeightMatrix W = WeightMatrix::FromBytes(GgmlType::BF16, kRows, kCols, std::move(bytes));
+  std::vector<float> X;
+  for (int i = 0; i < kM; ++i) X.insert(X.end(), {0x1p-75f, 0x1p-63f});
+  std::vector<float> Y(kM * kRows);
+  kernels::Gemm(X.data(), kM, W, Y.data());
+  kernels::bf16::Bf16Rows xb;
+  kernels::bf16::RoundRows(X.data(), kM, kCols, xb);
+  std::vector<float> want(Y.size());
+  kernels::bf16::GemmDefinition(W, 0, kRows, xb, want.data(), kRows);
+  EXPECT_TRUE(SameBits(Y[0], 0.0f));     // 2^-126 − 2^-150: tiny, flushed
+  EXPECT_TRUE(SameBits(Y[1], FLT_MIN));  // 2^-126 − 2^-151: a tie, to even 2^-126
+  EXPECT_TRUE(SameBits(Y[2], FLT_MIN));  // 2^-130 is a BF16 subnormal: read as 0
+  for (std::size_t e = 0; e < Y.size(); ++e) ASSERT_TRUE(SameBits(Y[e], want[e])) << "element " << e;
+}
+
+// The panels run only in the fast family, for a matrix not marked exact_only, on the AVX-512 variant (so
+// PLUMB_ISA=avx2 keeps the FP32 path), and for float formats: a GGUF block type keeps its int8 panels.
+TEST(Bf16Panels, GemmTakesThemOnlyWhereItShould) {
+  WeightMatrix W = testing::RandomGgml(GgmlType::BF16, 16, 64, 3);
+  const WeightMatrix q = testing::RandomGgml(GgmlType::Q4_0, 16, 64, 4);
+  const bool host = Bf16Missing().empty() && std::getenv("PLUMB_BF16") == nullptr;
+  {
+    FamilyGuard guard(KernelFamily::kExact);
+    EXPECT_FALSE(kernels::UsesBf16Panels(W));
+  }
+  FamilyGuard guard(KernelFamily::kFast);
+  EXPECT_EQ(kernels::UsesBf16Panels(W), host && kernels::ActiveIsa() == kernels::Isa::kAvx512);
+  EXPECT_FALSE(kernels::UsesBf16Panels(q));
+  W.exact_only = true;
+  EXPECT_FALSE(kernels::UsesBf16Panels(W));
+  W.exact_only = false;
+  if (host) {
+    const kernels::Isa isa = kernels::ActiveIsa();
+    kernels::SetIsa(kernels::Isa::kAvx2);
+    EXPECT_FALSE(kernels::UsesBf16Panels(W));
+    kernels::SetIsa(isa);
+  }
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include "plumb/core/error.h"
 #include "plumb/formats/safetensors.h"
 #include "plumb/kernels/int8_activations.h"
+#include "plumb/kernels/kernels.h"
+#include "plumb/kernels/weight_matrix.h"
 #include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/model.h"
 #include "support/golden.h"
@@ -36,6 +38,21 @@ namespace fs = std::filesystem;
 // wrongly scaled RoPE, a missing window, another theta, a missing bias) move the logits by 1e-3 or more of
 // max|logit| (the manifests of the generator record them).
 constexpr double kTolerance = 1e-5;
+// The fast family where its prefill runs the BF16 panels (kernels::UsesBf16Panels: AVX512-BF16 hosts), whose
+// matmul inputs are rounded to BF16 (2^-9 relative) through two layers, the norms and the LM head: on these
+// checkpoints plumb measures 0.0084-0.045 (Gemma 3 the most, as in transformers), and transformers in
+// bfloat16 throughout (which rounds every activation too) 0.013-0.049, but Mixtral's 0.195, where its
+// router picks another expert. 0.1 leaves 2.2x over plumb's worst, far below a misplaced or missing row of a
+// panel (an error of the logits' own size); the bits themselves are the unit tests' (fma_family_test), the
+// model code's bugs the exact family's 1e-5, and the greedy ids below are checked exactly in both families.
+// The BF16 panels give the same bits on every host that runs them.
+constexpr double kBf16Tolerance = 0.1;
+
+// Whether the fast family's prefill runs the BF16 panels on this host (for these float checkpoints).
+bool FastPrefillIsBf16() {
+  const WeightMatrix w = WeightMatrix::FromBytes(GgmlType::F16, 1, 2, std::vector<std::uint8_t>(4));
+  return kernels::UsesBf16Panels(w);
+}
 
 std::vector<std::string> Checkpoints() {
   std::vector<std::string> names;
@@ -106,7 +123,7 @@ std::vector<std::string> GgufCheckpoints() {
 
 // Logits of every position of the teacher-forced sequence, then plumb's own greedy continuation, with each
 // kernel family (on these F16 weights the fast family runs the exact kernels' arithmetic, so one tolerance
-// serves both) and each cache layout.
+// serves both, but where its prefill runs the BF16 panels: kBf16Tolerance) and each cache layout.
 void ExpectTransformersOutput(const std::string& model_path, const std::string& expected_path) {
   SCOPED_TRACE(model_path);
   const SafetensorsFile expected = SafetensorsFile::Open(expected_path);
@@ -133,9 +150,12 @@ void ExpectTransformersOutput(const std::string& model_path, const std::string& 
         double max_err = 0;
         for (std::size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::fabs(got[i] - want[i]));
         const double relative = max_err / want_max;
-        EXPECT_LE(relative, kTolerance) << "max |plumb − transformers| / max |logit| over all positions";
-        if (family == kernels::KernelFamily::kExact && !paged) {
-          std::printf("%s: max |plumb - transformers| / max|logit| = %.3g\n", model_path.c_str(), relative);
+        EXPECT_LE(relative,
+                  family == kernels::KernelFamily::kFast && FastPrefillIsBf16() ? kBf16Tolerance : kTolerance)
+            << "max |plumb − transformers| / max |logit| over all positions";
+        if (!paged) {
+          std::printf("%s: max |plumb - transformers| / max|logit| = %.3g (%s)\n", model_path.c_str(),
+                      relative, kernels::FamilyName(family));
         }
       }
       Cache cache(model, paged);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,11 @@ KernelFamily ActiveFamily();
 std::optional<KernelFamily> FamilyFromEnvironment();
 void SetFamily(KernelFamily family);
 const char* FamilyName(KernelFamily family);  // "exact", "fast"
+// What `family` does on this host that the fixture suite's checks allow for (docs/fixtures.md "Allowances"):
+// nothing for the exact family; int8_activations for the fast one, and bf16_activations where its prefill
+// of a float matrix runs the BF16 panels (kernels.h, UsesBf16Panels). The --allow list that judges plumb's
+// own results as another engine's.
+std::vector<std::string> DeclaredAllowances(KernelFamily family);
 
 // x[n] in blocks of 32 (the last one zero-padded), as GGUF's Q8_1 stores them (docs/formats.md "GGUF
 // blocks"). For block b, with amax = max |x[i]| over its elements:

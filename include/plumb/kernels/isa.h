@@ -23,6 +23,7 @@ struct CpuFeatures {
   // Beyond the levels, each picking a faster path within kAvx512:
   bool avx512vnni = false;  // the int8 dots' vpdpbusd (ggml_int8_avx512.cpp, int4/int4_int8_x86.cpp)
   bool gfni = false;        // FP8 E4M3's byte maps (fp8/fp8_avx512.cpp)
+  bool avx512bf16 = false;  // vdpbf16ps: prefill's BF16 panels for the float formats (bf16_panel/)
   // AMX's tiles and int8 tile products (tdpbssd), beside AVX-512 VNNI (the panels' other half), with the OS
   // saving the tile state and Linux granting this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM,
   // asked once, here): prefill's int8 panels (ggml/int8_panel_amx.cpp).
@@ -31,12 +32,15 @@ struct CpuFeatures {
 const CpuFeatures& HostCpuFeatures();
 
 // Within kAvx512 (a kernel reached only where IsaSupported(Isa::kAvx512)): whether the CPU has AVX-512 VNNI,
-// and GFNI. Skylake-X has AVX-512 without either, so they are not part of the level.
+// GFNI and AVX512-BF16. Skylake-X has AVX-512 without either, so they are not part of the level.
 inline bool HasAvx512Vnni() {
   return HostCpuFeatures().avx512vnni;
 }
 inline bool HasGfni() {
   return HostCpuFeatures().gfni;
+}
+inline bool HasAvx512Bf16() {
+  return HostCpuFeatures().avx512bf16;
 }
 inline bool HasAmxInt8() {
   return HostCpuFeatures().amx_int8;

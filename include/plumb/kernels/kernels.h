@@ -58,7 +58,8 @@ void Gemm(const float* X, int m, const MatrixF32& W, float* Y);
 //   (docs/quantization.md "The fast kernel family against the exact one").
 //   For a float matrix (F32, F16, BF16, FP8) the fast family's Gemv runs the FMA kernels over x
 //   (kernels/simd/fma_dot.h; one row of F32 too, which is otherwise cblas's), and Gemm from 2 rows on is
-//   small_gemm's or cblas's as in the exact family.
+//   small_gemm's or cblas's as in the exact family, or from kBf16PanelMinRows rows on the BF16 panels where
+//   the CPU has them (UsesBf16Panels).
 void Gemv(const WeightMatrix& W, const float* x, float* y);
 void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 // From this many rows on, Gemm of a matrix with int8 panels (the GGUF block types) runs them in the fast
@@ -66,6 +67,15 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y);
 // crossover of the two on Llama-3.2-1B's shapes (24-32 rows for the 32-element types, 32-48 for the
 // K-quants, whose repacking costs more: bench/prefill_gemm_bench, docs/performance.md).
 inline constexpr int kInt8PanelMinRows = 32;
+// Whether Gemm of W runs the BF16 panels (src/kernels/bf16_panel/bf16_panel.h) from kBf16PanelMinRows rows
+// on: the fast family on a float matrix (F32, F16, BF16, FP8) where the CPU has AVX512-BF16 and the active
+// ISA is AVX-512, unless PLUMB_BF16=0. Then the rows of X and the weights are rounded to BF16 (exact for BF16
+// and FP8 weights) and summed in FP32: what an engine declares as bf16_activations (docs/fixtures.md
+// "Allowances"). Elsewhere such a Gemm is small_gemm's or cblas_sgemm's, as in the exact family. From 4 rows
+// the panels are no slower than small_gemm and from 8 on about twice as fast (Llama-3.2-1B's shapes, Zen 5,
+// bench/prefill_gemm_bench); at 128 and more, 3.5-3.9x cblas_sgemm (docs/performance.md "BF16 panels").
+bool UsesBf16Panels(const WeightMatrix& W);
+inline constexpr int kBf16PanelMinRows = 4;
 
 // Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in
 // one parallel region over the matrices' rows taken together (so small matrices like K and V do not each pay

@@ -1,7 +1,7 @@
 // GGUF rows decoded to FP32 with AVX2 + F16C, for the tiles of the batched GEMMs (ggml_format.cpp's
 // decode_rows): DequantizeRow's expressions (formats/gguf_blocks.cpp), 8 elements at a time. Q4_0, Q4_1,
-// Q8_0 and F16 have vector code; the other types run DequantizeRow itself. Every step is exact but Q4_1's
-// product and add, which are two instructions, as in the definition (no FMA in the target).
+// Q8_0, F16 and BF16 have vector code; the other types run DequantizeRow itself. Every step is exact but
+// Q4_1's product and add, which are two instructions, as in the definition (no FMA in the target).
 #include "ggml_kernels.h"
 
 #if defined(__x86_64__)
@@ -75,13 +75,25 @@ PLUMB_AVX2 void DecodeF16(const std::uint8_t* row, int n, float* out) {
   if (c < n) DequantizeRow(GgmlType::F16, row + 2 * c, out + c, n - c);
 }
 
-// Rows [r0, r0 + count) of W, one type's decoder (DecodeBlocks<kType> or DecodeF16) on each.
+// BF16 rows (any length): each value is its 16 bits moved to the top of a float's, as BF16ToF32's.
+PLUMB_AVX2 void DecodeBF16(const std::uint8_t* row, int n, float* out) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+    _mm256_storeu_ps(out + c, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+  }
+  if (c < n) DequantizeRow(GgmlType::BF16, row + 2 * c, out + c, n - c);
+}
+
+// Rows [r0, r0 + count) of W, one type's decoder (DecodeBlocks<kType>, DecodeF16 or DecodeBF16) on each.
 template <GgmlType kType>
 void DecodeTypeRows(const WeightMatrix& W, int r0, int count, float* out) {
   const int k = W.cols;
   for (int i = 0; i < count; ++i) {
     if constexpr (kType == GgmlType::F16) {
       DecodeF16(W.Row(r0 + i), k, out + Extent(i, k));
+    } else if constexpr (kType == GgmlType::BF16) {
+      DecodeBF16(W.Row(r0 + i), k, out + Extent(i, k));
     } else {
       DecodeBlocks<kType>(W.Row(r0 + i), k / 32, out + Extent(i, k));
     }
@@ -97,6 +109,7 @@ void FillDecodeRows(GgmlKernelTable& table) {
   table.At(GgmlType::Q4_1, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::Q4_1>;
   table.At(GgmlType::Q8_0, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::Q8_0>;
   table.At(GgmlType::F16, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::F16>;
+  table.At(GgmlType::BF16, Isa::kAvx2).decode_rows = DecodeTypeRows<GgmlType::BF16>;
 }
 
 }  // namespace plumb::kernels::ggml::avx2

@@ -87,7 +87,7 @@ void RowDots(GgmlType type, const std::uint8_t* rows, std::size_t row_stride, st
 #if defined(__x86_64__)
 namespace avx2 {
 void FillRowDots(GgmlKernelTable& table);     // row_dot_avx2.cpp: F32, F16, BF16, Q4_0, Q4_1, Q8_0
-void FillDecodeRows(GgmlKernelTable& table);  // ggml_decode_avx2.cpp: Q4_0, Q4_1, Q8_0, F16
+void FillDecodeRows(GgmlKernelTable& table);  // ggml_decode_avx2.cpp: Q4_0, Q4_1, Q8_0, F16, BF16
 void FillInt8(GgmlKernelTable& table);        // ggml_int8_avx2.cpp: every type HasInt8 accepts
 void FillFma(GgmlKernelTable& table);         // float_fma_x86.cpp: F32, F16, BF16
 void FillInt8Panels(GgmlKernelTable& table);  // int8_panel_avx2.cpp: every type HasInt8 accepts
