@@ -14,8 +14,9 @@
 //   y = acc, then × the row's scale where the format has one (FP8), one rounding (ApplyRowScales)
 // Daz: a subnormal BF16 input read as zero of its sign; Ftz: a subnormal result written as zero of its sign.
 // This is vdpbf16ps's lane as Intel's SDM defines it (two FMAs in that order, DAZ in, FTZ out, round to
-// nearest even, MXCSR not read), which an AMD Zen 5 computes bit for bit (measured over 3.2 M lanes with
-// subnormal and huge operands). One chain per output, so a kernel may split k into blocks and carry acc
+// nearest even, MXCSR not read), which an AMD Zen 5 computes bit for bit (checked once over 3.2 M random
+// lanes with subnormal and huge operands; fma_family_test holds the kernels to this definition, on the flush
+// cases too). One chain per output, so a kernel may split k into blocks and carry acc
 // through Y between them without changing a bit. NaN payloads are not part of the definition.
 #pragma once
 
