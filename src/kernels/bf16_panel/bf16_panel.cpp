@@ -146,11 +146,10 @@ void PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
     const int r0 = static_cast<int>(tile) * kTileRows;
     const int rows = std::min(kTileRows, n - r0);
     panel.Resize((rows + kPanelRows - 1) / kPanelRows, xb.pairs);
-    if (W.format != &kGgmlFormat && decoded.size() < Extent(kPanelRows, k))
-      decoded.resize(Extent(kPanelRows, k));
     for (int g = 0; g < panel.groups; ++g) {
       const int first = r0 + g * kPanelRows, count = std::min(kPanelRows, rows - g * kPanelRows);
       if (kernels.pack_stored(W, first, count, panel, g)) continue;
+      if (decoded.size() < Extent(kPanelRows, k)) decoded.resize(Extent(kPanelRows, k));
       decode(W, first, count, decoded.data());
       kernels.pack_group(decoded.data(), count, k, panel, g);
     }
