@@ -73,7 +73,7 @@ inline constexpr int kInt8PanelMinRows = 32;
 // and FP8 weights) and summed in FP32: what an engine declares as bf16_activations (docs/fixtures.md
 // "Allowances"). Elsewhere such a Gemm is small_gemm's or cblas_sgemm's, as in the exact family. From 4 rows
 // the panels are no slower than small_gemm and from 8 on about twice as fast (Llama-3.2-1B's shapes, Zen 5,
-// bench/prefill_gemm_bench); at 128 and more, 3.5-3.9x cblas_sgemm (docs/performance.md "BF16 panels").
+// bench/prefill_gemm_bench); at 512, 2.0-2.1x OpenBLAS's own sgemm (docs/performance.md "BF16 panels").
 bool UsesBf16Panels(const WeightMatrix& W);
 inline constexpr int kBf16PanelMinRows = 4;
 
