@@ -1,8 +1,8 @@
 // Prefill's projection on Llama-3.2-1B's shapes, per weight type and number of prompt rows: what
 // kernels::Gemm runs (the fast family's int8 panels from kInt8PanelMinRows rows, or for BF16 and F16 its BF16
-// panels past 64 rows where the CPU has AVX512-BF16; the exact family's FP32 sgemm on decoded tiles) against
-// the fast family's row dots repeated per row (kernels::GemvBatch: the same bits as the panels), which is
-// where the panels' threshold comes from (docs/performance.md, "Prefill on int8 panels").
+// panels from kBf16PanelMinRows rows where the CPU has AVX512-BF16; the exact family's FP32 sgemm on decoded
+// tiles) against the fast family's row dots repeated per row (kernels::GemvBatch: the same bits as the
+// panels), which is where the panels' threshold comes from (docs/performance.md, "Prefill on int8 panels").
 //
 //   Gemm/<family>/<type>/rows:<m>/cols:<k>/m:<prompt rows>/threads:<n>
 //       family: fast_panels (kernels::Gemm, fast family), fast_rowdots (kernels::GemvBatch, fast family),

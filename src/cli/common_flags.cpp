@@ -1,11 +1,9 @@
 #include "plumb/cli/common_flags.h"
 
-#include <algorithm>
 #include <iomanip>
 #include <limits>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "plumb/core/error.h"
 #include "plumb/kernels/blas_core.h"
@@ -62,9 +60,8 @@ void AddKernelsFlag(Flags& flags, kernels::KernelFamily fallback) {
       std::string("exact (the definitions, bit for bit) or fast (int8 activations where the weight "
                   "type has them: ") +
           kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() +
-          ", and BF16 dot products for their prefill where the CPU has AVX512-BF16); PLUMB_KERNELS, when "
-          "set, "
-          "replaces the default",
+          ", and BF16 dot products for their prefill where the CPU has AVX512-BF16); "
+          "PLUMB_KERNELS, when set, replaces the default",
       kernels::FamilyName(fallback));
 }
 
@@ -84,10 +81,8 @@ std::string KernelsDescription() {
   const kernels::KernelFamily family = kernels::ActiveFamily();
   std::string text = kernels::FamilyName(family);
   if (family == kernels::KernelFamily::kFast) {
-    const std::vector<std::string> allow = kernels::DeclaredAllowances(family);
-    const bool bf16 = std::find(allow.begin(), allow.end(), "bf16_activations") != allow.end();
     text += " (int8 activations for " + kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() +
-            (bf16 ? ", their prefill on BF16 panels (AVX512-BF16)" : "") + ")";
+            (kernels::Bf16PanelsAvailable() ? ", their prefill on BF16 panels (AVX512-BF16)" : "") + ")";
   }
   return text + ", " + kernels::IsaName(kernels::ActiveIsa()) +
          "; prefill GEMM: " + kernels::BlasDescription();

@@ -286,12 +286,12 @@ void Gemm(const float* X, int m, const WeightMatrix& W, float* Y) {
     if (m < kInt8PanelMinRows || !UsesInt8Panels(W)) return Int8GemvBatch(W, X, m, Y);
     return Int8PanelGemm(W, X, m, Y);
   }
+  // A float matrix in the fast family, on a CPU with BF16 dot products: x and W rounded to BF16, FP32 sums
+  // (bf16_panel.h), twice an FP32 FMA's products per instruction.
+  if (m >= kBf16PanelMinRows && bf16::PanelsRun(W)) return bf16::PanelGemm(W, X, m, Y);
   // Decode batches (a few to a few dozen rows): each weight tile decoded once into L2 and multiplied with
   // every row by plumb's register-blocked FMA kernel (small_gemm.h, which states its order). SmolLM2 Q4_1,
   // one decode step of 16 sequences: see docs/performance.md, "Batched decode".
-  // Prefill of a float matrix in the fast family, on a CPU with BF16 dot products: x and W rounded to BF16,
-  // FP32 sums (bf16_panel.h), twice an FP32 FMA's products per instruction.
-  if (m >= kBf16PanelMinRows && bf16::PanelsRun(W)) return bf16::PanelGemm(W, X, m, Y);
   if (m <= small_gemm::kMaxRows) {
     small_gemm::Multiply(X, m, W, Y, small_gemm::Order::kFused);
     return;
@@ -322,10 +322,14 @@ bool UsesBf16Panels(const WeightMatrix& W) {
   return bf16::PanelsRun(W);
 }
 
+bool Bf16PanelsAvailable() {
+  return bf16::PanelsAvailable();
+}
+
 std::vector<std::string> DeclaredAllowances(KernelFamily family) {
   if (family == KernelFamily::kExact) return {};
   std::vector<std::string> allow = {"int8_activations"};
-  if (bf16::PanelsAvailable()) allow.push_back("bf16_activations");
+  if (Bf16PanelsAvailable()) allow.push_back("bf16_activations");
   return allow;
 }
 

@@ -86,6 +86,16 @@ std::string Bf16Missing() {
   return "";
 }
 
+// The same for a test through Gemm, which also needs the panels on: the active ISA AVX-512 (PLUMB_ISA) and
+// PLUMB_BF16 not 0.
+std::string Bf16GemmMissing() {
+  if (const std::string why = Bf16Missing(); !why.empty()) return why;
+  if (!kernels::Bf16PanelsAvailable())
+    return std::string("the panels are off (PLUMB_BF16=0, or PLUMB_ISA ") +
+           kernels::IsaName(kernels::ActiveIsa()) + ")";
+  return "";
+}
+
 // x rows with every awkward value: AwkwardX's signed zeros, subnormals and large values, and infinities, a
 // NaN, values that round up to the smallest normal or to infinity, and ties of the BF16 rounding.
 std::vector<float> AwkwardRows(int m, int k, std::uint32_t seed) {
@@ -158,7 +168,7 @@ TEST(Bf16Panels, RoundingAndPackingAreTheDefinitions) {
 // shapes whose rows, x rows and pairs are not multiples of the blocks (16-row groups, 4-group tiles, 6 x
 // rows, 1024-pair blocks of k), from the fewest rows Gemm gives them, at 1 and 3 threads.
 TEST(Bf16Panels, GemmIsBitwiseTheDefinition) {
-  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = Bf16GemmMissing(); !why.empty()) GTEST_SKIP() << why;
   FamilyGuard guard(KernelFamily::kFast);
   const int threads = kernels::NumThreads();
   struct Shape {
@@ -190,7 +200,7 @@ TEST(Bf16Panels, GemmIsBitwiseTheDefinition) {
 // (2^-126 − 2^-150, which gradual underflow would round up to 2^-126) is flushed to +0, a tie just above it
 // is not, and a subnormal input is read as zero. The kernel's hardware answers; the definition must agree.
 TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
-  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = Bf16GemmMissing(); !why.empty()) GTEST_SKIP() << why;
   FamilyGuard guard(KernelFamily::kFast);
   constexpr int kRows = 3, kCols = 2, kM = 65;
   // Row r's pair: (even, odd) = (w0[r], 2^-63); x's: (2^-75, 2^-63). The odd product 2^-126 comes first.
@@ -222,7 +232,8 @@ TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
 TEST(Bf16Panels, GemmTakesThemOnlyWhereItShould) {
   WeightMatrix W = testing::RandomGgml(GgmlType::BF16, 16, 64, 3);
   const WeightMatrix q = testing::RandomGgml(GgmlType::Q4_0, 16, 64, 4);
-  const bool host = Bf16Missing().empty() && std::getenv("PLUMB_BF16") == nullptr;
+  const char* env = std::getenv("PLUMB_BF16");
+  const bool host = Bf16Missing().empty() && (env == nullptr || std::string(env) != "0");
   {
     FamilyGuard guard(KernelFamily::kExact);
     EXPECT_FALSE(kernels::UsesBf16Panels(W));

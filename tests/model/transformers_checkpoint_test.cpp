@@ -20,7 +20,6 @@
 #include "plumb/formats/safetensors.h"
 #include "plumb/kernels/int8_activations.h"
 #include "plumb/kernels/kernels.h"
-#include "plumb/kernels/weight_matrix.h"
 #include "plumb/kv/paged_kv_cache.h"
 #include "plumb/model/model.h"
 #include "support/golden.h"
@@ -47,12 +46,6 @@ constexpr double kTolerance = 1e-5;
 // model code's bugs the exact family's 1e-5, and the greedy ids below are checked exactly in both families.
 // The BF16 panels give the same bits on every host that runs them.
 constexpr double kBf16Tolerance = 0.1;
-
-// Whether the fast family's prefill runs the BF16 panels on this host (for these float checkpoints).
-bool FastPrefillIsBf16() {
-  const WeightMatrix w = WeightMatrix::FromBytes(GgmlType::F16, 1, 2, std::vector<std::uint8_t>(4));
-  return kernels::UsesBf16Panels(w);
-}
 
 std::vector<std::string> Checkpoints() {
   std::vector<std::string> names;
@@ -150,8 +143,9 @@ void ExpectTransformersOutput(const std::string& model_path, const std::string& 
         double max_err = 0;
         for (std::size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::fabs(got[i] - want[i]));
         const double relative = max_err / want_max;
-        EXPECT_LE(relative,
-                  family == kernels::KernelFamily::kFast && FastPrefillIsBf16() ? kBf16Tolerance : kTolerance)
+        EXPECT_LE(relative, family == kernels::KernelFamily::kFast && kernels::Bf16PanelsAvailable()
+                                ? kBf16Tolerance
+                                : kTolerance)
             << "max |plumb − transformers| / max |logit| over all positions";
         if (!paged) {
           std::printf("%s: max |plumb - transformers| / max|logit| = %.3g (%s)\n", model_path.c_str(),

@@ -75,6 +75,8 @@ inline constexpr int kInt8PanelMinRows = 32;
 // the panels are no slower than small_gemm and from 8 on about twice as fast (Llama-3.2-1B's shapes, Zen 5,
 // bench/prefill_gemm_bench); at 512, 2.0-2.1x OpenBLAS's own sgemm (docs/performance.md "BF16 panels").
 bool UsesBf16Panels(const WeightMatrix& W);
+// The same without a matrix: the ISA, the CPU and PLUMB_BF16 let the fast family's float matrices use them.
+bool Bf16PanelsAvailable();
 inline constexpr int kBf16PanelMinRows = 4;
 
 // Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in

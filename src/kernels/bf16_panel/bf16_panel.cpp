@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "plumb/core/extent.h"
 #include "plumb/formats/dtype.h"
@@ -55,8 +56,7 @@ const std::uint32_t* Panel::Group(int g) const {
   return storage.data() + ((64 - address % 64) % 64) / 4 + Extent(g, Extent(pairs, kPanelRows));
 }
 std::uint32_t* Panel::Group(int g) {
-  const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-  return storage.data() + ((64 - address % 64) % 64) / 4 + Extent(g, Extent(pairs, kPanelRows));
+  return const_cast<std::uint32_t*>(std::as_const(*this).Group(g));
 }
 
 void Panel::Resize(int group_count, int pair_count) {
