@@ -88,6 +88,12 @@ std::string ReadAmxMissing() {
   return "";
 }
 
+// CPUID leaf 7's AMX-BF16 (EDX bit 22).
+bool CpuHasAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (edx & (1u << 22)) != 0;
+}
+
 const std::string& AmxMissingOnce() {
   static const std::string missing = ReadAmxMissing();
   return missing;
@@ -107,6 +113,7 @@ CpuFeatures ReadCpuFeatures() {
   f.gfni = __builtin_cpu_supports("gfni") != 0;
   f.avx512bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16") != 0;
   f.amx_int8 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && AmxMissingOnce().empty();
+  f.amx_bf16 = f.avx512bf16 && f.avx512bw && f.avx512vl && CpuHasAmxBf16() && AmxMissingOnce().empty();
   return f;
 }
 
@@ -131,6 +138,22 @@ std::string AmxMissing() {
 #else
   return "not an x86-64 build";
 #endif
+}
+
+std::string AmxBf16Missing() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (HostCpuFeatures().amx_bf16) return "";
+  if (!CpuHasAmxBf16()) return "CPU lacks amx_bf16";
+  if (const std::string& why = AmxMissingOnce(); !why.empty()) return why;
+  return "CPU lacks avx512_bf16, avx512bw or avx512vl";
+#else
+  return "not an x86-64 build";
+#endif
+}
+
+bool EnvTurnsOff(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string_view(value) == "0";
 }
 
 std::string IsaMissing(Isa isa) {

@@ -28,6 +28,9 @@ struct CpuFeatures {
   // saving the tile state and Linux granting this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM,
   // asked once, here): prefill's int8 panels (ggml/int8_panel_amx.cpp).
   bool amx_int8 = false;
+  // AMX's BF16 tile products (tdpbf16ps), with the same OS and Linux conditions: prefill's BF16 panels as
+  // tiles (bf16_panel/bf16_panel_amx.cpp).
+  bool amx_bf16 = false;
 };
 const CpuFeatures& HostCpuFeatures();
 
@@ -45,9 +48,18 @@ inline bool HasAvx512Bf16() {
 inline bool HasAmxInt8() {
   return HostCpuFeatures().amx_int8;
 }
+inline bool HasAmxBf16() {
+  return HostCpuFeatures().amx_bf16;
+}
 // Why HasAmxInt8() is false ("CPU lacks amx_tile, amx_int8", "Linux refused the tile data: ..."), for a
 // test's skip; "" when it is true.
 std::string AmxMissing();
+// Why HasAmxBf16() is false, the same way.
+std::string AmxBf16Missing();
+
+// Whether the environment variable `name` is "0": how PLUMB_AMX and PLUMB_BF16 turn a path off for an A/B
+// of it against the one beneath on one host. Read at each call; a caller that decides once keeps the answer.
+bool EnvTurnsOff(const char* name);
 
 // Whether this build and CPU can run `isa` (kScalar always; kAvx2 on x86-64 with AVX2, FMA and F16C, so that
 // no kernel under kAvx2 asks for FMA again; kAvx512 on x86-64 with those and AVX-512 F, BW and VL, enabled by

@@ -18,6 +18,7 @@
 
 #if defined(__x86_64__)
 
+#include "../simd/amx_tile_config.h"
 #include "../simd/avx512_intrinsics.h"
 
 #include <algorithm>
@@ -38,18 +39,9 @@ namespace {
 
 constexpr int kTileRows = 16;  // x rows per tile product (A's rows, C's rows)
 
-// LDTILECFG's 64-byte operand (Intel SDM, "Tile configuration"): palette 1, then each tile's bytes per row
-// and its rows. Tiles 0 .. 3 hold the sums of a chunk's 4 terms; 4, 5 take turns as A and 6, 7 as B.
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-TileConfig ConfigFor(int G) {
-  TileConfig config;
+// Tiles 0 .. 3 hold the sums of a chunk's 4 terms; 4, 5 take turns as A and 6, 7 as B.
+AmxTileConfig ConfigFor(int G) {
+  AmxTileConfig config;
   for (int c = 0; c < 4; ++c) {
     config.colsb[c] = 64;  // C: 16 int32 sums per x row, one per weight row
     config.rows[c] = kTileRows;
@@ -255,7 +247,7 @@ PLUMB_AMX void AmxPanelGemm(const WeightMatrix& W, int row_begin, int row_end, c
   }
   alignas(64) float lanes[kTileRows * 8 * kPanelRows];
   alignas(64) float m_lanes[kTileRows * 8 * kPanelRows] = {};
-  const TileConfig config = ConfigFor(G);
+  const AmxTileConfig config = ConfigFor(G);
   _tile_loadconfig(&config);
   for (int x0 = 0; x0 < m; x0 += kTileRows) {
     const int rx = std::min(kTileRows, m - x0);

@@ -11,8 +11,6 @@
 #include "../simd/avx512_intrinsics.h"
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "../int8_activations/int8_sums_x86.h"
 #include "../simd/bytes.h"
@@ -154,8 +152,7 @@ Int8GemmFn VnniPanelGemmFor(GgmlType type) {
 
 // PLUMB_AMX=0 leaves AMX unused (an A/B of the two paths on one host).
 bool AmxWanted() {
-  const char* env = std::getenv("PLUMB_AMX");
-  return HasAmxInt8() && (env == nullptr || std::string_view(env) != "0");
+  return HasAmxInt8() && !EnvTurnsOff("PLUMB_AMX");
 }
 
 }  // namespace
