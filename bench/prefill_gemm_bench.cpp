@@ -6,7 +6,9 @@
 //
 //   Gemm/<family>/<type>/rows:<m>/cols:<k>/m:<prompt rows>/threads:<n>
 //       family: fast_panels (kernels::Gemm, fast family), fast_rowdots (kernels::GemvBatch, fast family),
-//       exact (kernels::Gemm, exact family). Counters: GFLOP/s (2·m·rows·cols per call).
+//       exact (kernels::Gemm, exact family), bf16_tiles (the AMX-BF16 tiles on any type, the GGUF blocks
+//       decoded per task: whether they would beat a quantized type's int8 panels; registered where the
+//       tiles run). Counters: GFLOP/s (2·m·rows·cols per call).
 //
 //   cmake --build build --target prefill_gemm_bench
 //   build/prefill_gemm_bench --benchmark_filter='threads:1'
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/kernels/bf16_panel/bf16_panel.h"
 #include "plumb/formats/dtype.h"
 #include "plumb/formats/gguf_blocks.h"
 #include "plumb/kernels/int8_activations.h"
@@ -34,7 +37,7 @@ using plumb::WeightMatrix;
 
 using plumb::bench::RandomBlocks;
 
-enum class Path { kPanels, kRowDots, kExact };
+enum class Path { kPanels, kRowDots, kExact, kBf16Tiles };
 
 // A BF16 or F16 matrix of N(0, 0.02) weights, as a checkpoint's (random bits would hold NaNs and subnormals).
 WeightMatrix RandomFloats(GgmlType type, int rows, int cols, std::mt19937& rng) {
@@ -65,6 +68,8 @@ void BM_Gemm(benchmark::State& state, Path path, GgmlType type) {
   for (auto _ : state) {
     if (path == Path::kRowDots) {
       plumb::kernels::GemvBatch(W, X.data(), m, Y.data());
+    } else if (path == Path::kBf16Tiles) {
+      plumb::kernels::bf16::AmxBf16Gemm()(W, X.data(), m, Y.data());
     } else {
       plumb::kernels::Gemm(X.data(), m, W, Y.data());
     }
@@ -91,7 +96,8 @@ void Register() {
                                    std::pair{"BF16", GgmlType::BF16}, std::pair{"F16", GgmlType::F16}}) {
     for (const auto& [label, path] :
          {std::pair{"fast_panels", Path::kPanels}, std::pair{"fast_rowdots", Path::kRowDots},
-          std::pair{"exact", Path::kExact}}) {
+          std::pair{"exact", Path::kExact}, std::pair{"bf16_tiles", Path::kBf16Tiles}}) {
+      if (path == Path::kBf16Tiles && !plumb::kernels::bf16::TileSumsMismatch().empty()) continue;
       benchmark::RegisterBenchmark((std::string("Gemm/") + label + "/" + name).c_str(), BM_Gemm, path, type)
           ->Apply(Shapes)
           ->Unit(benchmark::kMillisecond)

@@ -82,7 +82,10 @@ std::string KernelsDescription() {
   std::string text = kernels::FamilyName(family);
   if (family == kernels::KernelFamily::kFast) {
     text += " (int8 activations for " + kernels::Int8Coverage() + "; FMA for " + kernels::FmaCoverage() +
-            (kernels::Bf16PanelsAvailable() ? ", their prefill on BF16 panels (AVX512-BF16)" : "") + ")";
+            (kernels::Bf16PanelsAvailable()
+                 ? std::string(", their prefill on BF16 panels (") + kernels::Bf16PanelsKind() + ")"
+                 : std::string()) +
+            ")";
   }
   return text + ", " + kernels::IsaName(kernels::ActiveIsa()) +
          "; prefill GEMM: " + kernels::BlasDescription();

@@ -326,6 +326,10 @@ bool Bf16PanelsAvailable() {
   return bf16::PanelsAvailable();
 }
 
+const char* Bf16PanelsKind() {
+  return bf16::ActiveSums() == bf16::Sums::kTileBlocks ? "AMX-BF16 tiles" : "AVX512-BF16";
+}
+
 std::vector<std::string> DeclaredAllowances(KernelFamily family) {
   if (family == KernelFamily::kExact) return {};
   std::vector<std::string> allow = {"int8_activations"};

@@ -163,45 +163,123 @@ TEST(Bf16Panels, RoundingAndPackingAreTheDefinitions) {
   }
 }
 
-// Y from the panels against the definition, element by element: every float format (random and any-bits
+using GemmFn = void (*)(const WeightMatrix& W, const float* X, int m, float* Y);
+
+// `gemm` against the definition with `sums`, element by element: every float format (random and any-bits
 // F16/BF16 with infinities, NaNs and subnormals; FP8 with its row scales), x rows with awkward values,
 // shapes whose rows, x rows and pairs are not multiples of the blocks (16-row groups, 4-group tiles, 6 x
-// rows, 1024-pair blocks of k), from the fewest rows Gemm gives them, at 1 and 3 threads.
-TEST(Bf16Panels, GemmIsBitwiseTheDefinition) {
-  if (const std::string why = Bf16GemmMissing(); !why.empty()) GTEST_SKIP() << why;
-  FamilyGuard guard(KernelFamily::kFast);
+// rows, 1024-pair blocks of k; the tiles' 16-pair blocks, 8-block chunks, 2 × 2 tiles and tasks of up to
+// 128 rows, stored BF16 rows read in place where k is whole blocks), from the fewest rows Gemm gives them, at
+// 1 and 3 threads.
+void ExpectBitwiseTheDefinition(GemmFn gemm, kernels::bf16::Sums sums, const char* label) {
   const int threads = kernels::NumThreads();
   struct Shape {
     int n, k, m;
   };
-  for (const Shape sh : {Shape{17, 333, 65}, Shape{70, 31, 7}, Shape{130, 2051, 13}, Shape{64, 2, 100},
-                         Shape{33, 64, kernels::kBf16PanelMinRows}}) {
+  for (const Shape sh :
+       {Shape{17, 333, 65}, Shape{70, 31, 7}, Shape{130, 2051, 13}, Shape{64, 2, 100},
+        Shape{33, 64, kernels::kBf16PanelMinRows}, Shape{300, 320, 37}, Shape{48, 544, 16}}) {
     const std::vector<float> X = AwkwardRows(sh.m, sh.k, 5);
     kernels::bf16::Bf16Rows xb;
     kernels::bf16::RoundRows(X.data(), sh.m, sh.k, xb);
     for (FloatCase& c : Cases(sh.n, sh.k, 40)) {
       ASSERT_TRUE(kernels::UsesBf16Panels(c.W)) << c.name;
       std::vector<float> want(static_cast<std::size_t>(sh.m) * sh.n);
-      kernels::bf16::GemmDefinition(c.W, 0, sh.n, xb, want.data(), sh.n);
+      kernels::bf16::GemmDefinition(c.W, 0, sh.n, xb, want.data(), sh.n, sums);
       for (int t : {1, 3}) {
         kernels::SetNumThreads(t);
         std::vector<float> Y(want.size(), -1.0f);
-        kernels::Gemm(X.data(), sh.m, c.W, Y.data());
+        gemm(c.W, X.data(), sh.m, Y.data());
         for (std::size_t e = 0; e < Y.size(); ++e)
-          ASSERT_TRUE(SameBits(Y[e], want[e])) << c.name << ", n " << sh.n << " k " << sh.k << " m " << sh.m
-                                               << ", threads " << t << ", element " << e;
+          ASSERT_TRUE(SameBits(Y[e], want[e])) << label << ", " << c.name << ", n " << sh.n << " k " << sh.k
+                                               << " m " << sh.m << ", threads " << t << ", element " << e;
       }
     }
   }
   kernels::SetNumThreads(threads);
 }
 
-// Where the definition follows vdpbf16ps rather than IEEE FMA: a sum that x86 calls tiny after rounding
-// (2^-126 − 2^-150, which gradual underflow would round up to 2^-126) is flushed to +0, a tie just above it
-// is not, and a subnormal input is read as zero. The kernel's hardware answers; the definition must agree.
-TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
+// Why this host cannot run the AMX-BF16 tiles as the definition: no AMX-BF16, or a tdpbf16ps that
+// computes otherwise (TileSumsMismatch).
+std::string TilesMissing() {
+  if (const std::string why = Bf16Missing(); !why.empty()) return why;
+  return kernels::bf16::TileSumsMismatch();
+}
+
+// kernels::Gemm takes the panels with the sums ActiveSums() names; where that is the tiles, the lanes'
+// kernel is held to its own definition as well (PLUMB_AMX=0 makes it Gemm's).
+TEST(Bf16Panels, GemmIsBitwiseTheDefinition) {
   if (const std::string why = Bf16GemmMissing(); !why.empty()) GTEST_SKIP() << why;
   FamilyGuard guard(KernelFamily::kFast);
+  const kernels::bf16::Sums active = kernels::bf16::ActiveSums();
+  ExpectBitwiseTheDefinition(
+      [](const WeightMatrix& W, const float* X, int m, float* Y) { kernels::Gemm(X, m, W, Y); }, active,
+      active == kernels::bf16::Sums::kTileBlocks ? "Gemm, tdpbf16ps tiles" : "Gemm, vdpbf16ps lanes");
+  if (active == kernels::bf16::Sums::kTileBlocks)
+    ExpectBitwiseTheDefinition(kernels::bf16::LanesGemm, kernels::bf16::Sums::kPairLanes, "vdpbf16ps lanes");
+  else if (TilesMissing().empty())
+    ExpectBitwiseTheDefinition(kernels::bf16::AmxBf16Gemm(), kernels::bf16::Sums::kTileBlocks,
+                               "tdpbf16ps tiles");
+}
+
+// Where the tiles' sums part from the lanes', as tdpbf16ps was measured to compute (docs/formats.md, "BF16
+// tiles"), each row's known answer for x = all ones; the definition must give it anywhere, the tiles on a
+// host with them.
+TEST(Bf16Panels, TileSumsAreTheMeasuredInstruction) {
+  struct Known {
+    const char* what;
+    std::vector<float> w;  // elements, pairs (2p, 2p + 1); x is k copies of `x`
+    float x, tiles, lanes;
+  };
+  std::vector<float> split(34, 0.0f);  // pair 0 = (1, 0), pair 16 = (2^-24, 2^-30): two blocks
+  split[0] = 1.0f;
+  split[32] = 0x1p-24f;
+  split[33] = 0x1p-30f;
+  const std::vector<Known> known = {
+      // Even chain 1 + 0, odd 2^-24 + 2^-30 exact, joined above the tie: 1 + 2^-23. The lanes (odd first)
+      // tie 1 + 2^-24 down to 1 before 2^-30 comes.
+      {"two chains", {1.0f, 0x1p-24f, 0.0f, 0x1p-30f}, 1.0f, 1.0f + 0x1p-23f, 1.0f},
+      // Block 0 gives 1, block 1's join 2^-24 + 2^-30 lifts it; one chain would tie to 1.
+      {"16-pair blocks", split, 1.0f, 1.0f + 0x1p-23f, 1.0f},
+      // Even chain 2^-126, then −2^-152: 2^-126 − 2^-152 is tiny only before rounding, and both ask after.
+      {"tiny after rounding", {0x1p-63f, 0.0f, -0x1p-89f, 0.0f}, 0x1p-63f, FLT_MIN, FLT_MIN},
+      // A product below 2^-126 alone in its chain is flushed to −0, which the odd chain's +0 joins to +0; the
+      // lanes flush the same sum last, to −0.
+      {"a tiny product alone", {-0x1p-65f, 0.0f}, 0x1p-65f, 0.0f, -0.0f},
+  };
+  const std::string tiles_missing = TilesMissing();
+  for (const Known& c : known) {
+    const int k = static_cast<int>(c.w.size());
+    const std::vector<float> x(static_cast<std::size_t>(k), c.x);
+    kernels::bf16::Bf16Rows wb, xb;
+    kernels::bf16::RoundRows(c.w.data(), 1, k, wb);
+    kernels::bf16::RoundRows(x.data(), 1, k, xb);
+    EXPECT_TRUE(SameBits(kernels::bf16::TileDot(wb.Row(0), xb.Row(0), wb.pairs), c.tiles)) << c.what;
+    EXPECT_TRUE(SameBits(kernels::bf16::PairDot(wb.Row(0), xb.Row(0), wb.pairs), c.lanes)) << c.what;
+    if (!tiles_missing.empty()) continue;
+    // The hardware: the row as 16 weight rows against 16 x rows.
+    std::vector<std::uint8_t> bytes;
+    for (int r = 0; r < 16; ++r)
+      for (float v : c.w) {
+        const std::uint16_t b = F32ToBF16(v);
+        bytes.push_back(static_cast<std::uint8_t>(b & 0xFF));
+        bytes.push_back(static_cast<std::uint8_t>(b >> 8));
+      }
+    const WeightMatrix W = WeightMatrix::FromBytes(GgmlType::BF16, 16, k, std::move(bytes));
+    std::vector<float> X;
+    for (int i = 0; i < 16; ++i) X.insert(X.end(), x.begin(), x.end());
+    std::vector<float> Y(256);
+    kernels::bf16::AmxBf16Gemm()(W, X.data(), 16, Y.data());
+    for (float y : Y) ASSERT_TRUE(SameBits(y, c.tiles)) << c.what << ", tdpbf16ps";
+  }
+  if (!tiles_missing.empty()) GTEST_SKIP() << "the definition checked, the tiles not: " << tiles_missing;
+}
+
+// Where the definition follows vdpbf16ps rather than IEEE FMA: a sum that x86 calls tiny after rounding
+// (2^-126 − 2^-150, which gradual underflow would round up to 2^-126) is flushed to +0, a tie just above it
+// is not, and a subnormal input is read as zero. The lanes' hardware answers; the definition must agree.
+TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
+  if (const std::string why = Bf16Missing(); !why.empty()) GTEST_SKIP() << why;
   constexpr int kRows = 3, kCols = 2, kM = 65;
   // Row r's pair: (even, odd) = (w0[r], 2^-63); x's: (2^-75, 2^-63). The odd product 2^-126 comes first.
   const float w0[kRows] = {-0x1p-75f, -0x1p-76f, 0x1p-130f};
@@ -216,7 +294,7 @@ TEST(Bf16Panels, FlushesAsTheInstructionDoes) {
   std::vector<float> X;
   for (int i = 0; i < kM; ++i) X.insert(X.end(), {0x1p-75f, 0x1p-63f});
   std::vector<float> Y(kM * kRows);
-  kernels::Gemm(X.data(), kM, W, Y.data());
+  kernels::bf16::LanesGemm(W, X.data(), kM, Y.data());
   kernels::bf16::Bf16Rows xb;
   kernels::bf16::RoundRows(X.data(), kM, kCols, xb);
   std::vector<float> want(Y.size());

@@ -74,9 +74,14 @@ inline constexpr int kInt8PanelMinRows = 32;
 // "Allowances"). Elsewhere such a Gemm is small_gemm's or cblas_sgemm's, as in the exact family. From 4 rows
 // the panels are no slower than small_gemm and from 8 on about twice as fast (Llama-3.2-1B's shapes, Zen 5,
 // bench/prefill_gemm_bench); at 512, 2.0-2.1x OpenBLAS's own sgemm (docs/performance.md "BF16 panels").
+// Where the CPU has AMX-BF16 they run as tiles (docs/performance.md "BF16 tiles").
 bool UsesBf16Panels(const WeightMatrix& W);
 // The same without a matrix: the ISA, the CPU and PLUMB_BF16 let the fast family's float matrices use them.
 bool Bf16PanelsAvailable();
+// Which kernel runs them, for the kernels line: "AMX-BF16 tiles" where the CPU's tdpbf16ps computes the
+// tiles' definition and PLUMB_AMX is not 0 (their sums differ from the lanes', bf16_panel.h), else
+// "AVX512-BF16".
+const char* Bf16PanelsKind();
 inline constexpr int kBf16PanelMinRows = 4;
 
 // Several GEMVs of one input (Q, K and V; gate and up): y_i = W_i · x, each bitwise Gemv(W_i, x, y_i), in

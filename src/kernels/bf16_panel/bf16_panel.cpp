@@ -5,8 +5,6 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 #include <utility>
 
 #include "plumb/core/extent.h"
@@ -36,10 +34,13 @@ float High(std::uint32_t word) {
 // taken with a 64-bit significand (the product of two BF16 values is exact in it, and no sum reaching the
 // threshold needs more than its bits there: the threshold has 26 significant bits, each operand at most 24).
 float FlushedFma(float a, float b, float acc) {
+  const float rounded = std::fma(a, b, acc);
+  // Above 2^-126 after rounding (or NaN): not tiny either way.
+  if (!(std::fabs(rounded) <= FLT_MIN)) return rounded;
   const long double sum = static_cast<long double>(a) * b + acc;
   constexpr long double kTiny = static_cast<long double>(FLT_MIN) - 0x1p-151L;  // FLT_MIN's rounding midpoint
   if (std::fabs(sum) < kTiny && sum != 0) return std::copysign(0.0f, static_cast<float>(sum));
-  return std::fma(a, b, acc);
+  return rounded;
 }
 
 }  // namespace
@@ -75,6 +76,20 @@ float PairDot(const std::uint32_t* w, const std::uint32_t* x, int pairs) {
   return acc;
 }
 
+float TileDot(const std::uint32_t* w, const std::uint32_t* x, int pairs) {
+  float acc = 0.0f;
+  for (int p0 = 0; p0 < pairs; p0 += kTileBlockPairs) {
+    float even = 0.0f, odd = 0.0f;
+    for (int p = p0; p < p0 + kTileBlockPairs; ++p) {
+      const std::uint32_t wp = p < pairs ? w[p] : 0u, xp = p < pairs ? x[p] : 0u;
+      even = FlushedFma(Low(wp), Low(xp), even);
+      odd = FlushedFma(High(wp), High(xp), odd);
+    }
+    acc = FlushedFma(1.0f, FlushedFma(1.0f, even, odd), acc);
+  }
+  return acc;
+}
+
 namespace {
 
 // Elements 2p and 2p + 1 of v (k long; past its end +0) as one word.
@@ -103,23 +118,26 @@ void PackGroup(const float* decoded, int rows, int k, Panel& panel, int g) {
 }
 
 void GemmDefinition(const WeightMatrix& W, int row_begin, int row_end, const Bf16Rows& X, float* Y,
-                    std::size_t ldy) {
+                    std::size_t ldy, Sums sums) {
+  const auto dot = sums == Sums::kTileBlocks ? TileDot : PairDot;
   std::vector<float> decoded(static_cast<std::size_t>(W.cols));
   Bf16Rows row;
   for (int r = row_begin; r < row_end; ++r) {
     DecodeRowsOf(W, r, 1, decoded.data());
     RoundRows(decoded.data(), 1, W.cols, row);
-    for (int i = 0; i < X.m; ++i) Y[Extent(i, ldy) + r] = PairDot(row.Row(0), X.Row(i), X.pairs);
+    for (int i = 0; i < X.m; ++i) Y[Extent(i, ldy) + r] = dot(row.Row(0), X.Row(i), X.pairs);
   }
   ApplyRowScales(W, row_begin, row_end - row_begin, Y, X.m, ldy);
 }
 
 bool PanelsAvailable() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("PLUMB_BF16");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool wanted = !EnvTurnsOff("PLUMB_BF16");
   return wanted && ActiveIsa() == Isa::kAvx512 && HasAvx512Bf16();
+}
+
+Sums ActiveSums() {
+  static const bool tiles = !EnvTurnsOff("PLUMB_AMX") && TileSumsMismatch().empty();
+  return tiles ? Sums::kTileBlocks : Sums::kPairLanes;
 }
 
 bool PanelsRun(const WeightMatrix& W) {
@@ -128,7 +146,7 @@ bool PanelsRun(const WeightMatrix& W) {
 
 // A tile is 4 groups (64 rows): the tile kernel's block, so each of its passes over x feeds 24 accumulators.
 // 2048 rows give 32 tiles, enough for the pool to even out threads that run at different speeds.
-void PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
+void LanesGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
   const Kernels kernels = Avx512Bf16Kernels();
   const int n = W.rows, k = W.cols;
   thread_local Bf16Rows scratch;
@@ -156,6 +174,11 @@ void PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
     kernels.tile(panel, xb, r0, r0 + rows, Y, static_cast<std::size_t>(n));
     ApplyRowScales(W, r0, rows, Y, m, static_cast<std::size_t>(n));
   });
+}
+
+void PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y) {
+  if (ActiveSums() == Sums::kTileBlocks) return AmxBf16Gemm()(W, X, m, Y);
+  LanesGemm(W, X, m, Y);
 }
 
 }  // namespace plumb::kernels::bf16

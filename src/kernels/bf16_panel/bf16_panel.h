@@ -18,10 +18,22 @@
 // lanes with subnormal and huge operands; fma_family_test holds the kernels to this definition, on the flush
 // cases too). One chain per output, so a kernel may split k into blocks and carry acc
 // through Y between them without changing a bit. NaN payloads are not part of the definition.
+//
+// Where AMX-BF16 runs the panels (bf16_panel_amx.cpp), the sums are its tile product's instead, tdpbf16ps as
+// an Intel Xeon (Emerald Rapids) computes it, measured here since the SDM's pseudocode (one chain, even
+// element first) is not what the hardware does (docs/formats.md, "BF16 tiles"). The same xb and wb, each
+// padded with +0 pairs to a multiple of kTileBlockPairs, then per block of 16 pairs p0 .. p0 + 15:
+//   even = +0, odd = +0; for p = p0 .. p0 + 15:
+//     even = Ftz(fma(Daz(wb[2p]),     Daz(xb[2p]),     even))
+//     odd  = Ftz(fma(Daz(wb[2p + 1]), Daz(xb[2p + 1]), odd))
+//   acc = Ftz(acc + Ftz(even + odd))
+// Two chains per block, joined once and added to acc; acc carries through memory between blocks as above.
+// A CPU whose tdpbf16ps disagrees on the probe cases keeps the vdpbf16ps panels (TileSumsMismatch).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "plumb/kernels/weight_matrix.h"
@@ -52,8 +64,14 @@ struct Panel {
   void Resize(int group_count, int pair_count);
 };
 
-// The definition's dot of one weight row and one x row, each `pairs` words as above.
+// Which definition a kernel's sums follow: vdpbf16ps's lanes or tdpbf16ps's blocks.
+enum class Sums { kPairLanes, kTileBlocks };
+inline constexpr int kTileBlockPairs = 16;  // a tile row's 64 bytes: the depth of one tdpbf16ps
+
+// The definition's dot of one weight row and one x row, each `pairs` words as above: PairDot with the
+// lanes' sums, TileDot with the tiles'.
 float PairDot(const std::uint32_t* w, const std::uint32_t* x, int pairs);
+float TileDot(const std::uint32_t* w, const std::uint32_t* x, int pairs);
 
 // The definition's rounding of one row x[k] into its ⌈k / 2⌉ words at out; RoundRows: X's m rows into `out`
 // (resized).
@@ -66,7 +84,7 @@ void PackGroup(const float* decoded, int rows, int k, Panel& panel, int g);
 // Y[i][r] (row stride ldy) for i < X.m and r in [row_begin, row_end): the definition, element by element,
 // with W's row scale after. What the kernels are tested against.
 void GemmDefinition(const WeightMatrix& W, int row_begin, int row_end, const Bf16Rows& X, float* Y,
-                    std::size_t ldy);
+                    std::size_t ldy, Sums sums = Sums::kPairLanes);
 
 // An ISA's kernels: RoundRow's and PackGroup's bits, and the tile product: Y[i][r0 + 16g + j] for i < X.m,
 // g < panel.groups and j < kPanelRows with r0 + 16g + j < rows_end, each the definition's acc (no row scale).
@@ -83,14 +101,30 @@ struct Kernels {
 // AVX512-BF16's kernels (bf16_panel_avx512.cpp); null members on a CPU or build without it.
 Kernels Avx512Bf16Kernels();
 
+// AMX-BF16's GEMM (bf16_panel_amx.cpp): Y[m][W.rows] with the tiles' sums, W's rows as tdpbf16ps's first
+// operand (read as stored where W is GGUF BF16, else decoded and rounded a tile of rows at a time) and X's
+// rows packed as panels, its second. Null on a CPU or build without it.
+using GemmFn = void (*)(const WeightMatrix& W, const float* X, int m, float* Y);
+GemmFn AmxBf16Gemm();
+// Why this CPU's tdpbf16ps does not compute TileDot on the probe cases (random pairs over a wide range of
+// magnitudes, sums near the smallest normal, signed zeros), or "" where it does; "CPU lacks ..." where it
+// has no AMX-BF16. Asked once, by the first caller.
+const std::string& TileSumsMismatch();
+
 // Whether kernels::Gemm of W runs the panels for a prefill (kernels.h, UsesBf16Panels): the fast family's
 // float kernels cover W (UsesFmaRowDots), the active ISA is AVX-512 on a CPU with AVX512-BF16, and the
 // environment does not say PLUMB_BF16=0 (an A/B of this path against FP32 on one host).
 bool PanelsRun(const WeightMatrix& W);
 // The same without the matrix: the ISA, the CPU and the environment allow the panels.
 bool PanelsAvailable();
-// Y[m][W.rows] = the definition for every (i, r), W's rows decoded, rounded and packed a tile at a time by
-// the pool's threads, X rounded once. W must pass PanelsRun.
+// The sums PanelGemm computes here: the tiles' where AMX-BF16 runs (TileSumsMismatch() empty, PLUMB_AMX not
+// 0), else the lanes'.
+Sums ActiveSums();
+// Y[m][W.rows] = the definition with ActiveSums() for every (i, r), by AmxBf16Gemm or LanesGemm. W must
+// pass PanelsRun.
 void PanelGemm(const WeightMatrix& W, const float* X, int m, float* Y);
+// The lanes' GEMM (AVX512-BF16): W's rows decoded, rounded and packed a tile at a time by the pool's
+// threads, X rounded once. Where HasAvx512Bf16().
+void LanesGemm(const WeightMatrix& W, const float* X, int m, float* Y);
 
 }  // namespace plumb::kernels::bf16

@@ -3,6 +3,7 @@
 // elements to all 16. Blocks of 6 x rows × 4 groups (64 weight rows) keep 24 accumulators in registers: per
 // pair, 4 panel loads and 6 broadcasts of x feed 24 instructions. The rounding and packing are integer code
 // with F32ToBF16's bits, reading F32, F16 and BF16 rows as stored. Bitwise the definition (bf16_gemm_test).
+#include "bf16_panel_avx512.h"
 #include "bf16_panel.h"
 
 #if defined(__x86_64__)
@@ -82,8 +83,9 @@ PLUMB_BF16_TARGET void RoundRowAvx512(const float* x, int k, std::uint32_t* out)
     _mm512_mask_storeu_epi32(out + p, First16(pairs - p), StoredPairs<GgmlType::F32>(x, k, p));
 }
 
-// r[j] becomes column j of the 16 × 16 matrix of words whose row j was r[j].
-PLUMB_BF16_TARGET void Transpose16(__m512i* r) {
+}  // namespace
+
+PLUMB_TRANSPOSE_TARGET void Transpose16(__m512i* r) {
   __m512i t[16], u[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -106,6 +108,8 @@ PLUMB_BF16_TARGET void Transpose16(__m512i* r) {
     r[12 + e] = _mm512_shuffle_i32x4(a_odd, b_odd, 0xDD);
   }
 }
+
+namespace {
 
 // Group g of the panel from `rows` rows stored as T, row j at first + j · stride bytes: 16 pairs of the 16
 // rows at a time, transposed so that each store is one pair of all 16 rows.
