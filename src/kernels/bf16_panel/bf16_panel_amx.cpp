@@ -137,10 +137,14 @@ struct Call {
 // Row j of every block of group g's tiles from the row's words (`pairs` of them; null: +0).
 PLUMB_AMX_BF16 void ScatterRow(const std::uint32_t* row, int pairs, int blocks, std::uint32_t* group, int j) {
   for (int q = 0; q < blocks; ++q) {
-    const int n = row == nullptr ? 0 : std::min(kTile, pairs - kTile * q);
+    std::uint32_t* out = group + Extent(q, kTileWords) + kTile * j;
+    if (row == nullptr) {
+      _mm512_store_si512(out, _mm512_setzero_si512());
+      continue;
+    }
+    const int n = std::min(kTile, pairs - kTile * q);
     const __mmask16 valid = static_cast<__mmask16>(n >= kTile ? 0xFFFFu : (1u << n) - 1);
-    _mm512_store_si512(group + Extent(q, kTileWords) + kTile * j,
-                       _mm512_maskz_loadu_epi32(valid, row + kTile * q));
+    _mm512_store_si512(out, _mm512_maskz_loadu_epi32(valid, row + kTile * q));
   }
 }
 
