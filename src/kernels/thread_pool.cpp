@@ -92,11 +92,12 @@ class Pool {
       return;
     }
     std::lock_guard<std::mutex> dispatch(dispatch_);
-    const bool shrunk = backoff_.NextRegionShrunk();  // explicit counts run at width but count as regions
-    if (adaptive && shrunk) {
+    if (adaptive && backoff_.NextRegionShrunk()) {
+      const Clock::time_point start = Clock::now();
       t_in_region = true;
       body(context, 0, 1);
       t_in_region = false;
+      backoff_.FinishedAlone(MicrosSince(start));
       return;
     }
     if (threads - 1 > static_cast<int>(workers_.size())) Resize(threads - 1);
@@ -115,7 +116,7 @@ class Pool {
     SpinThenYield([&] { return pending_.load(std::memory_order_acquire) == 0; }, 0);
     const double waited = MicrosSince(waiting);
     const double own_share = std::chrono::duration<double, std::micro>(waiting - start).count();
-    if (adaptive) backoff_.Finished(waited > kStallMicros && waited > 2 * own_share);
+    if (adaptive) backoff_.Finished(own_share + waited, waited > kStallMicros && waited > 2 * own_share);
   }
 
  private:
@@ -164,7 +165,7 @@ class Pool {
     }
   }
 
-  std::mutex dispatch_;  // one region at a time
+  std::mutex dispatch_;   // one region at a time
   StallBackoff backoff_;  // under dispatch_
   int threads_;
   std::vector<std::thread> workers_;

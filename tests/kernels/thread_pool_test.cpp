@@ -117,9 +117,16 @@ TEST_F(ThreadPoolTest, RegionsFromSeveralApplicationThreadsTakeTurns) {
   EXPECT_EQ(total.load(), 3L * 300 * 64);
 }
 
+// Holds the calling thread for at least `micros` (a region's work, in wall time).
+void BusyFor(double micros) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(micros);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 // A region held up by a thread that did not run (here: one that sleeps 5 ms) makes the next regions at the
-// default count run on the caller alone, then the pool uses all its threads again; an explicit count is
-// never shrunk.
+// default count run on the caller alone for a while, measured in the caller's time, then the pool uses all
+// its threads again; an explicit count is never shrunk.
 TEST_F(ThreadPoolTest, AStalledRegionShrinksTheNextOnesForAWhile) {
   SetPoolThreads(2);
   RunParallel([](int t, int) {
@@ -134,47 +141,62 @@ TEST_F(ThreadPoolTest, AStalledRegionShrinksTheNextOnesForAWhile) {
       },
       2);
   EXPECT_EQ(threads, 2);
+  // Each region holds the caller for >= 500 us, so the shortest shrink is over after at most
+  // kMinShrinkMicros / 500 of them; the loop counts the first at full width too.
+  constexpr double kRegionMicros = 500;
+  const int most = static_cast<int>(StallBackoff::kMinShrinkMicros / kRegionMicros);
   int regions = 0;
-  for (threads = 1; threads == 1 && regions < 100000; ++regions)
+  for (threads = 1; threads == 1 && regions <= most + 1; ++regions)
     RunParallel([&](int t, int n) {
-      if (t == 0) threads = n;
+      if (t == 0) {
+        threads = n;
+        BusyFor(kRegionMicros);
+      }
     });
   EXPECT_EQ(threads, 2);
-  EXPECT_GE(regions, 32);
+  EXPECT_LE(regions, most + 1);
 }
 
-// StallBackoff, region by region: how many regions after a stall run on the caller alone.
-int ShrunkAfterStall(StallBackoff& b) {
-  b.NextRegionShrunk();
-  b.Finished(true);
+// StallBackoff, region by region: how many regions of `micros` each run on the caller alone after a stall.
+int ShrunkAfterStall(StallBackoff& b, double micros = 100) {
+  b.Finished(micros, true);
   int shrunk = 0;
-  while (b.NextRegionShrunk()) ++shrunk;
-  b.Finished(false);  // the first full-width region again
+  for (; b.NextRegionShrunk(); ++shrunk) b.FinishedAlone(micros);
   return shrunk;
 }
-void CleanRegions(StallBackoff& b, int n) {
+void CleanRegions(StallBackoff& b, int n, double micros = 100) {
   for (int i = 0; i < n; ++i) {
     EXPECT_FALSE(b.NextRegionShrunk());
-    b.Finished(false);
+    b.Finished(micros, false);
   }
 }
 
 // A stall right after a shrink ended (the host is still busy) doubles the next shrink, up to the maximum;
-// one after many clean regions (an idle host's rare hiccup) shrinks for the shortest time again, however
+// one after a while of clean work (an idle host's rare hiccup) shrinks for the shortest time again, however
 // long the last shrink was. (The pool's own timing is AStalledRegionShrinksTheNextOnesForAWhile's.)
 TEST(StallBackoffTest, AStallSoonAfterAShrinkDoublesItAndARareOneDoesNot) {
   StallBackoff b;
-  const int shortest = static_cast<int>(StallBackoff::kMinShrunkRegions);
-  CleanRegions(b, 500);
-  EXPECT_EQ(ShrunkAfterStall(b), shortest - 1);  // the stalled region's own count is the first
-  EXPECT_EQ(ShrunkAfterStall(b), 2 * shortest - 1);
-  EXPECT_EQ(ShrunkAfterStall(b), 4 * shortest - 1);
+  const int shortest = static_cast<int>(StallBackoff::kMinShrinkMicros / 100);  // regions of 100 us
+  const int longest = static_cast<int>(StallBackoff::kMaxShrinkMicros / 100);
+  const int soon = static_cast<int>(StallBackoff::kSoonMicros / 100);
+  EXPECT_EQ(ShrunkAfterStall(b), shortest);  // the first stall is not soon after anything
+  EXPECT_EQ(ShrunkAfterStall(b), 2 * shortest);
+  EXPECT_EQ(ShrunkAfterStall(b), 4 * shortest);
   for (int i = 0; i < 8; ++i) ShrunkAfterStall(b);
-  EXPECT_EQ(ShrunkAfterStall(b), static_cast<int>(StallBackoff::kMaxShrunkRegions) - 1);
-  CleanRegions(b, shortest - 2);  // still soon: the stall counts as the host staying busy
-  EXPECT_EQ(ShrunkAfterStall(b), static_cast<int>(StallBackoff::kMaxShrunkRegions) - 1);
-  CleanRegions(b, shortest);
-  EXPECT_EQ(ShrunkAfterStall(b), shortest - 1);
+  EXPECT_EQ(ShrunkAfterStall(b), longest);
+  CleanRegions(b, soon - 1);  // still soon: the stall counts as the host staying busy
+  EXPECT_EQ(ShrunkAfterStall(b), longest);
+  CleanRegions(b, soon);
+  EXPECT_EQ(ShrunkAfterStall(b), shortest);
+}
+
+// The shrink is time, not a region count: one long region (a prefill's GEMM) uses it up, where short ones
+// (decode's) run alone by the dozen.
+TEST(StallBackoffTest, OneLongRegionEndsAShrink) {
+  StallBackoff b;
+  EXPECT_EQ(ShrunkAfterStall(b, 20000), 1);
+  CleanRegions(b, 1, 20000);
+  EXPECT_EQ(ShrunkAfterStall(b, 50), static_cast<int>(StallBackoff::kMinShrinkMicros / 50));
 }
 
 TEST_F(ThreadPoolTest, SetNumThreadsIsThePools) {
